@@ -1,0 +1,201 @@
+"""Decoders for every Kafka on-disk format, bytes to Arrow, no Spark.
+
+Entry points:
+- :func:`read_segment` decodes one file into one Arrow table;
+- :func:`iter_file` streams any file as bounded Arrow record batches, table by table;
+- :func:`read_dump` decodes a whole dump (small dumps and tests; Spark does big ones);
+- :func:`discover` lists a dump's files.
+
+Tables and their columns: :mod:`decoders.schemas`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import pyarrow as pa
+
+from decoders import schemas
+from decoders.errors import ErrorRow
+from decoders.indexes import read_offset_index, read_time_index, read_txn_index
+from decoders.internal import decode_internal, internal_tables_for
+from decoders.layout import LOG_KINDS, DumpFile, classify, discover, replicas
+from decoders.schemas import TABLES
+from decoders.segment import Accounting, FileInfo, SegmentDecoder
+from decoders.snapshot import read_snapshot
+from decoders.source import open_source
+
+__all__ = [
+    "TABLES",
+    "DumpFile",
+    "FileInfo",
+    "SegmentDecoder",
+    "discover",
+    "iter_file",
+    "read_dump",
+    "read_segment",
+    "replicas",
+]
+
+RECORD_TABLES = {"records", "offset_commits", "group_metadata", "group_records", "txn_log"}
+DEFAULT_MAX_ROWS = 65536
+
+
+def _info_for(path, info: FileInfo | None) -> FileInfo:
+    if info is not None:
+        return info
+    if isinstance(path, (str, bytes)) or hasattr(path, "__fspath__"):
+        import os
+
+        from decoders.layout import _single_file
+
+        if os.path.isfile(path):
+            return _single_file(os.fspath(path)).info
+    return FileInfo(file=getattr(path, "name", "<bytes>"))
+
+
+def iter_file(
+    path,
+    tables: Iterable[str] = ("batches",),
+    *,
+    info: FileInfo | None = None,
+    deep: bool = True,
+    verify_crc: bool = True,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    window_bytes: int | None = None,
+    start: int = 0,
+    stop: int | None = None,
+) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """Decode one file, yielding (table name, record batch) with at most ``max_rows`` rows each.
+
+    Every table of :data:`TABLES` can be asked for; a file yields rows only for the tables its
+    kind has (a `.log` has batches, records, internal tables and errors; an `.index` has
+    index_entries...). ``segments`` and ``errors`` rows come last, once the file is accounted for.
+    """
+    wanted = set(tables)
+    unknown = wanted - TABLES.keys()
+    if unknown:
+        raise ValueError(f"unknown table(s) {sorted(unknown)}; known: {sorted(TABLES)}")
+    if not deep and wanted & RECORD_TABLES:
+        raise ValueError(f"tables {sorted(wanted & RECORD_TABLES)} need a deep decode")
+    info = _info_for(path, info)
+    src = open_source(path, info.file)
+    try:
+        acct, errors = yield from _dispatch(src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop)
+    finally:
+        src.close()
+    if "errors" in wanted and errors:
+        yield "errors", _errors_batch(info, errors)
+    if "segments" in wanted:
+        yield "segments", _segment_row(info, acct, errors)
+
+
+def _dispatch(src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop):
+    kind = info.kind if info.kind != "other" else classify(src.name.rsplit("/", 1)[-1])[0]
+    if kind in LOG_KINDS:
+        return (yield from _log(src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop))
+    readers = {
+        "index": (read_offset_index, "index_entries"),
+        "timeindex": (read_time_index, "index_entries"),
+        "txnindex": (read_txn_index, "aborted_txns"),
+        "snapshot": (read_snapshot, "producer_snapshots"),
+    }
+    if kind in readers:
+        reader, table = readers[kind]
+        res = reader(src, info)
+        if table in wanted:
+            for b in res.table.to_batches(max_chunksize=max_rows):
+                yield table, b
+        return res.acct, res.acct.errors
+    acct = Accounting(size=src.size)
+    errors = _text_file(src, info, kind, acct)
+    return acct, errors
+
+
+def _text_file(src, info, kind, acct) -> list[ErrorRow]:
+    from decoders import checkpoints
+    from decoders.errors import CORRUPT_BYTES, DecodeError
+
+    parsers = {
+        "leader_epoch_checkpoint": checkpoints.leader_epoch_checkpoint,
+        "offset_checkpoint": checkpoints.offset_checkpoint,
+        "partition_metadata": checkpoints.partition_metadata,
+        "meta_properties": checkpoints.meta_properties,
+    }
+    if kind not in parsers:
+        return []
+    try:
+        parsed = parsers[kind](src.read_at(0, min(src.size, checkpoints.MAX_TEXT_BYTES)))
+        acct.valid = src.size
+        acct.batches = len(parsed.get("entries", [])) if isinstance(parsed, dict) else 0
+        return []
+    except DecodeError as e:
+        acct.corrupt = src.size
+        return [ErrorRow(info.file, 0, src.size, CORRUPT_BYTES, str(e))]
+
+
+def _log(src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop):
+    kwargs = {"window_bytes": window_bytes} if window_bytes else {}
+    dec = SegmentDecoder(src, info, deep=deep, verify_crc=verify_crc, start=start, stop=stop, **kwargs)
+    internal = [t for t in internal_tables_for(info.topic) if t in wanted]
+    extra_errors: list[ErrorRow] = []
+    for w in dec.windows():
+        if "batches" in wanted and w.batches.num_rows:
+            yield from _split("batches", w.batches, max_rows)
+        for rb in w.records:
+            if "records" in wanted:
+                yield from _split("records", rb, max_rows)
+            if internal:
+                decoded, errs = decode_internal(rb)
+                extra_errors.extend(errs)
+                for t in internal:
+                    for b in decoded[t].to_batches(max_chunksize=max_rows):
+                        yield t, b
+    return dec.acct, dec.acct.errors + extra_errors
+
+
+def _split(table: str, batch: pa.RecordBatch, max_rows: int) -> Iterator[tuple[str, pa.RecordBatch]]:
+    for off in range(0, batch.num_rows, max_rows):
+        yield table, batch.slice(off, max_rows)
+
+
+def _errors_batch(info: FileInfo, errors: list[ErrorRow]) -> pa.RecordBatch:
+    rows = [
+        {"broker": info.broker, "topic": info.topic, "partition": info.partition, "file": e.file,
+         "position": e.position, "length": e.length, "kind": e.kind, "reason": e.reason, "offset": e.offset}
+        for e in errors
+    ]
+    return schemas.from_rows("errors", rows).to_batches()[0]
+
+
+def _segment_row(info: FileInfo, acct: Accounting, errors: list[ErrorRow]) -> pa.RecordBatch:
+    row = {
+        "broker": info.broker, "topic": info.topic, "partition": info.partition, "file": info.file,
+        "kind": info.kind, "base_offset": info.base_offset, "size": acct.size, "bytes_valid": acct.valid,
+        "bytes_padding": acct.padding, "bytes_corrupt": acct.corrupt, "entries": acct.batches,
+        "records": acct.records, "first_offset": acct.first_offset, "last_offset": acct.last_offset,
+        "error_count": len(errors), "error": errors[0].reason if errors else None,
+    }
+    return schemas.from_rows("segments", [row]).to_batches()[0]
+
+
+def read_segment(path, table: str = "batches", *, info: FileInfo | None = None, deep: bool = True,
+                 verify_crc: bool = True) -> pa.Table:
+    """One table of one file (a `.log`, index, snapshot, checkpoint...)."""
+    batches = [b for t, b in iter_file(path, (table,), info=info, deep=deep, verify_crc=verify_crc) if t == table]
+    return pa.Table.from_batches(batches, schema=TABLES[table])
+
+
+def read_dump(paths, tables: Iterable[str] = ("batches",), *, deep: bool = True,
+              verify_crc: bool = True) -> dict[str, pa.Table]:
+    """Tables over every file of a dump, in one process (for small dumps; Spark reads big ones)."""
+    wanted = tuple(tables)
+    out: dict[str, list[pa.RecordBatch]] = {t: [] for t in wanted}
+    for f in discover(paths):
+        for t, b in iter_file(f.path, wanted, info=f.info, deep=deep, verify_crc=verify_crc):
+            out[t].append(b)
+    return {t: pa.Table.from_batches(bs, schema=TABLES[t]) for t, bs in out.items()}
+
+
+def dump_files(paths) -> list[DumpFile]:
+    return discover(paths)

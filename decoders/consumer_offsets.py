@@ -1,0 +1,326 @@
+"""`__consumer_offsets` keys and values (kafka-formats.md section 6).
+
+A key is an int16 record type and a non-flexible key struct; a value is an int16 version and
+the value struct at that version, or null (a tombstone). Record types without a layout here
+are kept with their raw bytes; types Kafka does not know are reported, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from decoders import consumer_protocol
+from decoders.errors import DecodeError
+from decoders.primitives import ByteReader, ByteWriter
+
+OFFSET_COMMIT_LEGACY = 0
+OFFSET_COMMIT = 1
+GROUP_METADATA = 2
+
+RECORD_NAMES = {
+    0: "OffsetCommit",
+    1: "OffsetCommit",
+    2: "GroupMetadata",
+    3: "ConsumerGroupMetadata",
+    4: "ConsumerGroupPartitionMetadata",
+    5: "ConsumerGroupMemberMetadata",
+    6: "ConsumerGroupTargetAssignmentMetadata",
+    7: "ConsumerGroupTargetAssignmentMember",
+    8: "ConsumerGroupCurrentMemberAssignment",
+    9: "ShareGroupPartitionMetadata",
+    10: "ShareGroupMemberMetadata",
+    11: "ShareGroupMetadata",
+    12: "ShareGroupTargetAssignmentMetadata",
+    13: "ShareGroupTargetAssignmentMember",
+    14: "ShareGroupCurrentMemberAssignment",
+    15: "ShareGroupStatePartitionMetadata",
+    16: "ConsumerGroupRegularExpression",
+    17: "StreamsGroupMetadata",
+    18: "StreamsGroup18",
+    19: "StreamsGroup19",
+    20: "StreamsGroup20",
+    21: "StreamsGroup21",
+    22: "StreamsGroup22",
+    23: "StreamsGroup23",
+    24: "StreamsGroupTargetAssignmentResolvedTopicIds",
+}
+MEMBER_KEYS = {5, 7, 8, 10, 13, 14}
+MAX_OFFSET_COMMIT_VERSION = 4
+MAX_GROUP_METADATA_VERSION = 4
+
+
+class UnknownVersion(DecodeError):
+    """A record type or value version this decoder (and the Kafka it follows) does not know."""
+
+
+def decode_key(key: bytes) -> dict[str, Any]:
+    r = ByteReader(key)
+    ktype = r.int16()
+    out: dict[str, Any] = {"key_type": ktype}
+    if ktype in (OFFSET_COMMIT_LEGACY, OFFSET_COMMIT):
+        out.update(group_id=r.string(), topic=r.string(), partition=r.int32())
+    elif ktype == GROUP_METADATA:
+        out["group_id"] = r.string()
+    elif ktype in RECORD_NAMES:
+        out["group_id"] = r.string()
+        if ktype in MEMBER_KEYS:
+            out["member_id"] = r.string()
+        elif ktype == 16:
+            out["regular_expression"] = r.string()
+        elif ktype >= 17 and r.remaining >= 2:
+            out["member_id"] = r.string()
+    else:
+        raise UnknownVersion(f"unknown __consumer_offsets record type {ktype}")
+    return out
+
+
+def decode_offset_commit(value: bytes) -> dict[str, Any]:
+    """OffsetCommitValue v0-4."""
+    r = ByteReader(value)
+    v = r.int16()
+    if v < 0 or v > MAX_OFFSET_COMMIT_VERSION:
+        raise UnknownVersion(f"OffsetCommitValue version {v}")
+    flexible = v >= 4
+    out = {"value_version": v, "committed_offset": r.int64(), "leader_epoch": -1, "expire_timestamp": None}
+    if v >= 3:
+        out["leader_epoch"] = r.int32()
+    out["metadata"] = r.string(flexible)
+    out["commit_timestamp"] = r.int64()
+    if v == 1:
+        exp = r.int64()
+        out["expire_timestamp"] = None if exp == -1 else exp
+    if flexible:
+        r.tagged_fields()
+    return out
+
+
+def decode_group_metadata(value: bytes) -> dict[str, Any]:
+    """GroupMetadataValue v0-4, with consumer-protocol member bytes decoded."""
+    r = ByteReader(value)
+    v = r.int16()
+    if v < 0 or v > MAX_GROUP_METADATA_VERSION:
+        raise UnknownVersion(f"GroupMetadataValue version {v}")
+    flex = v >= 4
+    out: dict[str, Any] = {"value_version": v, "protocol_type": r.string(flex), "generation": r.int32()}
+    out["protocol"] = r.nullable_string(flex)
+    out["leader"] = r.nullable_string(flex)
+    out["state_timestamp"] = None
+    if v >= 2:
+        ts = r.int64()
+        out["state_timestamp"] = None if ts == -1 else ts
+
+    def member() -> dict[str, Any]:
+        m: dict[str, Any] = {"member_id": r.string(flex), "instance_id": None}
+        if v >= 3:
+            m["instance_id"] = r.nullable_string(flex)
+        m["client_id"] = r.string(flex)
+        m["client_host"] = r.string(flex)
+        m["rebalance_timeout_ms"] = r.int32() if v >= 1 else None
+        m["session_timeout_ms"] = r.int32()
+        if m["rebalance_timeout_ms"] is None:  # v0: the session timeout doubles as rebalance timeout
+            m["rebalance_timeout_ms"] = m["session_timeout_ms"]
+        m["subscription"] = r.bytes_(flex)
+        m["assignment"] = r.bytes_(flex)
+        if flex:
+            r.tagged_fields()
+        if out["protocol_type"] == consumer_protocol.CONSUMER_PROTOCOL_TYPE:
+            _decode_member_protocol(m)
+        return m
+
+    out["members"] = r.array(member, flex)
+    if flex:
+        r.tagged_fields()
+    return out
+
+
+def _decode_member_protocol(m: dict[str, Any]) -> None:
+    errors = []
+    try:
+        m.update(consumer_protocol.subscription(m["subscription"]))
+    except DecodeError as e:
+        errors.append(f"subscription: {e}")
+    try:
+        m.update(consumer_protocol.assignment(m["assignment"]))
+    except DecodeError as e:
+        errors.append(f"assignment: {e}")
+    m["protocol_error"] = "; ".join(errors) or None
+
+
+# -- KIP-848 / KIP-932 values (all version 0, flexible) -----------------------------------------
+def _uuid(r: ByteReader) -> str:
+    return str(uuid.UUID(bytes=r.uuid()))
+
+
+def _struct_array(r: ByteReader, fields) -> list[dict]:
+    def one() -> dict:
+        d = fields()
+        r.tagged_fields()
+        return d
+
+    return r.array(one, flexible=True)
+
+
+def decode_group_value(ktype: int, value: bytes) -> dict[str, Any]:
+    """Decode a value of record types 3-16 into a plain dict (JSON-able)."""
+    r = ByteReader(value)
+    v = r.int16()
+    if v < 0:
+        raise UnknownVersion(f"negative value version {v} for record type {ktype}")
+    out: dict[str, Any] = {"value_version": v}
+
+    def topic_partitions() -> list[dict]:
+        return _struct_array(r, lambda: {"topic_id": _uuid(r), "partitions": r.array(r.int32, True)})
+
+    if ktype in (3, 11):
+        out["epoch"] = r.int32()
+        tags = r.tagged_fields({0: lambda s: s.int64(), 1: lambda s: s.int64()})
+        if 0 in tags:
+            out["metadata_hash"] = tags[0]
+        if 1 in tags:
+            out["creation_time_ms"] = tags[1]
+        return out
+    if ktype in (4, 9):
+        out["topics"] = _struct_array(
+            r,
+            lambda: {
+                "topic_id": _uuid(r),
+                "topic_name": r.string(True),
+                "num_partitions": r.int32(),
+                "partition_metadata": _struct_array(
+                    r, lambda: {"partition": r.int32(), "racks": r.array(lambda: r.string(True), True)}
+                ),
+            },
+        )
+    elif ktype == 5:
+        out.update(
+            instance_id=r.nullable_string(True),
+            rack_id=r.nullable_string(True),
+            client_id=r.string(True),
+            client_host=r.string(True),
+            subscribed_topic_names=r.array(lambda: r.string(True), True),
+            subscribed_topic_regex=r.nullable_string(True),
+            rebalance_timeout_ms=r.int32(),
+            server_assignor=r.nullable_string(True),
+        )
+
+        def classic(s: ByteReader) -> dict | None:
+            if s.int8() < 0:
+                return None
+            d = {"session_timeout_ms": s.int32()}
+
+            def proto() -> dict:
+                p = {"name": s.string(True), "metadata": s.bytes_(True)}
+                s.tagged_fields()
+                try:
+                    p["subscription"] = consumer_protocol.subscription(p["metadata"])
+                    p["subscription"]["subscription_user_data"] = None
+                except DecodeError:
+                    pass
+                p["metadata"] = p["metadata"].hex()
+                return p
+
+            d["supported_protocols"] = s.array(proto, True)
+            s.tagged_fields()
+            return d
+
+        tags = r.tagged_fields({0: classic})
+        if 0 in tags:
+            out["classic_member_metadata"] = tags[0]
+        return out
+    elif ktype in (6, 12):
+        out["assignment_epoch"] = r.int32()
+    elif ktype in (7, 13):
+        out["topic_partitions"] = topic_partitions()
+    elif ktype in (8, 14):
+        out.update(member_epoch=r.int32(), previous_member_epoch=r.int32(), state=r.int8())
+        out["assigned_partitions"] = topic_partitions()
+        if ktype == 8:
+            out["partitions_pending_revocation"] = topic_partitions()
+    elif ktype == 10:
+        out.update(
+            rack_id=r.nullable_string(True),
+            client_id=r.string(True),
+            client_host=r.string(True),
+            subscribed_topic_names=r.array(lambda: r.string(True), True),
+        )
+    elif ktype == 15:
+        out["initialized_topics"] = _struct_array(
+            r, lambda: {"topic_id": _uuid(r), "topic_name": r.string(True), "partitions": r.array(r.int32, True)}
+        )
+        out["deleting_topics"] = _struct_array(r, lambda: {"topic_id": _uuid(r), "topic_name": r.string(True)})
+    elif ktype == 16:
+        out.update(topics=r.array(lambda: r.string(True), True), version=r.int64(), timestamp=r.int64())
+    else:
+        out["raw"] = value.hex()  # streams-group records: layout not covered, kept verbatim
+        return out
+    tags = r.tagged_fields()
+    if "unknown_tags" in tags:
+        out["unknown_tags"] = tags["unknown_tags"]
+    return out
+
+
+def fields_json(d: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in d.items() if k != "value_version"}, sort_keys=True, default=str)
+
+
+# -- encoders (writer, tests) -------------------------------------------------------------------
+def encode_offset_commit_key(group: str, topic: str, partition: int, key_type: int = OFFSET_COMMIT) -> bytes:
+    return ByteWriter().int16(key_type).string(group).string(topic).int32(partition).getvalue()
+
+
+def encode_group_metadata_key(group: str) -> bytes:
+    return ByteWriter().int16(GROUP_METADATA).string(group).getvalue()
+
+
+def encode_offset_commit(
+    offset: int,
+    commit_timestamp: int,
+    version: int = 3,
+    metadata: str = "",
+    leader_epoch: int = -1,
+    expire_timestamp: int = -1,
+) -> bytes:
+    w = ByteWriter().int16(version).int64(offset)
+    if version >= 3:
+        w.int32(leader_epoch)
+    w.string(metadata, version >= 4).int64(commit_timestamp)
+    if version == 1:
+        w.int64(expire_timestamp)
+    if version >= 4:
+        w.tagged_fields()
+    return w.getvalue()
+
+
+def encode_group_metadata(
+    protocol_type: str,
+    generation: int,
+    protocol: str | None,
+    leader: str | None,
+    members: list[dict[str, Any]],
+    version: int = 3,
+    state_timestamp: int = -1,
+) -> bytes:
+    """members: dicts with member_id, client_id, client_host, session_timeout_ms,
+    subscription, assignment and optionally instance_id, rebalance_timeout_ms."""
+    flex = version >= 4
+    w = ByteWriter().int16(version).string(protocol_type, flex).int32(generation)
+    w.nullable_string(protocol, flex).nullable_string(leader, flex)
+    if version >= 2:
+        w.int64(state_timestamp)
+    w.array_length(len(members), flex)
+    for m in members:
+        w.string(m["member_id"], flex)
+        if version >= 3:
+            w.nullable_string(m.get("instance_id"), flex)
+        w.string(m.get("client_id", ""), flex).string(m.get("client_host", ""), flex)
+        if version >= 1:
+            w.int32(m.get("rebalance_timeout_ms", 300000))
+        w.int32(m.get("session_timeout_ms", 45000))
+        w.bytes_(m.get("subscription", b""), flex).bytes_(m.get("assignment", b""), flex)
+        if flex:
+            w.tagged_fields()
+    if flex:
+        w.tagged_fields()
+    return w.getvalue()

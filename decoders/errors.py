@@ -1,0 +1,31 @@
+"""Why a byte range was rejected: the error rows every decoder emits instead of raising.
+
+Error kinds are the decoding finding kinds of DESIGN.md so that a later audit can turn an
+error row into a finding without translation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CRC_MISMATCH = "crc_mismatch"
+TRUNCATED_BATCH = "truncated_batch"
+CORRUPT_BYTES = "corrupt_bytes"
+UNKNOWN_VERSION = "unknown_version"
+INDEX_INCONSISTENT = "index_inconsistent"
+
+
+class DecodeError(ValueError):
+    """Raised inside a decoder when bytes do not follow the format; callers turn it into a row."""
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRow:
+    """One problem at an exact place in one file."""
+
+    file: str
+    position: int
+    length: int
+    kind: str
+    reason: str
+    offset: int | None = None

@@ -1,0 +1,337 @@
+"""Compiled inner loops: hop log entries, scan v2 records into columns, gather byte slices.
+
+These are the only per-record loops in the decoder. They run under numba over a uint8 array
+and emit flat numpy columns (positions and lengths into that array), so no Python object is
+made per record. Every read is bounds-checked against the area it belongs to; a malformed
+batch stops at the first bad byte and reports where and why.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# hop_entries stop reasons
+HOP_END = 0  # reached the end of the range exactly
+HOP_PARTIAL = 1  # the next entry does not fit in the range (or its 17-byte head does not)
+HOP_BAD_SIZE = 2  # size field smaller than the format's minimum or larger than allowed
+HOP_BAD_MAGIC = 3  # magic byte is not 0, 1 or 2
+
+# per-batch record scan status (scan_records)
+REC_OK = 0
+REC_BAD_LENGTH = 1  # a record's length is negative or runs past the records area
+REC_FIELD_OVERRUN = 2  # a field runs past the end of its record
+REC_TOO_FEW = 3  # the area ended before recordsCount records were read
+REC_LEFTOVER = 4  # bytes remain after recordsCount records
+REC_BAD_FIELD_LENGTH = 5  # negative key/value/header length other than -1, or bad header count
+REC_BAD_VARINT = 6  # a varint is longer than its type allows
+REC_SIZE_MISMATCH = 7  # bytes consumed by a record differ from its length field
+
+REC_REASONS = {
+    REC_BAD_LENGTH: "record length is negative or runs past the records area",
+    REC_FIELD_OVERRUN: "record field runs past the end of its record",
+    REC_TOO_FEW: "records area ended before recordsCount records",
+    REC_LEFTOVER: "bytes left over after recordsCount records",
+    REC_BAD_FIELD_LENGTH: "invalid key, value or header length",
+    REC_BAD_VARINT: "varint longer than its type allows",
+    REC_SIZE_MISMATCH: "record length disagrees with its fields",
+}
+
+MIN_V2_RECORD_SIZE = 7  # length, attributes, ts delta, offset delta, key len, value len, headers
+
+
+@njit(cache=True, nogil=True)
+def _be32(b, p):
+    return np.int32(
+        (np.int64(b[p]) << 24) | (np.int64(b[p + 1]) << 16) | (np.int64(b[p + 2]) << 8) | np.int64(b[p + 3])
+    )
+
+
+@njit(cache=True, nogil=True)
+def hop_entries(buf, start, end, max_entry):
+    """Follow `12 + size` from `start` while whole, well-formed entries fit before `end`.
+
+    Returns (positions, sizes, magics, count, stop_position, stop_reason).
+    """
+    cap = max(16, (end - start) // 61 + 1)
+    pos = np.empty(cap, np.int64)
+    size = np.empty(cap, np.int32)
+    magic = np.empty(cap, np.int8)
+    n = 0
+    p = start
+    reason = HOP_END
+    while True:
+        if p == end:
+            reason = HOP_END
+            break
+        if end - p < 17:
+            reason = HOP_PARTIAL
+            break
+        s = _be32(buf, p + 8)
+        m = np.int8(buf[p + 16])
+        if m < 0 or m > 2:
+            reason = HOP_BAD_MAGIC
+            break
+        if s < 14 or (m == 2 and s < 49) or s > max_entry:
+            reason = HOP_BAD_SIZE
+            break
+        if p + 12 + s > end:
+            reason = HOP_PARTIAL
+            break
+        if n == cap:
+            cap *= 2
+            pos2 = np.empty(cap, np.int64)
+            pos2[:n] = pos[:n]
+            pos = pos2
+            size2 = np.empty(cap, np.int32)
+            size2[:n] = size[:n]
+            size = size2
+            magic2 = np.empty(cap, np.int8)
+            magic2[:n] = magic[:n]
+            magic = magic2
+        pos[n] = p
+        size[n] = s
+        magic[n] = m
+        n += 1
+        p += 12 + s
+    return pos[:n], size[:n], magic[:n], n, p, reason
+
+
+@njit(cache=True, nogil=True)
+def _uvarint(b, p, end, max_bytes):
+    """Unsigned LEB128 -> (value, next position, ok)."""
+    res = np.int64(0)
+    shift = 0
+    for _ in range(max_bytes):
+        if p >= end:
+            return res, p, False
+        x = np.int64(b[p])
+        p += 1
+        res |= (x & 0x7F) << shift
+        if x < 0x80:
+            return res, p, True
+        shift += 7
+    return res, p, False
+
+
+@njit(cache=True, nogil=True)
+def _varint(b, p, end):
+    u, p, ok = _uvarint(b, p, end, 5)
+    u &= 0xFFFFFFFF
+    v = (u >> 1) ^ -(u & 1)
+    return v, p, ok
+
+
+@njit(cache=True, nogil=True)
+def _varlong(b, p, end):
+    u, p, ok = _uvarint(b, p, end, 10)
+    v = (u >> 1) ^ -(u & 1)
+    return v, p, ok
+
+
+@njit(cache=True, nogil=True)
+def scan_records(buf, starts, ends, counts, base_offsets, base_timestamps, fixed_timestamps):
+    """Scan the records areas of v2 batches into columns.
+
+    buf: uint8 array holding every records area; starts/ends: the area of batch i;
+    counts: recordsCount; fixed_timestamps[i] >= -1 replaces every record's timestamp
+    (LogAppendTime -> maxTimestamp), or is -2 to use baseTimestamp + delta.
+
+    Returns per-record columns (batch index, offset, timestamp, key pos/len, value pos/len,
+    first header index, header count), per-header columns (key pos/len, value pos/len) and
+    per-batch (status, records decoded, error position).
+    """
+    nb = starts.shape[0]
+    cap = 0
+    for i in range(nb):
+        c = counts[i]
+        room = (ends[i] - starts[i]) // MIN_V2_RECORD_SIZE
+        cap += max(0, min(c, room))
+    rb = np.empty(cap, np.int32)
+    off = np.empty(cap, np.int64)
+    ts = np.empty(cap, np.int64)
+    kpos = np.empty(cap, np.int64)
+    klen = np.empty(cap, np.int32)
+    vpos = np.empty(cap, np.int64)
+    vlen = np.empty(cap, np.int32)
+    hfirst = np.empty(cap, np.int64)
+    hcount = np.empty(cap, np.int32)
+    hcap = max(16, cap)
+    hkp = np.empty(hcap, np.int64)
+    hkl = np.empty(hcap, np.int32)
+    hvp = np.empty(hcap, np.int64)
+    hvl = np.empty(hcap, np.int32)
+    status = np.zeros(nb, np.int8)
+    decoded = np.zeros(nb, np.int32)
+    errpos = np.full(nb, -1, np.int64)
+    k = 0
+    h = 0
+    for i in range(nb):
+        p = starts[i]
+        area_end = ends[i]
+        st = REC_OK
+        j = 0
+        c = counts[i]
+        while j < c:
+            if p >= area_end:
+                st = REC_TOO_FEW
+                break
+            rstart = p
+            ln, p, ok = _varint(buf, p, area_end)
+            if not ok:
+                st = REC_BAD_VARINT
+                p = rstart
+                break
+            if ln < 0 or p + ln > area_end:
+                st = REC_BAD_LENGTH
+                p = rstart
+                break
+            rend = p + ln
+            if k >= cap:  # cannot happen for well-formed data; guards the preallocation
+                st = REC_BAD_LENGTH
+                p = rstart
+                break
+            p += 1  # attributes
+            tsd, p, ok1 = _varlong(buf, p, rend)
+            od, p, ok2 = _varint(buf, p, rend)
+            kl, p, ok3 = _varint(buf, p, rend)
+            if not (ok1 and ok2 and ok3) or p > rend:
+                st = REC_FIELD_OVERRUN
+                p = rstart
+                break
+            if kl < -1:
+                st = REC_BAD_FIELD_LENGTH
+                p = rstart
+                break
+            kp = p
+            if kl > 0:
+                p += kl
+            vl, p, ok4 = _varint(buf, p, rend)
+            if not ok4 or p > rend or vl < -1:
+                st = REC_FIELD_OVERRUN if vl >= -1 else REC_BAD_FIELD_LENGTH
+                p = rstart
+                break
+            vp = p
+            if vl > 0:
+                p += vl
+            hc, p, ok5 = _varint(buf, p, rend)
+            if not ok5 or p > rend:
+                st = REC_FIELD_OVERRUN
+                p = rstart
+                break
+            if hc < 0 or hc > rend - p:
+                st = REC_BAD_FIELD_LENGTH
+                p = rstart
+                break
+            h0 = h
+            bad = REC_OK
+            for _ in range(hc):
+                hkl_, p, okh = _varint(buf, p, rend)
+                if not okh or hkl_ < 0 or p + hkl_ > rend:
+                    bad = REC_BAD_FIELD_LENGTH if okh and hkl_ < 0 else REC_FIELD_OVERRUN
+                    break
+                hk = p
+                p += hkl_
+                hvl_, p, okv = _varint(buf, p, rend)
+                if not okv or hvl_ < -1 or p + max(hvl_, 0) > rend:
+                    bad = REC_BAD_FIELD_LENGTH if okv and hvl_ < -1 else REC_FIELD_OVERRUN
+                    break
+                hv = p
+                if hvl_ > 0:
+                    p += hvl_
+                if h == hcap:
+                    hcap *= 2
+                    t64 = np.empty(hcap, np.int64)
+                    t64[:h] = hkp[:h]
+                    hkp = t64
+                    t32 = np.empty(hcap, np.int32)
+                    t32[:h] = hkl[:h]
+                    hkl = t32
+                    t64 = np.empty(hcap, np.int64)
+                    t64[:h] = hvp[:h]
+                    hvp = t64
+                    t32 = np.empty(hcap, np.int32)
+                    t32[:h] = hvl[:h]
+                    hvl = t32
+                hkp[h] = hk
+                hkl[h] = hkl_
+                hvp[h] = hv
+                hvl[h] = hvl_
+                h += 1
+            if bad != REC_OK:
+                h = h0
+                st = bad
+                p = rstart
+                break
+            if p != rend:
+                h = h0
+                st = REC_SIZE_MISMATCH
+                p = rstart
+                break
+            rb[k] = i
+            off[k] = base_offsets[i] + od
+            if fixed_timestamps[i] >= -1:
+                ts[k] = fixed_timestamps[i]
+            else:
+                ts[k] = base_timestamps[i] + tsd
+            kpos[k] = kp
+            klen[k] = kl
+            vpos[k] = vp
+            vlen[k] = vl
+            hfirst[k] = h0
+            hcount[k] = hc
+            k += 1
+            j += 1
+        if st == REC_OK and p != area_end:
+            st = REC_LEFTOVER
+        status[i] = st
+        decoded[i] = j
+        if st != REC_OK:
+            errpos[i] = p
+    return (
+        rb[:k], off[:k], ts[:k], kpos[:k], klen[:k], vpos[:k], vlen[:k], hfirst[:k], hcount[:k],
+        hkp[:h], hkl[:h], hvp[:h], hvl[:h], status, decoded, errpos,
+    )
+
+
+@njit(cache=True, nogil=True)
+def gather(buf, pos, lens):
+    """Copy slices buf[pos[i]:pos[i]+lens[i]] into one buffer; negative length means null.
+
+    Returns (int32 Arrow offsets of n+1 entries, data bytes).
+    """
+    n = pos.shape[0]
+    offsets = np.empty(n + 1, np.int32)
+    total = 0
+    offsets[0] = 0
+    for i in range(n):
+        if lens[i] > 0:
+            total += lens[i]
+        offsets[i + 1] = total
+    data = np.empty(total, np.uint8)
+    o = 0
+    for i in range(n):
+        ln = lens[i]
+        if ln > 0:
+            p = pos[i]
+            data[o : o + ln] = buf[p : p + ln]
+            o += ln
+    return offsets, data
+
+
+@njit(cache=True, nogil=True)
+def find_resync(buf, start, end, file_remaining_from_start, max_entry):
+    """First position >= start whose 17-byte head looks like a log entry that fits the file.
+
+    The caller confirms a candidate by its CRC; this only filters cheaply.
+    """
+    p = start
+    while p + 17 <= end:
+        m = buf[p + 16]
+        if m <= 2:
+            s = _be32(buf, p + 8)
+            if s >= 14 and s <= max_entry and (m != 2 or s >= 49):
+                if (p - start) + 12 + s <= file_remaining_from_start:
+                    return p
+        p += 1
+    return -1

@@ -1,0 +1,76 @@
+"""Producer state snapshot files, `<offset>.snapshot` (kafka-formats.md 9.4)."""
+
+from __future__ import annotations
+
+import struct
+
+import crc32c
+import numpy as np
+import pyarrow as pa
+
+from decoders.constants import PRODUCER_SNAPSHOT_ENTRY_SIZE, PRODUCER_SNAPSHOT_HEADER_SIZE, PRODUCER_SNAPSHOT_VERSION
+from decoders.errors import CORRUPT_BYTES, CRC_MISMATCH, UNKNOWN_VERSION, ErrorRow
+from decoders.indexes import MAX_INDEX_BYTES, IndexResult
+from decoders.schemas import PRODUCER_SNAPSHOTS
+from decoders.segment import Accounting, FileInfo, _const
+from decoders.source import open_source
+
+_ENTRY_FIELDS = [  # (name, start, end, dtype)
+    ("producer_id", 0, 8, ">i8"),
+    ("producer_epoch", 8, 10, ">i2"),
+    ("last_sequence", 10, 14, ">i4"),
+    ("last_offset", 14, 22, ">i8"),
+    ("offset_delta", 22, 26, ">i4"),
+    ("timestamp", 26, 34, ">i8"),
+    ("coordinator_epoch", 34, 38, ">i4"),
+    ("current_txn_first_offset", 38, 46, ">i8"),
+]
+
+
+def read_snapshot(path_or_source, info: FileInfo | None = None) -> IndexResult:
+    """Entries of a producer snapshot; a bad version, CRC or length makes the whole file corrupt
+    (the broker then ignores it and rebuilds from the log), but entries are still shown."""
+    src = open_source(path_or_source)
+    info = info or FileInfo(file=src.name, kind="snapshot")
+    data = src.read_at(0, min(src.size, MAX_INDEX_BYTES))
+    acct = Accounting(size=src.size)
+    problems: list[tuple[str, str]] = []
+    n = 0
+    if len(data) < PRODUCER_SNAPSHOT_HEADER_SIZE:
+        problems.append((CORRUPT_BYTES, f"{len(data)} bytes is shorter than the 10-byte header"))
+    else:
+        version, crc, count = struct.unpack_from(">hIi", data, 0)
+        if version != PRODUCER_SNAPSHOT_VERSION:
+            problems.append((UNKNOWN_VERSION, f"snapshot version {version}"))
+        computed = crc32c.crc32c(memoryview(data)[6:])
+        if computed != crc:
+            problems.append((CRC_MISMATCH, f"CRC-32C mismatch: stored {crc:#010x}, computed {computed:#010x}"))
+        room = (len(data) - PRODUCER_SNAPSHOT_HEADER_SIZE) // PRODUCER_SNAPSHOT_ENTRY_SIZE
+        if count < 0 or count * PRODUCER_SNAPSHOT_ENTRY_SIZE != len(data) - PRODUCER_SNAPSHOT_HEADER_SIZE:
+            problems.append((CORRUPT_BYTES, f"header says {count} entries, the file holds {room} (+{(len(data) - 10) % 46} bytes)"))
+        n = max(0, min(count, room))
+    for kind, why in problems:
+        acct.errors.append(ErrorRow(info.file, 0, src.size, kind, why))
+    if problems:
+        acct.corrupt = src.size
+    else:
+        acct.valid = src.size
+    acct.batches = n
+    raw = np.frombuffer(data, np.uint8, count=n * PRODUCER_SNAPSHOT_ENTRY_SIZE, offset=min(len(data), PRODUCER_SNAPSHOT_HEADER_SIZE)).reshape(n, PRODUCER_SNAPSHOT_ENTRY_SIZE)
+    cols = {name: np.ascontiguousarray(raw[:, a:b]).view(dt).ravel().astype(dt[1:]) for name, a, b, dt in _ENTRY_FIELDS}
+    ts = cols.pop("timestamp")
+    table = pa.table(
+        {
+            "broker": _const(info.broker, n, pa.string()),
+            "topic": _const(info.topic, n, pa.string()),
+            "partition": _const(info.partition, n, pa.int32()),
+            "file": _const(info.file, n, pa.string()),
+            "snapshot_offset": _const(info.base_offset, n, pa.int64()),
+            **{k: pa.array(v) for k, v in cols.items() if k in ("producer_id", "producer_epoch", "last_sequence", "last_offset", "offset_delta")},
+            "timestamp": pa.array(ts, mask=ts == -1).cast(pa.timestamp("ms", tz="UTC")),
+            "coordinator_epoch": pa.array(cols["coordinator_epoch"]),
+            "current_txn_first_offset": pa.array(cols["current_txn_first_offset"]),
+        },
+        schema=PRODUCER_SNAPSHOTS,
+    )
+    return IndexResult(table, acct)

@@ -1,0 +1,100 @@
+"""Byte sources: read a file by ranges, never whole.
+
+A source knows its size and returns the bytes of a range. Local files use ``os.pread``;
+anything with ``read_at``/``seek``+``read`` (pyarrow's NativeFile, fsspec files, BytesIO)
+is wrapped, which is how remote filesystems plug in.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Protocol
+
+
+class ByteSource(Protocol):
+    size: int
+    name: str
+
+    def read_at(self, position: int, length: int) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class LocalFile:
+    """A local file read with positional reads (no shared file position, thread safe)."""
+
+    def __init__(self, path: str | os.PathLike, name: str | None = None) -> None:
+        self.path = os.fspath(path)
+        self.name = name or self.path
+        self._fd = os.open(self.path, os.O_RDONLY)
+        self.size = os.fstat(self._fd).st_size
+
+    def read_at(self, position: int, length: int) -> bytes:
+        length = max(0, min(length, self.size - position))
+        chunks, got = [], 0
+        while got < length:  # pread may return short reads on some filesystems
+            b = os.pread(self._fd, length - got, position + got)
+            if not b:
+                break
+            chunks.append(b)
+            got += len(b)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> LocalFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class FileObjectSource:
+    """Wraps a seekable binary file object (pyarrow NativeFile, fsspec file, BytesIO)."""
+
+    def __init__(self, fileobj, name: str, size: int | None = None) -> None:
+        self.f = fileobj
+        self.name = name
+        if size is None:
+            fileobj.seek(0, io.SEEK_END)
+            size = fileobj.tell()
+        self.size = size
+
+    def read_at(self, position: int, length: int) -> bytes:
+        length = max(0, min(length, self.size - position))
+        if hasattr(self.f, "read_at"):
+            return bytes(self.f.read_at(length, position))
+        self.f.seek(position)
+        return self.f.read(length)
+
+    def close(self) -> None:
+        self.f.close()
+
+
+class BytesSource:
+    """An in-memory byte string as a source (tests, decoded inner message sets)."""
+
+    def __init__(self, data: bytes, name: str = "<bytes>") -> None:
+        self.data = data
+        self.name = name
+        self.size = len(data)
+
+    def read_at(self, position: int, length: int) -> bytes:
+        return self.data[position : position + length]
+
+    def close(self) -> None:
+        pass
+
+
+def open_source(path_or_source, name: str | None = None) -> ByteSource:
+    if isinstance(path_or_source, (str, os.PathLike)):
+        return LocalFile(path_or_source, name)
+    if isinstance(path_or_source, (bytes, bytearray, memoryview)):
+        return BytesSource(bytes(path_or_source), name or "<bytes>")
+    if hasattr(path_or_source, "read_at") and hasattr(path_or_source, "size") and not callable(path_or_source.size):
+        return path_or_source
+    return FileObjectSource(path_or_source, name or getattr(path_or_source, "name", "<file>"))

@@ -1,0 +1,124 @@
+"""`__transaction_state` keys and values (kafka-formats.md section 8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from decoders.errors import DecodeError
+from decoders.primitives import ByteReader, ByteWriter
+
+TXN_STATES = {
+    0: "Empty",
+    1: "Ongoing",
+    2: "PrepareCommit",
+    3: "PrepareAbort",
+    4: "CompleteCommit",
+    5: "CompleteAbort",
+    6: "Dead",
+    7: "PrepareEpochFence",
+}
+STATE_CODES = {v: k for k, v in TXN_STATES.items()}
+MAX_VALUE_VERSION = 1
+TAG_PREVIOUS_PRODUCER_ID = 0
+TAG_NEXT_PRODUCER_ID = 1
+TAG_CLIENT_TRANSACTION_VERSION = 2
+
+
+class UnknownVersion(DecodeError):
+    pass
+
+
+def decode_key(key: bytes) -> str:
+    r = ByteReader(key)
+    version = r.int16()
+    if version != 0:
+        raise UnknownVersion(f"TransactionLogKey version {version}")
+    return r.string()
+
+
+def decode_value(value: bytes) -> dict[str, Any]:
+    """TransactionLogValue v0 (non-flexible) and v1 (flexible, tagged producer-id fields)."""
+    r = ByteReader(value)
+    v = r.int16()
+    if v < 0 or v > MAX_VALUE_VERSION:
+        raise UnknownVersion(f"TransactionLogValue version {v}")
+    flex = v >= 1
+    out: dict[str, Any] = {
+        "value_version": v,
+        "producer_id": r.int64(),
+        "producer_epoch": r.int16(),
+        "timeout_ms": r.int32(),
+    }
+    status = r.int8()
+    if status not in TXN_STATES:
+        raise DecodeError(f"unknown transaction status {status}")
+    out["state"] = TXN_STATES[status]
+
+    def entry() -> dict:
+        e = {"topic": r.string(flex), "partitions": r.array(r.int32, flex)}
+        if flex:
+            r.tagged_fields()
+        return e
+
+    out["partitions"] = r.nullable_array(entry, flex)
+    out["last_update_timestamp"] = r.int64()
+    start = r.int64()
+    out["start_timestamp"] = None if start == -1 else start
+    out["previous_producer_id"] = -1
+    out["next_producer_id"] = -1
+    out["client_transaction_version"] = 0
+    if flex:
+        tags = r.tagged_fields(
+            {
+                TAG_PREVIOUS_PRODUCER_ID: lambda s: s.int64(),
+                TAG_NEXT_PRODUCER_ID: lambda s: s.int64(),
+                TAG_CLIENT_TRANSACTION_VERSION: lambda s: s.int16(),
+            }
+        )
+        out["previous_producer_id"] = tags.get(TAG_PREVIOUS_PRODUCER_ID, -1)
+        out["next_producer_id"] = tags.get(TAG_NEXT_PRODUCER_ID, -1)
+        out["client_transaction_version"] = tags.get(TAG_CLIENT_TRANSACTION_VERSION, 0)
+    return out
+
+
+def encode_key(transactional_id: str) -> bytes:
+    return ByteWriter().int16(0).string(transactional_id).getvalue()
+
+
+def encode_value(
+    producer_id: int,
+    producer_epoch: int,
+    timeout_ms: int,
+    state: str,
+    partitions: dict[str, list[int]] | None,
+    last_update_timestamp: int,
+    start_timestamp: int = -1,
+    version: int = 0,
+    previous_producer_id: int = -1,
+    next_producer_id: int = -1,
+    client_transaction_version: int = 0,
+) -> bytes:
+    flex = version >= 1
+    w = ByteWriter().int16(version).int64(producer_id).int16(producer_epoch).int32(timeout_ms)
+    w.int8(STATE_CODES[state])
+    if partitions is None:
+        w.array_length(None, flex)
+    else:
+        w.array_length(len(partitions), flex)
+        for topic, parts in partitions.items():
+            w.string(topic, flex).array_length(len(parts), flex)
+            for p in parts:
+                w.int32(p)
+            if flex:
+                w.tagged_fields()
+    w.int64(last_update_timestamp).int64(start_timestamp)
+    if flex:
+        tags = {}
+        if previous_producer_id != -1:
+            tags[TAG_PREVIOUS_PRODUCER_ID] = ByteWriter().int64(previous_producer_id).getvalue()
+        if next_producer_id != -1:
+            tags[TAG_NEXT_PRODUCER_ID] = ByteWriter().int64(next_producer_id).getvalue()
+        if client_transaction_version != 0:
+            tags[TAG_CLIENT_TRANSACTION_VERSION] = ByteWriter().int16(client_transaction_version).getvalue()
+        w.tagged_fields(tags)
+    return w.getvalue()
