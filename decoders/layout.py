@@ -20,6 +20,9 @@ PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)(?P<suffix>\.[0-9a
 SEGMENT_FILE = re.compile(r"^(?P<offset>\d{20})\.(?P<ext>log|index|timeindex|txnindex|snapshot)$")
 KRAFT_SNAPSHOT = re.compile(r"^(?P<offset>\d{20})-(?P<epoch>\d{10})\.checkpoint$")
 LOG_KINDS = ("log", "kraft_snapshot")
+PARTITION_KINDS = {"log", "index", "timeindex", "txnindex", "snapshot", "kraft_snapshot",
+                   "leader_epoch_checkpoint", "partition_metadata", "quorum_state"}
+KIND_ORDER = {k: i for i, k in enumerate(("log", "index", "timeindex", "txnindex", "snapshot", "kraft_snapshot"))}
 
 
 @dataclass(slots=True)
@@ -92,7 +95,9 @@ def discover(roots: list[str] | str) -> list[DumpFile]:
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames.sort()
             tp = _partition(os.path.basename(dirpath))
-            if tp is not None and any(classify(f)[0] != "other" for f in filenames):
+            # A log directory may itself be called `broker-1`: only partition-level files
+            # (segments, leader-epoch-checkpoint, partition.metadata) make a partition directory.
+            if tp is not None and any(classify(f)[0] in PARTITION_KINDS and f != "bootstrap.checkpoint" for f in filenames):
                 log_dir = os.path.dirname(dirpath)
                 broker = _broker_of(log_dir, display_root)
                 for name in filenames:
@@ -111,9 +116,23 @@ def discover(roots: list[str] | str) -> list[DumpFile]:
                         path = os.path.join(dirpath, name)
                         info = FileInfo(os.path.relpath(path, display_root), broker, None, None, base, kind)
                         files.append(DumpFile(path, info, os.path.getsize(path), dirpath))
+    _disambiguate_brokers(files, roots)
     files.sort(key=lambda f: (f.info.topic or "", f.info.partition if f.info.partition is not None else -1,
-                              f.info.broker or "", f.info.kind, f.info.base_offset if f.info.base_offset is not None else -1, f.info.file))
+                              f.info.broker or "", f.info.base_offset if f.info.base_offset is not None else 1 << 63, KIND_ORDER.get(f.info.kind, 99), f.info.kind, f.info.base_offset if f.info.base_offset is not None else -1, f.info.file))
     return files
+
+
+def _disambiguate_brokers(files: list[DumpFile], roots) -> None:
+    """Two log directories with the same broker id (two clusters, or a copied directory) must
+    not merge: name them `<id>@<log dir path>`."""
+    dirs: dict[str, set[str]] = defaultdict(set)
+    for f in files:
+        dirs[f.info.broker].add(f.log_dir)
+    for f in files:
+        if len(dirs[f.info.broker]) > 1:
+            base = next((os.fspath(r) for r in roots if os.path.abspath(f.log_dir).startswith(os.path.abspath(os.fspath(r)))), None)
+            rel = os.path.relpath(f.log_dir, base) if base else f.log_dir
+            f.info.broker = f"{f.info.broker}@{rel}"
 
 
 def _single_file(path: str) -> DumpFile:

@@ -50,6 +50,7 @@ DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
 DEFAULT_MAX_BATCH_DECOMPRESSED = 64 * 1024 * 1024
 
 _HDR = np.arange(RECORDS_OFFSET)
+TORN_WRITE_MIN_ZEROS = 16
 _ZERO_CHUNK = 4 * 1024 * 1024
 
 
@@ -302,7 +303,14 @@ class SegmentDecoder:
             crc_valid = computed == crc
             for i in np.flatnonzero(~crc_valid):
                 errors[i] = f"CRC-32C mismatch: stored {int(crc[i]):#010x}, computed {int(computed[i]):#010x}"
-                self._error(int(abs_pos[i]), int(sizes[i]) + LOG_OVERHEAD, CRC_MISMATCH, errors[i], int(base_offset[i]))
+                kind = CRC_MISMATCH
+                zeros = _trailing_zeros(buf, int(positions[i]), int(entry_end[i]))
+                if zeros >= TORN_WRITE_MIN_ZEROS:
+                    # A batch whose bytes stop and give way to zeros was cut by a crash while the
+                    # file was preallocated: a torn write, not a flipped bit.
+                    kind = TRUNCATED_BATCH
+                    errors[i] += f"; its last {zeros} bytes are zero: a torn write into preallocated space"
+                self._error(int(abs_pos[i]), int(sizes[i]) + LOG_OVERHEAD, kind, errors[i], int(base_offset[i]))
                 bad[i] = True
         for i in np.flatnonzero(count < 0):
             errors[i] = f"negative recordsCount {int(count[i])}"
@@ -600,6 +608,11 @@ class SegmentDecoder:
 def _wrap_seq(seq: np.ndarray) -> np.ndarray:
     """Sequence arithmetic wraps from Integer.MAX_VALUE to 0 (DefaultRecordBatch.incrementSequence)."""
     return np.mod(seq, MAX_SEQUENCE + 1)
+
+
+def _trailing_zeros(buf: np.ndarray, start: int, end: int) -> int:
+    nz = np.flatnonzero(buf[start:end])
+    return end - start - (int(nz[-1]) + 1 if nz.size else 0)
 
 
 def _const(value, n: int, typ: pa.DataType) -> pa.Array:

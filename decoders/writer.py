@@ -1,0 +1,391 @@
+"""Write Kafka's on-disk formats: the inverse of the decoders, for tests and the simulator.
+
+Batches are built the way the broker stores them (kafka-formats.md 3.6): the CRC covers
+attributes..end, baseOffset and partitionLeaderEpoch are patched in place on append. Index
+files follow LogSegment.append: an offset/time index entry is written before an append once
+more than ``index.interval.bytes`` were appended since the last entry.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import struct
+import uuid
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import crc32c
+
+from decoders.compression import compress
+from decoders.constants import (
+    ABORTED_TXN_ENTRY_SIZE,
+    COMMIT,
+    COMPRESSION_NONE,
+    CONTROL_FLAG_MASK,
+    DEFAULT_INDEX_INTERVAL_BYTES,
+    DELETE_HORIZON_FLAG_MASK,
+    LOG_OVERHEAD,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    PRODUCER_SNAPSHOT_VERSION,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    last_sequence,
+)
+from decoders.primitives import encode_varint
+
+Header = tuple[str, bytes | None]
+
+
+@dataclass(slots=True)
+class Record:
+    """A record to write; offset_delta defaults to its position in the batch."""
+
+    key: bytes | None = None
+    value: bytes | None = None
+    headers: Sequence[Header] = ()
+    timestamp: int = NO_TIMESTAMP
+    offset_delta: int | None = None
+
+
+def encode_record(offset_delta: int, timestamp_delta: int, key, value, headers: Sequence[Header]) -> bytes:
+    """One v2 record (DefaultRecord.writeTo)."""
+    body = bytearray(b"\x00")  # attributes
+    body += encode_varint(timestamp_delta)
+    body += encode_varint(offset_delta)
+    for part in (key, value):
+        if part is None:
+            body += encode_varint(-1)
+        else:
+            body += encode_varint(len(part)) + part
+    body += encode_varint(len(headers))
+    for hk, hv in headers:
+        kb = hk.encode("utf-8")
+        body += encode_varint(len(kb)) + kb
+        body += encode_varint(-1) if hv is None else encode_varint(len(hv)) + hv
+    return encode_varint(len(body)) + bytes(body)
+
+
+def build_batch(
+    records: Sequence[Record],
+    base_offset: int = 0,
+    *,
+    codec: int = COMPRESSION_NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
+    control: bool = False,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    log_append_time: int | None = None,
+    base_timestamp: int | None = None,
+    max_timestamp: int | None = None,
+    last_offset_delta: int | None = None,
+    delete_horizon: int | None = None,
+    attributes_extra: int = 0,
+) -> bytes:
+    """A complete magic-2 batch. Defaults reproduce what a healthy broker stores."""
+    deltas = [r.offset_delta if r.offset_delta is not None else i for i, r in enumerate(records)]
+    stamps = [r.timestamp for r in records]
+    if base_timestamp is None:
+        base_timestamp = stamps[0] if stamps else NO_TIMESTAMP
+    if delete_horizon is not None:
+        base_timestamp = delete_horizon
+    if max_timestamp is None:
+        max_timestamp = log_append_time if log_append_time is not None else (max(stamps) if stamps else NO_TIMESTAMP)
+    if last_offset_delta is None:
+        last_offset_delta = deltas[-1] if deltas else 0
+    payload = b"".join(
+        encode_record(d, (r.timestamp - base_timestamp) if r.timestamp != NO_TIMESTAMP else 0, r.key, r.value, r.headers)
+        for d, r in zip(deltas, records, strict=True)
+    )
+    payload = compress(codec, payload) if codec != COMPRESSION_NONE else payload
+    attributes = codec | attributes_extra
+    if log_append_time is not None:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if transactional:
+        attributes |= TRANSACTIONAL_FLAG_MASK
+    if control:
+        attributes |= CONTROL_FLAG_MASK
+    if delete_horizon is not None:
+        attributes |= DELETE_HORIZON_FLAG_MASK
+    body = struct.pack(
+        ">hiqqqhii", attributes, last_offset_delta, base_timestamp, max_timestamp,
+        producer_id, producer_epoch, base_sequence, len(records),
+    ) + payload
+    crc = crc32c.crc32c(body)
+    head = struct.pack(">qiibI", base_offset, len(body) + 9, partition_leader_epoch, 2, crc)
+    return head + body
+
+
+def control_batch(
+    control_type: int,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    timestamp: int,
+    base_offset: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
+    """A transaction marker exactly as the broker writes it (78 bytes, section 5.2)."""
+    key = struct.pack(">hh", 0, control_type)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    return build_batch(
+        [Record(key, value, timestamp=timestamp)], base_offset, producer_id=producer_id,
+        producer_epoch=producer_epoch, transactional=True, control=True,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def commit_marker(producer_id: int, producer_epoch: int, coordinator_epoch: int, timestamp: int, **kw) -> bytes:
+    return control_batch(COMMIT, producer_id, producer_epoch, coordinator_epoch, timestamp, **kw)
+
+
+def empty_batch(like: bytes) -> bytes:
+    """The header-only batch the cleaner keeps when every record is removed (section 3.7)."""
+    (base_offset, _, leader_epoch, _, _, attributes, last_delta, _, max_ts, pid, epoch, seq, _) = struct.unpack_from(
+        ">qiibIhiqqqhii", like, 0
+    )
+    attributes &= ~0x07 & ~DELETE_HORIZON_FLAG_MASK
+    body = struct.pack(">hiqqqhii", attributes, last_delta, NO_TIMESTAMP, max_ts, pid, epoch, seq, 0)
+    return struct.pack(">qiibI", base_offset, len(body) + 9, leader_epoch, 2, crc32c.crc32c(body)) + body
+
+
+def set_base_offset(batch: bytes, base_offset: int, partition_leader_epoch: int | None = None) -> bytes:
+    """Patch what the broker assigns on append; neither field is covered by the CRC."""
+    out = bytearray(batch)
+    struct.pack_into(">q", out, 0, base_offset)
+    if partition_leader_epoch is not None:
+        struct.pack_into(">i", out, 12, partition_leader_epoch)
+    return bytes(out)
+
+
+# -- message format v0/v1 ------------------------------------------------------------------------
+def legacy_message(offset: int, key, value, *, magic: int = 1, timestamp: int = NO_TIMESTAMP, attributes: int = 0) -> bytes:
+    """One `offset | size | message` entry (LegacyRecord.write)."""
+    body = struct.pack(">bb", magic, attributes)
+    if magic == 1:
+        body += struct.pack(">q", timestamp)
+    for part in (key, value):
+        body += struct.pack(">i", -1) if part is None else struct.pack(">i", len(part)) + part
+    msg = struct.pack(">I", zlib.crc32(body)) + body
+    return struct.pack(">qi", offset, len(msg)) + msg
+
+
+def legacy_wrapper(
+    messages: Sequence[tuple[bytes | None, bytes | None, int]],
+    last_offset: int,
+    codec: int,
+    *,
+    magic: int = 1,
+    log_append_time: int | None = None,
+) -> bytes:
+    """A compressed wrapper; v1 inner offsets are relative (0..n-1), v0 absolute."""
+    n = len(messages)
+    first = last_offset - n + 1
+    inner = b"".join(
+        legacy_message(i if magic == 1 else first + i, k, v, magic=magic, timestamp=ts)
+        for i, (k, v, ts) in enumerate(messages)
+    )
+    attributes = codec
+    ts = max((m[2] for m in messages), default=NO_TIMESTAMP)
+    if log_append_time is not None:
+        attributes |= TIMESTAMP_TYPE_MASK
+        ts = log_append_time
+    return legacy_message(last_offset, None, compress(codec, inner, magic=magic), magic=magic, timestamp=ts, attributes=attributes)
+
+
+# -- index, snapshot and checkpoint files ---------------------------------------------------------
+def offset_index_bytes(entries: Sequence[tuple[int, int]]) -> bytes:
+    """(relative offset, position) pairs."""
+    return b"".join(struct.pack(">ii", r, p) for r, p in entries)
+
+
+def time_index_bytes(entries: Sequence[tuple[int, int]]) -> bytes:
+    """(timestamp, relative offset) pairs."""
+    return b"".join(struct.pack(">qi", t, r) for t, r in entries)
+
+
+def txn_index_bytes(entries: Sequence[tuple[int, int, int, int]]) -> bytes:
+    """(producer id, first offset, last offset, last stable offset) aborted transactions."""
+    out = b"".join(struct.pack(">hqqqq", 0, *e) for e in entries)
+    assert len(out) == ABORTED_TXN_ENTRY_SIZE * len(entries)
+    return out
+
+
+@dataclass(slots=True)
+class SnapshotEntry:
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int = NO_SEQUENCE
+    last_offset: int = -1
+    offset_delta: int = 0
+    timestamp: int = NO_TIMESTAMP
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+
+
+def snapshot_bytes(entries: Sequence[SnapshotEntry]) -> bytes:
+    body = struct.pack(">i", len(entries)) + b"".join(
+        struct.pack(">qhiqiqiq", e.producer_id, e.producer_epoch, e.last_sequence, e.last_offset,
+                    e.offset_delta, e.timestamp, e.coordinator_epoch, e.current_txn_first_offset)
+        for e in entries
+    )
+    return struct.pack(">hI", PRODUCER_SNAPSHOT_VERSION, crc32c.crc32c(body)) + body
+
+
+def leader_epoch_checkpoint_text(entries: Sequence[tuple[int, int]]) -> str:
+    return "0\n%d\n" % len(entries) + "".join(f"{e} {o}\n" for e, o in entries)
+
+
+def offset_checkpoint_text(entries: Sequence[tuple[str, int, int]]) -> str:
+    return "0\n%d\n" % len(entries) + "".join(f"{t} {p} {o}\n" for t, p, o in entries)
+
+
+def topic_id_text(topic_uuid: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(topic_uuid.bytes).rstrip(b"=").decode()
+
+
+def partition_metadata_text(topic_uuid: uuid.UUID) -> str:
+    return f"version: 0\ntopic_id: {topic_id_text(topic_uuid)}\n"
+
+
+def meta_properties_text(broker_id: int, cluster_id: str, kraft: bool = True) -> str:
+    key = "node.id" if kraft else "broker.id"
+    return f"#\n#written by logreplay\n{key}={broker_id}\nversion={1 if kraft else 0}\ncluster.id={cluster_id}\n"
+
+
+def segment_name(base_offset: int, ext: str) -> str:
+    return f"{base_offset:020d}.{ext}"
+
+
+# -- a partition directory ---------------------------------------------------------------------
+@dataclass
+class _Segment:
+    base_offset: int
+    data: bytearray = field(default_factory=bytearray)
+    index: list[tuple[int, int]] = field(default_factory=list)
+    time_index: list[tuple[int, int]] = field(default_factory=list)
+    aborted: list[tuple[int, int, int, int]] = field(default_factory=list)
+    bytes_since_index: int = 0
+    max_timestamp: int = NO_TIMESTAMP
+    offset_of_max_timestamp: int = -1
+
+
+class PartitionWriter:
+    """Append batches to a `<topic>-<partition>` directory: offsets, rolls, indexes.
+
+    ``append`` takes a v2 batch (its baseOffset is rewritten) and returns (base, last) offsets.
+    Files are written by ``close`` (or on each roll for finished segments).
+    """
+
+    def __init__(
+        self,
+        log_dir: str,
+        topic: str,
+        partition: int,
+        *,
+        segment_bytes: int = 1 << 30,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        start_offset: int = 0,
+        leader_epoch: int = 0,
+        topic_id: uuid.UUID | None = None,
+    ) -> None:
+        self.dir = os.path.join(log_dir, f"{topic}-{partition}")
+        os.makedirs(self.dir, exist_ok=True)
+        self.topic, self.partition = topic, partition
+        self.segment_bytes = segment_bytes
+        self.index_interval_bytes = index_interval_bytes
+        self.next_offset = start_offset
+        self.leader_epoch = leader_epoch
+        self.epochs: list[tuple[int, int]] = []
+        self.segments: list[_Segment] = [_Segment(start_offset)]
+        self.topic_id = topic_id or uuid.uuid5(uuid.NAMESPACE_URL, f"logreplay:{topic}")
+        self.snapshots: dict[int, bytes] = {}
+
+    @property
+    def active(self) -> _Segment:
+        return self.segments[-1]
+
+    def append(self, batch: bytes, *, leader_epoch: int | None = None) -> tuple[int, int]:
+        epoch = self.leader_epoch if leader_epoch is None else leader_epoch
+        if batch[16] == 2:
+            (last_delta,) = struct.unpack_from(">i", batch, 23)
+            batch = set_base_offset(batch, self.next_offset, epoch)
+            base, last = self.next_offset, self.next_offset + last_delta
+            (max_ts,) = struct.unpack_from(">q", batch, 35)
+            if not self.epochs or epoch > self.epochs[-1][0]:
+                self.epochs.append((epoch, base))
+        else:  # legacy entries carry their own offsets
+            (last,) = struct.unpack_from(">q", batch, 0)
+            base, max_ts = self.next_offset, (struct.unpack_from(">q", batch, 18)[0] if batch[16] == 1 else NO_TIMESTAMP)
+        if self.active.data and len(self.active.data) + len(batch) > self.segment_bytes:
+            self.roll()
+        seg = self.active
+        position = len(seg.data)
+        if max_ts > seg.max_timestamp:
+            seg.max_timestamp, seg.offset_of_max_timestamp = max_ts, last
+        if seg.bytes_since_index > self.index_interval_bytes:
+            seg.index.append((last - seg.base_offset, position))
+            self._maybe_time_entry(seg)
+            seg.bytes_since_index = 0
+        seg.bytes_since_index += len(batch)
+        seg.data += batch
+        self.next_offset = last + 1
+        return base, last
+
+    def _maybe_time_entry(self, seg: _Segment) -> None:
+        if seg.max_timestamp == NO_TIMESTAMP:
+            return
+        if not seg.time_index or seg.max_timestamp > seg.time_index[-1][0]:
+            seg.time_index.append((seg.max_timestamp, seg.offset_of_max_timestamp - seg.base_offset))
+
+    def add_aborted(self, producer_id: int, first_offset: int, last_offset: int, last_stable_offset: int) -> None:
+        """Record an aborted transaction in the index of the segment holding its marker."""
+        self.active.aborted.append((producer_id, first_offset, last_offset, last_stable_offset))
+
+    def add_snapshot(self, offset: int, entries: Sequence[SnapshotEntry]) -> None:
+        self.snapshots[offset] = snapshot_bytes(entries)
+
+    def roll(self) -> None:
+        self._maybe_time_entry(self.active)  # onBecomeInactiveSegment
+        self.segments.append(_Segment(self.next_offset))
+
+    def close(self) -> None:
+        for seg in self.segments:
+            self._maybe_time_entry(seg)
+            base = seg.base_offset
+            self._write(segment_name(base, "log"), bytes(seg.data))
+            self._write(segment_name(base, "index"), offset_index_bytes(seg.index))
+            self._write(segment_name(base, "timeindex"), time_index_bytes(seg.time_index))
+            if seg.aborted:
+                self._write(segment_name(base, "txnindex"), txn_index_bytes(seg.aborted))
+        for off, data in self.snapshots.items():
+            self._write(segment_name(off, "snapshot"), data)
+        self._write("leader-epoch-checkpoint", leader_epoch_checkpoint_text(self.epochs).encode())
+        self._write("partition.metadata", partition_metadata_text(self.topic_id).encode())
+
+    def _write(self, name: str, data: bytes) -> None:
+        with open(os.path.join(self.dir, name), "wb") as f:
+            f.write(data)
+
+
+__all__ = [
+    "LOG_OVERHEAD",
+    "PartitionWriter",
+    "Record",
+    "SnapshotEntry",
+    "build_batch",
+    "commit_marker",
+    "control_batch",
+    "empty_batch",
+    "encode_record",
+    "last_sequence",
+    "legacy_message",
+    "legacy_wrapper",
+]

@@ -1,0 +1,1 @@
+"""Entry points: the `logreplay` command line and spark-submit-able job modules."""

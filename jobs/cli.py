@@ -1,0 +1,76 @@
+"""The `logreplay` command line. Exit codes (DESIGN.md): 0 done, 1 check failed, 2 usage or
+configuration error, 3 unexpected failure."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNEXPECTED = 0, 1, 2, 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="logreplay", description="Decode and replay raw Kafka log-segment dumps.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("dump", help="inspect a segment, index, snapshot, partition directory or dump")
+    d.add_argument("paths", nargs="+", metavar="PATH")
+    d.add_argument("--deep", action="store_true", help="decode records, internal-topic keys and values")
+    d.add_argument("--json", action="store_true", help="JSON lines instead of readable lines")
+    d.add_argument("--verify", action="store_true", help="check indexes, .txnindex and snapshots against the log")
+    d.add_argument("--limit", type=int, default=None, help="at most N batches and records per file")
+
+    s = sub.add_parser("schema", help="print the columns of the decoded tables")
+    s.add_argument("tables", nargs="*")
+
+    demo = sub.add_parser("demo", help="write a sample dump and inspect it")
+    demo.add_argument("--out", default="demo-output", help="where to write the sample dump")
+    demo.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "dump":
+            missing = [p for p in args.paths if not os.path.exists(p)]
+            if missing:
+                print(f"logreplay dump: no such file or directory: {', '.join(missing)}", file=sys.stderr)
+                return EXIT_USAGE
+            from jobs.dump import run
+
+            return run(args.paths, args.deep, args.json, args.verify, args.limit)
+        if args.command == "schema":
+            return _schema(args.tables)
+        if args.command == "demo":
+            from jobs.demo import run as demo
+
+            return demo(args.out, args.json)
+    except BrokenPipeError:
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return EXIT_UNEXPECTED
+    except Exception:  # the job's last line of defence: say what broke, exit 3
+        traceback.print_exc()
+        return EXIT_UNEXPECTED
+    return EXIT_USAGE
+
+
+def _schema(tables: list[str]) -> int:
+    from decoders.schemas import TABLES, describe
+
+    unknown = [t for t in tables if t not in TABLES]
+    if unknown:
+        print(f"unknown table(s): {', '.join(unknown)}; known: {', '.join(TABLES)}", file=sys.stderr)
+        return EXIT_USAGE
+    for t in tables or TABLES:
+        print(f"{t}:")
+        for name, typ, doc in describe(t):
+            print(f"  {name:<26} {typ:<40} {doc}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
