@@ -92,6 +92,7 @@ def iter_file(
 
 def _dispatch(src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop):
     kind = info.kind if info.kind != "other" else classify(src.name.rsplit("/", 1)[-1])[0]
+    kind = kind.split(".")[0]  # a segment scheduled for deletion is still a segment
     if kind in LOG_KINDS:
         return (yield from _log(src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop))
     readers = {
@@ -121,9 +122,11 @@ def _text_file(src, info, kind, acct) -> list[ErrorRow]:
         "offset_checkpoint": checkpoints.offset_checkpoint,
         "partition_metadata": checkpoints.partition_metadata,
         "meta_properties": checkpoints.meta_properties,
+        "quorum_state": checkpoints.quorum_state,
     }
     if kind not in parsers:
-        return []
+        acct.corrupt = src.size
+        return [ErrorRow(info.file, 0, src.size, CORRUPT_BYTES, "not a file this decoder recognises; its bytes were not decoded")]
     try:
         parsed = parsers[kind](src.read_at(0, min(src.size, checkpoints.MAX_TEXT_BYTES)))
         acct.valid = src.size

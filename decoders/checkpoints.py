@@ -117,3 +117,16 @@ def meta_properties(data: bytes) -> dict:
 
 def broker_id(props: dict) -> str | None:
     return props.get("broker.id") or props.get("node.id")
+
+
+def quorum_state(data: bytes) -> dict:
+    """KRaft's quorum-state: a JSON object (leaderId, leaderEpoch, votedId, currentVoters...)."""
+    import json
+
+    try:
+        out = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise DecodeError(f"quorum-state is not JSON: {e}") from e
+    if not isinstance(out, dict):
+        raise DecodeError("quorum-state is not a JSON object")
+    return out

@@ -39,8 +39,15 @@ class DumpFile:
         return self.info.kind
 
 
+SCHEDULED_SUFFIXES = (".deleted", ".cleaned", ".swap")  # LogFileUtils: deletion and cleaner temporaries
+
+
 def classify(name: str) -> tuple[str, int | None]:
-    """(kind, base offset) from a file name."""
+    """(kind, base offset) from a file name; `x.log.deleted` is kind `log.deleted`."""
+    for suffix in SCHEDULED_SUFFIXES:
+        if name.endswith(suffix):
+            kind, base = classify(name[: -len(suffix)])
+            return (f"{kind}{suffix}" if kind != "other" else "other"), base
     m = SEGMENT_FILE.match(name)
     if m:
         return m["ext"], int(m["offset"])
