@@ -138,11 +138,26 @@ class SegmentDecoder:
             positions, sizes, magics, n, stop, reason = kernels.hop_entries(buf, 0, limit, self.max_batch_bytes)
             if n:
                 keep = positions + pos < self.stop
-                if not keep.all():  # entries from `stop` on belong to the next range
-                    if keep.any():
-                        yield from self._decode(buf, pos, positions[keep], sizes[keep], magics[keep])
+                partial = not keep.all()
+                if partial:  # entries from `stop` on belong to the next range
+                    positions, sizes, magics = positions[keep], sizes[keep], magics[keep]
+                    n = len(positions)
+                crcs = self._entry_crcs(buf, positions, sizes, magics) if self.verify_crc else None
+                split = self._split_inside_bad_entry(pos, positions, sizes, crcs) if crcs is not None else None
+                if split is not None:
+                    k, resume = split
+                    if k:
+                        yield from self._decode(buf, pos, positions[:k], sizes[:k], magics[:k], _slice(crcs, k))
+                    at = pos + int(positions[k])
+                    self._error(at, resume - at, CORRUPT_BYTES,
+                                f"entry fails its CRC and a valid entry starts inside it at {resume}; {resume - at} bytes skipped")
+                    self.acct.corrupt += resume - at
+                    pos = resume
+                    continue
+                if n:
+                    yield from self._decode(buf, pos, positions, sizes, magics, crcs)
+                if partial:
                     return
-                yield from self._decode(buf, pos, positions, sizes, magics)
             want = self.window_bytes
             at = pos + stop
             if at >= self.stop:
@@ -157,6 +172,32 @@ class SegmentDecoder:
             else:
                 pos = self._recover(at, reason)
 
+    def _entry_crcs(self, buf, positions, sizes, magics) -> tuple[np.ndarray, np.ndarray]:
+        """(computed, stored) CRC of each entry: CRC-32C from byte 21 (v2), CRC-32 from byte 16 (v0/v1)."""
+        mv = memoryview(buf)
+        computed = np.empty(len(positions), np.uint32)
+        stored = np.empty(len(positions), np.uint32)
+        for i, (p, s, m) in enumerate(zip(positions.tolist(), sizes.tolist(), magics.tolist(), strict=True)):
+            e = p + LOG_OVERHEAD + s
+            if m == MAGIC_VALUE_V2:
+                computed[i] = crc32c.crc32c(mv[p + 21 : e])
+                stored[i] = struct.unpack_from(">I", mv, p + 17)[0]
+            else:
+                computed[i] = zlib.crc32(mv[p + 16 : e])
+                stored[i] = struct.unpack_from(">I", mv, p + 12)[0]
+        return computed, stored
+
+    def _split_inside_bad_entry(self, base, positions, sizes, crcs) -> tuple[int, int] | None:
+        """A damaged size field makes one bad entry swallow good ones: for the first entry that
+        fails its CRC and holds a valid entry inside it, return (its index, that entry's position)."""
+        computed, stored = crcs
+        for k in np.flatnonzero(computed != stored).tolist():
+            start = base + int(positions[k])
+            resume = self._resync(start + 1, limit=start + LOG_OVERHEAD + int(sizes[k]))
+            if resume is not None:
+                return k, resume
+        return None
+
     # -- bad input: padding, truncation, garbage ---------------------------------------------
     def _recover(self, at: int, reason: int) -> int:
         """Classify the bytes from `at`; return where decoding resumes."""
@@ -166,7 +207,12 @@ class SegmentDecoder:
             return self.stop
         head = self.src.read_at(at, 17)
         resume = self._resync(at + 1)
-        end = resume if resume is not None else self._last_nonzero_end(at)
+        if resume is not None:
+            end = resume
+        elif reason == kernels.HOP_PARTIAL:
+            end = self.stop  # zeros inside a torn entry's declared extent belong to it
+        else:
+            end = self._last_nonzero_end(at)
         if reason == kernels.HOP_PARTIAL and resume is None:
             declared = struct.unpack_from(">i", head, 8)[0] if len(head) >= 12 else None
             kind = TRUNCATED_BATCH
@@ -211,10 +257,12 @@ class SegmentDecoder:
             end = lo
         return at
 
-    def _resync(self, start: int) -> int | None:
-        """Next position after garbage holding an entry with a valid CRC, or None."""
+    def _resync(self, start: int, limit: int | None = None) -> int | None:
+        """Next position after garbage holding an entry with a valid CRC, or None.
+        Only candidates before ``limit`` (default: the end of the range) are considered."""
         p, size = start, self.src.size
-        while p + 17 <= self.stop:
+        limit = self.stop if limit is None else min(limit, self.stop)
+        while p + 17 <= limit:
             n = min(self.window_bytes, size - p)
             buf = np.frombuffer(self.src.read_at(p, n), np.uint8)
             q = 0
@@ -223,7 +271,7 @@ class SegmentDecoder:
                 if c < 0:
                     break
                 cand = p + c
-                if cand >= self.stop:
+                if cand >= limit:
                     return None
                 if self._entry_is_valid(cand):
                     return cand
@@ -234,7 +282,9 @@ class SegmentDecoder:
         return None
 
     def _entry_is_valid(self, at: int) -> bool:
-        head = self.src.read_at(at, 22)
+        head = self.src.read_at(at, 23)
+        if len(head) < 23:
+            return False
         (s,) = struct.unpack_from(">i", head, 8)
         magic = head[16]
         if magic == MAGIC_VALUE_V2:
@@ -251,20 +301,21 @@ class SegmentDecoder:
         self.acct.errors.append(ErrorRow(self.info.file, position, length, kind, reason, offset))
 
     # -- decoding whole entries ---------------------------------------------------------------
-    def _decode(self, buf, base, positions, sizes, magics) -> Iterator[DecodedWindow]:
+    def _decode(self, buf, base, positions, sizes, magics, crcs=None) -> Iterator[DecodedWindow]:
         is_v2 = magics == MAGIC_VALUE_V2
         if is_v2.all():
-            yield self._decode_v2(buf, base, positions, sizes)
+            yield self._decode_v2(buf, base, positions, sizes, crcs)
             return
         # Mixed magic (an upgraded topic): decode runs of the same format in file order.
         change = np.flatnonzero(np.diff(is_v2.astype(np.int8))) + 1
         for run in np.split(np.arange(len(positions)), change):
             if is_v2[run[0]]:
-                yield self._decode_v2(buf, base, positions[run], sizes[run])
+                sub = None if crcs is None else (crcs[0][run], crcs[1][run])
+                yield self._decode_v2(buf, base, positions[run], sizes[run], sub)
             else:
                 yield self._decode_legacy(buf, base, positions[run], sizes[run])
 
-    def _decode_v2(self, buf, base, positions, sizes) -> DecodedWindow:
+    def _decode_v2(self, buf, base, positions, sizes, crcs=None) -> DecodedWindow:
         n = len(positions)
         hdr = buf[positions[:, None] + _HDR]
 
@@ -294,12 +345,7 @@ class SegmentDecoder:
 
         crc_valid = None
         if self.verify_crc:
-            mv = memoryview(buf)
-            computed = np.fromiter(
-                (crc32c.crc32c(mv[p + 21 : e]) for p, e in zip(positions.tolist(), entry_end.tolist(), strict=True)),
-                np.uint32,
-                n,
-            )
+            computed = crcs[0] if crcs is not None else self._entry_crcs(buf, positions, sizes, np.full(n, 2, np.int8))[0]
             crc_valid = computed == crc
             for i in np.flatnonzero(~crc_valid):
                 errors[i] = f"CRC-32C mismatch: stored {int(crc[i]):#010x}, computed {int(computed[i]):#010x}"
@@ -608,6 +654,10 @@ class SegmentDecoder:
 def _wrap_seq(seq: np.ndarray) -> np.ndarray:
     """Sequence arithmetic wraps from Integer.MAX_VALUE to 0 (DefaultRecordBatch.incrementSequence)."""
     return np.mod(seq, MAX_SEQUENCE + 1)
+
+
+def _slice(crcs, k: int):
+    return None if crcs is None else (crcs[0][:k], crcs[1][:k])
 
 
 def _trailing_zeros(buf: np.ndarray, start: int, end: int) -> int:
