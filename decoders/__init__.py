@@ -81,7 +81,9 @@ def iter_file(
     info = _info_for(path, info)
     src = open_source(path, info.file)
     try:
-        acct, errors = yield from _dispatch(src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop)
+        acct, errors = yield from _dispatch(
+            src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop
+        )
     finally:
         src.close()
     if "errors" in wanted and errors:
@@ -94,7 +96,11 @@ def _dispatch(src, info, wanted, deep, verify_crc, max_rows, window_bytes, start
     kind = info.kind if info.kind != "other" else classify(src.name.rsplit("/", 1)[-1])[0]
     kind = kind.split(".")[0]  # a segment scheduled for deletion is still a segment
     if kind in LOG_KINDS:
-        return (yield from _log(src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop))
+        return (
+            yield from _log(
+                src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop
+            )
+        )
     readers = {
         "index": (read_offset_index, "index_entries"),
         "timeindex": (read_time_index, "index_entries"),
@@ -126,7 +132,15 @@ def _text_file(src, info, kind, acct) -> list[ErrorRow]:
     }
     if kind not in parsers:
         acct.corrupt = src.size
-        return [ErrorRow(info.file, 0, src.size, CORRUPT_BYTES, "not a file this decoder recognises; its bytes were not decoded")]
+        return [
+            ErrorRow(
+                info.file,
+                0,
+                src.size,
+                CORRUPT_BYTES,
+                "not a file this decoder recognises; its bytes were not decoded",
+            )
+        ]
     try:
         parsed = parsers[kind](src.read_at(0, min(src.size, checkpoints.MAX_TEXT_BYTES)))
         acct.valid = src.size
@@ -139,7 +153,9 @@ def _text_file(src, info, kind, acct) -> list[ErrorRow]:
 
 def _log(src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop):
     kwargs = {"window_bytes": window_bytes} if window_bytes else {}
-    dec = SegmentDecoder(src, info, deep=deep, verify_crc=verify_crc, start=start, stop=stop, **kwargs)
+    dec = SegmentDecoder(
+        src, info, deep=deep, verify_crc=verify_crc, start=start, stop=stop, **kwargs
+    )
     internal = [t for t in internal_tables_for(info.topic) if t in wanted]
     extra_errors: list[ErrorRow] = []
     for w in dec.windows():
@@ -157,15 +173,26 @@ def _log(src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, sto
     return dec.acct, dec.acct.errors + extra_errors
 
 
-def _split(table: str, batch: pa.RecordBatch, max_rows: int) -> Iterator[tuple[str, pa.RecordBatch]]:
+def _split(
+    table: str, batch: pa.RecordBatch, max_rows: int
+) -> Iterator[tuple[str, pa.RecordBatch]]:
     for off in range(0, batch.num_rows, max_rows):
         yield table, batch.slice(off, max_rows)
 
 
 def _errors_batch(info: FileInfo, errors: list[ErrorRow]) -> pa.RecordBatch:
     rows = [
-        {"broker": info.broker, "topic": info.topic, "partition": info.partition, "file": e.file,
-         "position": e.position, "length": e.length, "kind": e.kind, "reason": e.reason, "offset": e.offset}
+        {
+            "broker": info.broker,
+            "topic": info.topic,
+            "partition": info.partition,
+            "file": e.file,
+            "position": e.position,
+            "length": e.length,
+            "kind": e.kind,
+            "reason": e.reason,
+            "offset": e.offset,
+        }
         for e in errors
     ]
     return schemas.from_rows("errors", rows).to_batches()[0]
@@ -173,24 +200,46 @@ def _errors_batch(info: FileInfo, errors: list[ErrorRow]) -> pa.RecordBatch:
 
 def _segment_row(info: FileInfo, acct: Accounting, errors: list[ErrorRow]) -> pa.RecordBatch:
     row = {
-        "broker": info.broker, "topic": info.topic, "partition": info.partition, "file": info.file,
-        "kind": info.kind, "base_offset": info.base_offset, "size": acct.size, "bytes_valid": acct.valid,
-        "bytes_padding": acct.padding, "bytes_corrupt": acct.corrupt, "entries": acct.batches,
-        "records": acct.records, "first_offset": acct.first_offset, "last_offset": acct.last_offset,
-        "error_count": len(errors), "error": errors[0].reason if errors else None,
+        "broker": info.broker,
+        "topic": info.topic,
+        "partition": info.partition,
+        "file": info.file,
+        "kind": info.kind,
+        "base_offset": info.base_offset,
+        "size": acct.size,
+        "bytes_valid": acct.valid,
+        "bytes_padding": acct.padding,
+        "bytes_corrupt": acct.corrupt,
+        "entries": acct.batches,
+        "records": acct.records,
+        "first_offset": acct.first_offset,
+        "last_offset": acct.last_offset,
+        "error_count": len(errors),
+        "error": errors[0].reason if errors else None,
     }
     return schemas.from_rows("segments", [row]).to_batches()[0]
 
 
-def read_segment(path, table: str = "batches", *, info: FileInfo | None = None, deep: bool = True,
-                 verify_crc: bool = True) -> pa.Table:
+def read_segment(
+    path,
+    table: str = "batches",
+    *,
+    info: FileInfo | None = None,
+    deep: bool = True,
+    verify_crc: bool = True,
+) -> pa.Table:
     """One table of one file (a `.log`, index, snapshot, checkpoint...)."""
-    batches = [b for t, b in iter_file(path, (table,), info=info, deep=deep, verify_crc=verify_crc) if t == table]
+    batches = [
+        b
+        for t, b in iter_file(path, (table,), info=info, deep=deep, verify_crc=verify_crc)
+        if t == table
+    ]
     return pa.Table.from_batches(batches, schema=TABLES[table])
 
 
-def read_dump(paths, tables: Iterable[str] = ("batches",), *, deep: bool = True,
-              verify_crc: bool = True) -> dict[str, pa.Table]:
+def read_dump(
+    paths, tables: Iterable[str] = ("batches",), *, deep: bool = True, verify_crc: bool = True
+) -> dict[str, pa.Table]:
     """Tables over every file of a dump, in one process (for small dumps; Spark reads big ones)."""
     wanted = tuple(tables)
     out: dict[str, list[pa.RecordBatch]] = {t: [] for t in wanted}

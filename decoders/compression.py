@@ -116,7 +116,9 @@ def _xerial_blocks(data: memoryview, out: np.ndarray) -> int:
         if length < 0 or pos + length > n:
             raise DecodeError(f"snappy block length {length} out of range")
         try:
-            written += cramjam.snappy.decompress_raw_into(bytes(data[pos : pos + length]), out[written:])
+            written += cramjam.snappy.decompress_raw_into(
+                bytes(data[pos : pos + length]), out[written:]
+            )
         except Exception as e:  # cramjam raises its own error types
             raise DecodeError(f"snappy block: {e}") from e
         pos += length

@@ -83,7 +83,12 @@ def decode_offset_commit(value: bytes) -> dict[str, Any]:
     if v < 0 or v > MAX_OFFSET_COMMIT_VERSION:
         raise UnknownVersion(f"OffsetCommitValue version {v}")
     flexible = v >= 4
-    out = {"value_version": v, "committed_offset": r.int64(), "leader_epoch": -1, "expire_timestamp": None}
+    out = {
+        "value_version": v,
+        "committed_offset": r.int64(),
+        "leader_epoch": -1,
+        "expire_timestamp": None,
+    }
     if v >= 3:
         out["leader_epoch"] = r.int32()
     out["metadata"] = r.string(flexible)
@@ -103,7 +108,11 @@ def decode_group_metadata(value: bytes) -> dict[str, Any]:
     if v < 0 or v > MAX_GROUP_METADATA_VERSION:
         raise UnknownVersion(f"GroupMetadataValue version {v}")
     flex = v >= 4
-    out: dict[str, Any] = {"value_version": v, "protocol_type": r.string(flex), "generation": r.int32()}
+    out: dict[str, Any] = {
+        "value_version": v,
+        "protocol_type": r.string(flex),
+        "generation": r.int32(),
+    }
     out["protocol"] = r.nullable_string(flex)
     out["leader"] = r.nullable_string(flex)
     out["state_timestamp"] = None
@@ -119,7 +128,9 @@ def decode_group_metadata(value: bytes) -> dict[str, Any]:
         m["client_host"] = r.string(flex)
         m["rebalance_timeout_ms"] = r.int32() if v >= 1 else None
         m["session_timeout_ms"] = r.int32()
-        if m["rebalance_timeout_ms"] is None:  # v0: the session timeout doubles as rebalance timeout
+        if (
+            m["rebalance_timeout_ms"] is None
+        ):  # v0: the session timeout doubles as rebalance timeout
             m["rebalance_timeout_ms"] = m["session_timeout_ms"]
         m["subscription"] = r.bytes_(flex)
         m["assignment"] = r.bytes_(flex)
@@ -171,7 +182,9 @@ def decode_group_value(ktype: int, value: bytes) -> dict[str, Any]:
     out: dict[str, Any] = {"value_version": v}
 
     def topic_partitions() -> list[dict]:
-        return _struct_array(r, lambda: {"topic_id": _uuid(r), "partitions": r.array(r.int32, True)})
+        return _struct_array(
+            r, lambda: {"topic_id": _uuid(r), "partitions": r.array(r.int32, True)}
+        )
 
     if ktype in (3, 11):
         out["epoch"] = r.int32()
@@ -189,7 +202,11 @@ def decode_group_value(ktype: int, value: bytes) -> dict[str, Any]:
                 "topic_name": r.string(True),
                 "num_partitions": r.int32(),
                 "partition_metadata": _struct_array(
-                    r, lambda: {"partition": r.int32(), "racks": r.array(lambda: r.string(True), True)}
+                    r,
+                    lambda: {
+                        "partition": r.int32(),
+                        "racks": r.array(lambda: r.string(True), True),
+                    },
                 ),
             },
         )
@@ -247,11 +264,20 @@ def decode_group_value(ktype: int, value: bytes) -> dict[str, Any]:
         )
     elif ktype == 15:
         out["initialized_topics"] = _struct_array(
-            r, lambda: {"topic_id": _uuid(r), "topic_name": r.string(True), "partitions": r.array(r.int32, True)}
+            r,
+            lambda: {
+                "topic_id": _uuid(r),
+                "topic_name": r.string(True),
+                "partitions": r.array(r.int32, True),
+            },
         )
-        out["deleting_topics"] = _struct_array(r, lambda: {"topic_id": _uuid(r), "topic_name": r.string(True)})
+        out["deleting_topics"] = _struct_array(
+            r, lambda: {"topic_id": _uuid(r), "topic_name": r.string(True)}
+        )
     elif ktype == 16:
-        out.update(topics=r.array(lambda: r.string(True), True), version=r.int64(), timestamp=r.int64())
+        out.update(
+            topics=r.array(lambda: r.string(True), True), version=r.int64(), timestamp=r.int64()
+        )
     else:
         out["raw"] = value.hex()  # streams-group records: layout not covered, kept verbatim
         return out
@@ -262,11 +288,15 @@ def decode_group_value(ktype: int, value: bytes) -> dict[str, Any]:
 
 
 def fields_json(d: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in d.items() if k != "value_version"}, sort_keys=True, default=str)
+    return json.dumps(
+        {k: v for k, v in d.items() if k != "value_version"}, sort_keys=True, default=str
+    )
 
 
 # -- encoders (writer, tests) -------------------------------------------------------------------
-def encode_offset_commit_key(group: str, topic: str, partition: int, key_type: int = OFFSET_COMMIT) -> bytes:
+def encode_offset_commit_key(
+    group: str, topic: str, partition: int, key_type: int = OFFSET_COMMIT
+) -> bytes:
     return ByteWriter().int16(key_type).string(group).string(topic).int32(partition).getvalue()
 
 

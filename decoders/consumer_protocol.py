@@ -89,7 +89,9 @@ def encode_subscription(
     return w.getvalue()
 
 
-def encode_assignment(partitions: dict[str, list[int]], version: int = 3, user_data: bytes | None = None) -> bytes:
+def encode_assignment(
+    partitions: dict[str, list[int]], version: int = 3, user_data: bytes | None = None
+) -> bytes:
     w = ByteWriter().int16(version)
     _write_topic_partitions(w, partitions)
     w.nullable_bytes(user_data)

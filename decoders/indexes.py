@@ -12,7 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from decoders.constants import ABORTED_TXN_ENTRY_SIZE, OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE
+from decoders.constants import (
+    ABORTED_TXN_ENTRY_SIZE,
+    OFFSET_INDEX_ENTRY_SIZE,
+    TIME_INDEX_ENTRY_SIZE,
+)
 from decoders.errors import CORRUPT_BYTES, INDEX_INCONSISTENT, UNKNOWN_VERSION
 from decoders.schemas import ABORTED_TXNS, INDEX_ENTRIES
 from decoders.segment import Accounting, FileInfo, _const
@@ -31,7 +35,9 @@ def _read_all(src, limit: int) -> bytes:
     return src.read_at(0, min(src.size, limit))
 
 
-def _tail(acct: Accounting, data: bytes, valid_end: int, info: FileInfo, entry_size: int, what: str) -> None:
+def _tail(
+    acct: Accounting, data: bytes, valid_end: int, info: FileInfo, entry_size: int, what: str
+) -> None:
     """Account for the bytes after the last valid entry: zeros are padding, the rest inconsistent."""
     from decoders.errors import ErrorRow
 
@@ -45,8 +51,13 @@ def _tail(acct: Accounting, data: bytes, valid_end: int, info: FileInfo, entry_s
     acct.corrupt += bad_end - valid_end
     acct.padding += len(data) - bad_end
     acct.errors.append(
-        ErrorRow(info.file, valid_end, bad_end - valid_end, INDEX_INCONSISTENT,
-                 f"{what} entries stop being increasing at byte {valid_end}; {bad_end - valid_end} bytes after that are not zero")
+        ErrorRow(
+            info.file,
+            valid_end,
+            bad_end - valid_end,
+            INDEX_INCONSISTENT,
+            f"{what} entries stop being increasing at byte {valid_end}; {bad_end - valid_end} bytes after that are not zero",
+        )
     )
 
 
@@ -95,7 +106,9 @@ def read_time_index(path_or_source, info: FileInfo | None = None) -> IndexResult
     data = _read_all(src, MAX_INDEX_BYTES)
     acct = Accounting(size=src.size)
     n = len(data) // TIME_INDEX_ENTRY_SIZE
-    raw = np.frombuffer(data, np.uint8, count=n * TIME_INDEX_ENTRY_SIZE).reshape(n, TIME_INDEX_ENTRY_SIZE)
+    raw = np.frombuffer(data, np.uint8, count=n * TIME_INDEX_ENTRY_SIZE).reshape(
+        n, TIME_INDEX_ENTRY_SIZE
+    )
     ts = np.ascontiguousarray(raw[:, :8]).view(">i8").ravel().astype(np.int64)
     rel = np.ascontiguousarray(raw[:, 8:]).view(">i4").ravel().astype(np.int64)
     ok = np.ones(n, bool)
@@ -106,7 +119,12 @@ def read_time_index(path_or_source, info: FileInfo | None = None) -> IndexResult
         ok[1:] &= ~zero[1:]
         ok[0] = rel[0] >= 0
     count = int(np.argmin(ok)) if not ok.all() else n
-    if count >= 1 and ts[0] == 0 and rel[0] == 0 and not np.frombuffer(data, np.uint8)[TIME_INDEX_ENTRY_SIZE:].any():
+    if (
+        count >= 1
+        and ts[0] == 0
+        and rel[0] == 0
+        and not np.frombuffer(data, np.uint8)[TIME_INDEX_ENTRY_SIZE:].any()
+    ):
         count = 0  # preallocated, never written
     acct.valid = count * TIME_INDEX_ENTRY_SIZE
     acct.batches = count
@@ -142,30 +160,63 @@ def read_txn_index(path_or_source, info: FileInfo | None = None) -> IndexResult:
     data = _read_all(src, MAX_INDEX_BYTES)
     acct = Accounting(size=src.size)
     n = len(data) // ABORTED_TXN_ENTRY_SIZE
-    raw = np.frombuffer(data, np.uint8, count=n * ABORTED_TXN_ENTRY_SIZE).reshape(n, ABORTED_TXN_ENTRY_SIZE)
+    raw = np.frombuffer(data, np.uint8, count=n * ABORTED_TXN_ENTRY_SIZE).reshape(
+        n, ABORTED_TXN_ENTRY_SIZE
+    )
     version = np.ascontiguousarray(raw[:, 0:2]).view(">i2").ravel().astype(np.int16)
-    fields = [np.ascontiguousarray(raw[:, a : a + 8]).view(">i8").ravel().astype(np.int64) for a in (2, 10, 18, 26)]
+    fields = [
+        np.ascontiguousarray(raw[:, a : a + 8]).view(">i8").ravel().astype(np.int64)
+        for a in (2, 10, 18, 26)
+    ]
     pid, first, last, lso = fields
     good = version == 0
     for i in np.flatnonzero(~good):
-        acct.errors.append(ErrorRow(info.file, int(i) * ABORTED_TXN_ENTRY_SIZE, ABORTED_TXN_ENTRY_SIZE, UNKNOWN_VERSION,
-                                    f"aborted-transaction entry {int(i)} has version {int(version[i])}"))
+        acct.errors.append(
+            ErrorRow(
+                info.file,
+                int(i) * ABORTED_TXN_ENTRY_SIZE,
+                ABORTED_TXN_ENTRY_SIZE,
+                UNKNOWN_VERSION,
+                f"aborted-transaction entry {int(i)} has version {int(version[i])}",
+            )
+        )
     order = np.ones(n, bool)
     if n > 1:
         order[1:] = np.diff(last) > 0
     for i in np.flatnonzero(good & ~order):
-        acct.errors.append(ErrorRow(info.file, int(i) * ABORTED_TXN_ENTRY_SIZE, ABORTED_TXN_ENTRY_SIZE, INDEX_INCONSISTENT,
-                                    f"entry {int(i)}: lastOffset {int(last[i])} does not increase"))
+        acct.errors.append(
+            ErrorRow(
+                info.file,
+                int(i) * ABORTED_TXN_ENTRY_SIZE,
+                ABORTED_TXN_ENTRY_SIZE,
+                INDEX_INCONSISTENT,
+                f"entry {int(i)}: lastOffset {int(last[i])} does not increase",
+            )
+        )
     for i in np.flatnonzero(good & (first > last)):
-        acct.errors.append(ErrorRow(info.file, int(i) * ABORTED_TXN_ENTRY_SIZE, ABORTED_TXN_ENTRY_SIZE, INDEX_INCONSISTENT,
-                                    f"entry {int(i)}: firstOffset {int(first[i])} after lastOffset {int(last[i])}"))
+        acct.errors.append(
+            ErrorRow(
+                info.file,
+                int(i) * ABORTED_TXN_ENTRY_SIZE,
+                ABORTED_TXN_ENTRY_SIZE,
+                INDEX_INCONSISTENT,
+                f"entry {int(i)}: firstOffset {int(first[i])} after lastOffset {int(last[i])}",
+            )
+        )
     acct.valid = int(good.sum()) * ABORTED_TXN_ENTRY_SIZE
     acct.corrupt = int((~good).sum()) * ABORTED_TXN_ENTRY_SIZE
     tail = len(data) - n * ABORTED_TXN_ENTRY_SIZE
     if tail:
         acct.corrupt += tail
-        acct.errors.append(ErrorRow(info.file, n * ABORTED_TXN_ENTRY_SIZE, tail, CORRUPT_BYTES,
-                                    f"{tail} trailing bytes do not make a whole entry"))
+        acct.errors.append(
+            ErrorRow(
+                info.file,
+                n * ABORTED_TXN_ENTRY_SIZE,
+                tail,
+                CORRUPT_BYTES,
+                f"{tail} trailing bytes do not make a whole entry",
+            )
+        )
     acct.batches = int(good.sum())
     idx = np.flatnonzero(good)
     k = idx.size

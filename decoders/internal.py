@@ -32,8 +32,20 @@ def decode_internal(records: pa.RecordBatch) -> tuple[dict[str, pa.Table], list[
         return {}, []
     topic = records.column("topic")[0].as_py()
     cols = records.select(
-        ["broker", "partition", "offset", "timestamp", "key", "value", "producer_id",
-         "producer_epoch", "is_transactional", "is_control", "batch_position", "file"]
+        [
+            "broker",
+            "partition",
+            "offset",
+            "timestamp",
+            "key",
+            "value",
+            "producer_id",
+            "producer_epoch",
+            "is_transactional",
+            "is_control",
+            "batch_position",
+            "file",
+        ]
     ).to_pydict()
     cols["timestamp"] = records.column("timestamp").cast(pa.int64()).to_pylist()
     rows = [dict(zip(cols, vals, strict=True)) for vals in zip(*cols.values(), strict=True)]
@@ -56,8 +68,12 @@ def _position(r: dict) -> dict:
 
 
 def _error(r: dict, e: Exception) -> ErrorRow:
-    kind = UNKNOWN_VERSION if isinstance(e, (co.UnknownVersion, tl.UnknownVersion)) else CORRUPT_BYTES
-    return ErrorRow(r["file"], r["batch_position"], 0, kind, f"record at offset {r['offset']}: {e}", r["offset"])
+    kind = (
+        UNKNOWN_VERSION if isinstance(e, (co.UnknownVersion, tl.UnknownVersion)) else CORRUPT_BYTES
+    )
+    return ErrorRow(
+        r["file"], r["batch_position"], 0, kind, f"record at offset {r['offset']}: {e}", r["offset"]
+    )
 
 
 def _consumer_offsets(rows: list[dict]) -> tuple[dict[str, pa.Table], list[ErrorRow]]:
@@ -72,9 +88,14 @@ def _consumer_offsets(rows: list[dict]) -> tuple[dict[str, pa.Table], list[Error
             ktype = key["key_type"]
             value = r["value"]
             if ktype in (co.OFFSET_COMMIT_LEGACY, co.OFFSET_COMMIT):
-                row = {**key, "is_tombstone": value is None, "producer_id": r["producer_id"],
-                       "producer_epoch": r["producer_epoch"], "is_transactional": r["is_transactional"],
-                       **_position(r)}
+                row = {
+                    **key,
+                    "is_tombstone": value is None,
+                    "producer_id": r["producer_id"],
+                    "producer_epoch": r["producer_epoch"],
+                    "is_transactional": r["is_transactional"],
+                    **_position(r),
+                }
                 if value is not None:
                     row.update(co.decode_offset_commit(value))
                 commits.append(row)
@@ -84,7 +105,12 @@ def _consumer_offsets(rows: list[dict]) -> tuple[dict[str, pa.Table], list[Error
                     row.update(co.decode_group_metadata(value))
                 groups.append(row)
             else:
-                row = {**key, "record": co.RECORD_NAMES[ktype], "is_tombstone": value is None, **_position(r)}
+                row = {
+                    **key,
+                    "record": co.RECORD_NAMES[ktype],
+                    "is_tombstone": value is None,
+                    **_position(r),
+                }
                 if value is not None:
                     decoded = co.decode_group_value(ktype, value)
                     row["value_version"] = decoded["value_version"]
@@ -108,7 +134,11 @@ def _transaction_state(rows: list[dict]) -> tuple[dict[str, pa.Table], list[Erro
         try:
             if r["key"] is None:
                 raise DecodeError("record without a key")
-            row = {"transactional_id": tl.decode_key(r["key"]), "is_tombstone": r["value"] is None, **_position(r)}
+            row = {
+                "transactional_id": tl.decode_key(r["key"]),
+                "is_tombstone": r["value"] is None,
+                **_position(r),
+            }
             if r["value"] is not None:
                 row.update(tl.decode_value(r["value"]))
             out.append(row)

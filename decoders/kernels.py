@@ -43,7 +43,10 @@ MIN_V2_RECORD_SIZE = 7  # length, attributes, ts delta, offset delta, key len, v
 @njit(cache=True, nogil=True)
 def _be32(b, p):
     return np.int32(
-        (np.int64(b[p]) << 24) | (np.int64(b[p + 1]) << 16) | (np.int64(b[p + 2]) << 8) | np.int64(b[p + 3])
+        (np.int64(b[p]) << 24)
+        | (np.int64(b[p + 1]) << 16)
+        | (np.int64(b[p + 2]) << 8)
+        | np.int64(b[p + 3])
     )
 
 
@@ -289,8 +292,22 @@ def scan_records(buf, starts, ends, counts, base_offsets, base_timestamps, fixed
         if st != REC_OK:
             errpos[i] = p
     return (
-        rb[:k], off[:k], ts[:k], kpos[:k], klen[:k], vpos[:k], vlen[:k], hfirst[:k], hcount[:k],
-        hkp[:h], hkl[:h], hvp[:h], hvl[:h], status, decoded, errpos,
+        rb[:k],
+        off[:k],
+        ts[:k],
+        kpos[:k],
+        klen[:k],
+        vpos[:k],
+        vlen[:k],
+        hfirst[:k],
+        hcount[:k],
+        hkp[:h],
+        hkl[:h],
+        hvp[:h],
+        hvl[:h],
+        status,
+        decoded,
+        errpos,
     )
 
 
@@ -330,8 +347,8 @@ def find_resync(buf, start, end, file_remaining_from_start, max_entry):
         m = buf[p + 16]
         if m <= 2:
             s = _be32(buf, p + 8)
-            if s >= 14 and s <= max_entry and (m != 2 or s >= 49):
-                if (p - start) + 12 + s <= file_remaining_from_start:
-                    return p
+            fits = (p - start) + 12 + s <= file_remaining_from_start
+            if s >= 14 and s <= max_entry and (m != 2 or s >= 49) and fits:
+                return p
         p += 1
     return -1

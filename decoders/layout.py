@@ -16,13 +16,27 @@ from decoders.checkpoints import OFFSET_CHECKPOINT_FILES, broker_id, meta_proper
 from decoders.errors import DecodeError
 from decoders.segment import FileInfo
 
-PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)(?P<suffix>\.[0-9a-f]{32}-(delete|future|stray))?$")
+PARTITION_DIR = re.compile(
+    r"^(?P<topic>.+)-(?P<partition>\d+)(?P<suffix>\.[0-9a-f]{32}-(delete|future|stray))?$"
+)
 SEGMENT_FILE = re.compile(r"^(?P<offset>\d{20})\.(?P<ext>log|index|timeindex|txnindex|snapshot)$")
 KRAFT_SNAPSHOT = re.compile(r"^(?P<offset>\d{20})-(?P<epoch>\d{10})\.checkpoint$")
 LOG_KINDS = ("log", "kraft_snapshot")
-PARTITION_KINDS = {"log", "index", "timeindex", "txnindex", "snapshot", "kraft_snapshot",
-                   "leader_epoch_checkpoint", "partition_metadata", "quorum_state"}
-KIND_ORDER = {k: i for i, k in enumerate(("log", "index", "timeindex", "txnindex", "snapshot", "kraft_snapshot"))}
+PARTITION_KINDS = {
+    "log",
+    "index",
+    "timeindex",
+    "txnindex",
+    "snapshot",
+    "kraft_snapshot",
+    "leader_epoch_checkpoint",
+    "partition_metadata",
+    "quorum_state",
+}
+KIND_ORDER = {
+    k: i
+    for i, k in enumerate(("log", "index", "timeindex", "txnindex", "snapshot", "kraft_snapshot"))
+}
 
 
 @dataclass(slots=True)
@@ -39,7 +53,11 @@ class DumpFile:
         return self.info.kind
 
 
-SCHEDULED_SUFFIXES = (".deleted", ".cleaned", ".swap")  # LogFileUtils: deletion and cleaner temporaries
+SCHEDULED_SUFFIXES = (
+    ".deleted",
+    ".cleaned",
+    ".swap",
+)  # LogFileUtils: deletion and cleaner temporaries
 
 
 def classify(name: str) -> tuple[str, int | None]:
@@ -98,13 +116,19 @@ def discover(roots: list[str] | str) -> list[DumpFile]:
         if os.path.isfile(root):
             files.append(_single_file(root))
             continue
-        display_root = os.path.dirname(os.path.abspath(root)) if _partition(os.path.basename(os.path.abspath(root))) else root
+        display_root = (
+            os.path.dirname(os.path.abspath(root))
+            if _partition(os.path.basename(os.path.abspath(root)))
+            else root
+        )
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames.sort()
             tp = _partition(os.path.basename(dirpath))
             # A log directory may itself be called `broker-1`: only partition-level files
             # (segments, leader-epoch-checkpoint, partition.metadata) make a partition directory.
-            if tp is not None and any(classify(f)[0] in PARTITION_KINDS and f != "bootstrap.checkpoint" for f in filenames):
+            if tp is not None and any(
+                classify(f)[0] in PARTITION_KINDS and f != "bootstrap.checkpoint" for f in filenames
+            ):
                 log_dir = os.path.dirname(dirpath)
                 broker = _broker_of(log_dir, display_root)
                 for name in filenames:
@@ -121,11 +145,23 @@ def discover(roots: list[str] | str) -> list[DumpFile]:
                     kind, base = classify(name)
                     if kind in ("meta_properties", "offset_checkpoint", "kraft_snapshot"):
                         path = os.path.join(dirpath, name)
-                        info = FileInfo(os.path.relpath(path, display_root), broker, None, None, base, kind)
+                        info = FileInfo(
+                            os.path.relpath(path, display_root), broker, None, None, base, kind
+                        )
                         files.append(DumpFile(path, info, os.path.getsize(path), dirpath))
     _disambiguate_brokers(files, roots)
-    files.sort(key=lambda f: (f.info.topic or "", f.info.partition if f.info.partition is not None else -1,
-                              f.info.broker or "", f.info.base_offset if f.info.base_offset is not None else 1 << 63, KIND_ORDER.get(f.info.kind, 99), f.info.kind, f.info.base_offset if f.info.base_offset is not None else -1, f.info.file))
+    files.sort(
+        key=lambda f: (
+            f.info.topic or "",
+            f.info.partition if f.info.partition is not None else -1,
+            f.info.broker or "",
+            f.info.base_offset if f.info.base_offset is not None else 1 << 63,
+            KIND_ORDER.get(f.info.kind, 99),
+            f.info.kind,
+            f.info.base_offset if f.info.base_offset is not None else -1,
+            f.info.file,
+        )
+    )
     return files
 
 
@@ -137,7 +173,14 @@ def _disambiguate_brokers(files: list[DumpFile], roots) -> None:
         dirs[f.info.broker].add(f.log_dir)
     for f in files:
         if len(dirs[f.info.broker]) > 1:
-            base = next((os.fspath(r) for r in roots if os.path.abspath(f.log_dir).startswith(os.path.abspath(os.fspath(r)))), None)
+            base = next(
+                (
+                    os.fspath(r)
+                    for r in roots
+                    if os.path.abspath(f.log_dir).startswith(os.path.abspath(os.fspath(r)))
+                ),
+                None,
+            )
             rel = os.path.relpath(f.log_dir, base) if base else f.log_dir
             f.info.broker = f"{f.info.broker}@{rel}"
 
@@ -153,7 +196,14 @@ def _single_file(path: str) -> DumpFile:
         return DumpFile(path, info, os.path.getsize(path), pdir)
     log_dir = os.path.dirname(pdir)
     broker = _broker_of(log_dir, os.path.dirname(log_dir))
-    info = FileInfo(os.path.join(os.path.basename(pdir), os.path.basename(path)), broker, tp[0], tp[1], base, kind)
+    info = FileInfo(
+        os.path.join(os.path.basename(pdir), os.path.basename(path)),
+        broker,
+        tp[0],
+        tp[1],
+        base,
+        kind,
+    )
     return DumpFile(path, info, os.path.getsize(path), log_dir)
 
 

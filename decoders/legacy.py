@@ -100,7 +100,9 @@ def _sized(buf, p: int, end: int, what: str) -> tuple[bytes | None, int]:
     return bytes(buf[p : p + n]), p + n
 
 
-def decode_entry(entry: bytes | memoryview, verify_crc: bool, deep: bool, max_decompressed: int) -> LegacyEntry:
+def decode_entry(
+    entry: bytes | memoryview, verify_crc: bool, deep: bool, max_decompressed: int
+) -> LegacyEntry:
     """Decode a top-level legacy entry and, when deep, its records (inner messages if compressed)."""
     msg = parse_message(entry, verify_crc)
     out = LegacyEntry(msg)

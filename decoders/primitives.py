@@ -121,10 +121,7 @@ class ByteReader:
         return v
 
     def nullable_string(self, flexible: bool = False) -> str | None:
-        if flexible:
-            n = self.unsigned_varint() - 1
-        else:
-            n = self.int16()
+        n = self.unsigned_varint() - 1 if flexible else self.int16()
         if n < 0:
             if n == -1:
                 return None

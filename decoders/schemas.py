@@ -18,7 +18,11 @@ def _f(name: str, typ: pa.DataType, doc: str, nullable: bool = True) -> pa.Field
 
 def _location(log_level: bool = True) -> list[pa.Field]:
     fields = [
-        _f("broker", pa.string(), "broker id from meta.properties, else the log directory's path in the dump"),
+        _f(
+            "broker",
+            pa.string(),
+            "broker id from meta.properties, else the log directory's path in the dump",
+        ),
         _f("topic", pa.string(), "topic, from the partition directory name"),
         _f("partition", pa.int32(), "partition number, from the partition directory name"),
     ]
@@ -35,12 +39,24 @@ HEADERS = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa
 SEGMENTS = pa.schema(
     _location()
     + [
-        _f("kind", pa.string(), "log, index, timeindex, txnindex, snapshot, kraft_snapshot, leader_epoch_checkpoint, partition_metadata, meta_properties, offset_checkpoint, other"),
-        _f("base_offset", pa.int64(), "offset in the 20-digit file name (snapshot: the snapshot offset)"),
+        _f(
+            "kind",
+            pa.string(),
+            "log, index, timeindex, txnindex, snapshot, kraft_snapshot, leader_epoch_checkpoint, partition_metadata, meta_properties, offset_checkpoint, other",
+        ),
+        _f(
+            "base_offset",
+            pa.int64(),
+            "offset in the 20-digit file name (snapshot: the snapshot offset)",
+        ),
         _f("size", pa.int64(), "file size in bytes"),
         _f("bytes_valid", pa.int64(), "bytes that decoded cleanly"),
         _f("bytes_padding", pa.int64(), "zero bytes at the end (preallocation or a crash)"),
-        _f("bytes_corrupt", pa.int64(), "bytes that did not decode: CRC mismatch, garbage, truncated tail"),
+        _f(
+            "bytes_corrupt",
+            pa.int64(),
+            "bytes that did not decode: CRC mismatch, garbage, truncated tail",
+        ),
         _f("entries", pa.int64(), "batches (log), entries (indexes, snapshots, checkpoints)"),
         _f("records", pa.int64(), "records in the log file (from batch headers)"),
         _f("first_offset", pa.int64(), "first offset in the file, null when empty"),
@@ -64,8 +80,16 @@ BATCHES = pa.schema(
         _f("compression", pa.string(), "none, gzip, snappy, lz4, zstd or unknown(n)"),
         _f("timestamp_type", pa.string(), "CreateTime, LogAppendTime or NoTimestampType (v0)"),
         _f("is_transactional", pa.bool_(), "attribute bit 4"),
-        _f("is_control", pa.bool_(), "attribute bit 5: a control batch (transaction marker, KRaft control)"),
-        _f("has_delete_horizon", pa.bool_(), "attribute bit 6 (KIP-534): baseTimestamp holds the delete horizon"),
+        _f(
+            "is_control",
+            pa.bool_(),
+            "attribute bit 5: a control batch (transaction marker, KRaft control)",
+        ),
+        _f(
+            "has_delete_horizon",
+            pa.bool_(),
+            "attribute bit 6 (KIP-534): baseTimestamp holds the delete horizon",
+        ),
         _f("partition_leader_epoch", pa.int32(), "partitionLeaderEpoch, -1 when unknown or v0/v1"),
         _f("base_timestamp", TS, "baseTimestamp; null when -1 or when it holds a delete horizon"),
         _f("max_timestamp", TS, "maxTimestamp (v2) or the message timestamp (v1)"),
@@ -73,10 +97,20 @@ BATCHES = pa.schema(
         _f("producer_id", pa.int64(), "producerId, -1 = NO_PRODUCER_ID"),
         _f("producer_epoch", pa.int16(), "producerEpoch, -1 = NO_PRODUCER_EPOCH"),
         _f("base_sequence", pa.int32(), "baseSequence, -1 = NO_SEQUENCE"),
-        _f("last_sequence", pa.int32(), "baseSequence + lastOffsetDelta with wrap-around at 2^31-1"),
+        _f(
+            "last_sequence", pa.int32(), "baseSequence + lastOffsetDelta with wrap-around at 2^31-1"
+        ),
         _f("last_offset_delta", pa.int32(), "lastOffsetDelta (v2)"),
-        _f("record_count", pa.int32(), "recordsCount from the header (v2) or inner messages (v0/v1)"),
-        _f("control_type", pa.string(), "ABORT, COMMIT or a KRaft control type; null for data batches and cleaned markers"),
+        _f(
+            "record_count",
+            pa.int32(),
+            "recordsCount from the header (v2) or inner messages (v0/v1)",
+        ),
+        _f(
+            "control_type",
+            pa.string(),
+            "ABORT, COMMIT or a KRaft control type; null for data batches and cleaned markers",
+        ),
         _f("coordinator_epoch", pa.int32(), "transaction marker's coordinator epoch"),
         _f("error", pa.string(), "why this batch is not fully valid, null when it is"),
     ]
@@ -116,7 +150,11 @@ OFFSET_COMMITS = pa.schema(
         _f("group_id", pa.string(), "consumer group"),
         _f("topic", pa.string(), "committed topic"),
         _f("partition", pa.int32(), "committed partition"),
-        _f("committed_offset", pa.int64(), "next offset the group will consume; null for a tombstone"),
+        _f(
+            "committed_offset",
+            pa.int64(),
+            "next offset the group will consume; null for a tombstone",
+        ),
         _f("leader_epoch", pa.int32(), "leader epoch of the committed offset (v3+), -1 unknown"),
         _f("metadata", pa.string(), "client metadata string"),
         _f("commit_timestamp", TS, "coordinator time of the commit"),
@@ -125,8 +163,14 @@ OFFSET_COMMITS = pa.schema(
         _f("value_version", pa.int16(), "OffsetCommitValue version 0-4; null for tombstones"),
         _f("key_type", pa.int16(), "record type 0 (legacy) or 1"),
         _f("producer_id", pa.int64(), "transactional offset commit: the producer; else -1"),
-        _f("producer_epoch", pa.int16(), "transactional offset commit: the producer epoch; else -1"),
-        _f("is_transactional", pa.bool_(), "written by TxnOffsetCommit; takes effect at the COMMIT marker"),
+        _f(
+            "producer_epoch", pa.int16(), "transactional offset commit: the producer epoch; else -1"
+        ),
+        _f(
+            "is_transactional",
+            pa.bool_(),
+            "written by TxnOffsetCommit; takes effect at the COMMIT marker",
+        ),
     ]
     + _LOG_POSITION
 )
@@ -159,7 +203,11 @@ GROUP_METADATA = pa.schema(
         _f("group_id", pa.string(), "group"),
         _f("generation", pa.int32(), "generation id"),
         _f("protocol_type", pa.string(), "consumer, connect, ... ('' if none)"),
-        _f("protocol", pa.string(), "selected assignor (range, roundrobin, sticky, cooperative-sticky, ...)"),
+        _f(
+            "protocol",
+            pa.string(),
+            "selected assignor (range, roundrobin, sticky, cooperative-sticky, ...)",
+        ),
         _f("leader", pa.string(), "leader member id"),
         _f("state_timestamp", TS, "currentStateTimestamp (v2+)"),
         _f(
@@ -193,7 +241,11 @@ TXN_LOG = pa.schema(
         _f("producer_id", pa.int64(), "producer id"),
         _f("producer_epoch", pa.int16(), "producer epoch"),
         _f("timeout_ms", pa.int32(), "transaction timeout"),
-        _f("state", pa.string(), "Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, Dead, PrepareEpochFence"),
+        _f(
+            "state",
+            pa.string(),
+            "Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, Dead, PrepareEpochFence",
+        ),
         _f("partitions", TOPIC_PARTITIONS, "partitions in the transaction; null in Empty"),
         _f("last_update_timestamp", TS, "TransactionLastUpdateTimestampMs"),
         _f("start_timestamp", TS, "TransactionStartTimestampMs, null when none started"),
@@ -230,7 +282,11 @@ PRODUCER_SNAPSHOTS = pa.schema(
         _f("offset_delta", pa.int32(), "OffsetDelta of the last batch"),
         _f("timestamp", TS, "last timestamp"),
         _f("coordinator_epoch", pa.int32(), "coordinator epoch of the last marker"),
-        _f("current_txn_first_offset", pa.int64(), "first offset of the open transaction, -1 if none"),
+        _f(
+            "current_txn_first_offset",
+            pa.int64(),
+            "first offset of the open transaction, -1 if none",
+        ),
     ]
 )
 
@@ -251,7 +307,11 @@ ERRORS = pa.schema(
     + [
         _f("position", pa.int64(), "byte position of the problem in the file"),
         _f("length", pa.int64(), "bytes affected"),
-        _f("kind", pa.string(), "crc_mismatch, truncated_batch, corrupt_bytes, unknown_version, index_inconsistent"),
+        _f(
+            "kind",
+            pa.string(),
+            "crc_mismatch, truncated_batch, corrupt_bytes, unknown_version, index_inconsistent",
+        ),
         _f("reason", pa.string(), "what exactly is wrong"),
         _f("offset", pa.int64(), "log offset concerned, when known"),
     ]
@@ -274,7 +334,9 @@ TABLES: dict[str, pa.Schema] = {
 
 def describe(table: str) -> list[tuple[str, str, str]]:
     """(column, type, doc) for every column of a table."""
-    return [(f.name, str(f.type), (f.metadata or {}).get(b"doc", b"").decode()) for f in TABLES[table]]
+    return [
+        (f.name, str(f.type), (f.metadata or {}).get(b"doc", b"").decode()) for f in TABLES[table]
+    ]
 
 
 def empty(table: str) -> pa.Table:

@@ -135,7 +135,9 @@ class SegmentDecoder:
             chunk = self.src.read_at(pos, min(want, size - pos))
             buf = np.frombuffer(chunk, np.uint8)
             limit = len(buf)
-            positions, sizes, magics, n, stop, reason = kernels.hop_entries(buf, 0, limit, self.max_batch_bytes)
+            positions, sizes, magics, n, stop, reason = kernels.hop_entries(
+                buf, 0, limit, self.max_batch_bytes
+            )
             if n:
                 keep = positions + pos < self.stop
                 partial = not keep.all()
@@ -143,14 +145,24 @@ class SegmentDecoder:
                     positions, sizes, magics = positions[keep], sizes[keep], magics[keep]
                     n = len(positions)
                 crcs = self._entry_crcs(buf, positions, sizes, magics) if self.verify_crc else None
-                split = self._split_inside_bad_entry(pos, positions, sizes, crcs) if crcs is not None else None
+                split = (
+                    self._split_inside_bad_entry(pos, positions, sizes, crcs)
+                    if crcs is not None
+                    else None
+                )
                 if split is not None:
                     k, resume = split
                     if k:
-                        yield from self._decode(buf, pos, positions[:k], sizes[:k], magics[:k], _slice(crcs, k))
+                        yield from self._decode(
+                            buf, pos, positions[:k], sizes[:k], magics[:k], _slice(crcs, k)
+                        )
                     at = pos + int(positions[k])
-                    self._error(at, resume - at, CORRUPT_BYTES,
-                                f"entry fails its CRC and a valid entry starts inside it at {resume}; {resume - at} bytes skipped")
+                    self._error(
+                        at,
+                        resume - at,
+                        CORRUPT_BYTES,
+                        f"entry fails its CRC and a valid entry starts inside it at {resume}; {resume - at} bytes skipped",
+                    )
                     self.acct.corrupt += resume - at
                     pos = resume
                     continue
@@ -177,7 +189,9 @@ class SegmentDecoder:
         mv = memoryview(buf)
         computed = np.empty(len(positions), np.uint32)
         stored = np.empty(len(positions), np.uint32)
-        for i, (p, s, m) in enumerate(zip(positions.tolist(), sizes.tolist(), magics.tolist(), strict=True)):
+        for i, (p, s, m) in enumerate(
+            zip(positions.tolist(), sizes.tolist(), magics.tolist(), strict=True)
+        ):
             e = p + LOG_OVERHEAD + s
             if m == MAGIC_VALUE_V2:
                 computed[i] = crc32c.crc32c(mv[p + 21 : e])
@@ -229,7 +243,9 @@ class SegmentDecoder:
                 why = f"entry size {struct.unpack_from('>i', head, 8)[0]} out of range"
             else:
                 why = "unreadable entry header"
-            why += f"; skipped {end - at} bytes" + (" to the next valid entry" if resume is not None else "")
+            why += f"; skipped {end - at} bytes" + (
+                " to the next valid entry" if resume is not None else ""
+            )
         self._error(at, end - at, kind, why)
         self.acct.corrupt += end - at
         if resume is None:
@@ -297,7 +313,9 @@ class SegmentDecoder:
         entry = self.src.read_at(at, LOG_OVERHEAD + s)
         return zlib.crc32(memoryview(entry)[16:]) == struct.unpack_from(">I", entry, 12)[0]
 
-    def _error(self, position: int, length: int, kind: str, reason: str, offset: int | None = None) -> None:
+    def _error(
+        self, position: int, length: int, kind: str, reason: str, offset: int | None = None
+    ) -> None:
         self.acct.errors.append(ErrorRow(self.info.file, position, length, kind, reason, offset))
 
     # -- decoding whole entries ---------------------------------------------------------------
@@ -345,26 +363,52 @@ class SegmentDecoder:
 
         crc_valid = None
         if self.verify_crc:
-            computed = crcs[0] if crcs is not None else self._entry_crcs(buf, positions, sizes, np.full(n, 2, np.int8))[0]
+            computed = (
+                crcs[0]
+                if crcs is not None
+                else self._entry_crcs(buf, positions, sizes, np.full(n, 2, np.int8))[0]
+            )
             crc_valid = computed == crc
             for i in np.flatnonzero(~crc_valid):
-                errors[i] = f"CRC-32C mismatch: stored {int(crc[i]):#010x}, computed {int(computed[i]):#010x}"
+                errors[i] = (
+                    f"CRC-32C mismatch: stored {int(crc[i]):#010x}, computed {int(computed[i]):#010x}"
+                )
                 kind = CRC_MISMATCH
                 zeros = _trailing_zeros(buf, int(positions[i]), int(entry_end[i]))
                 if zeros >= TORN_WRITE_MIN_ZEROS:
                     # A batch whose bytes stop and give way to zeros was cut by a crash while the
                     # file was preallocated: a torn write, not a flipped bit.
                     kind = TRUNCATED_BATCH
-                    errors[i] += f"; its last {zeros} bytes are zero: a torn write into preallocated space"
-                self._error(int(abs_pos[i]), int(sizes[i]) + LOG_OVERHEAD, kind, errors[i], int(base_offset[i]))
+                    errors[i] += (
+                        f"; its last {zeros} bytes are zero: a torn write into preallocated space"
+                    )
+                self._error(
+                    int(abs_pos[i]),
+                    int(sizes[i]) + LOG_OVERHEAD,
+                    kind,
+                    errors[i],
+                    int(base_offset[i]),
+                )
                 bad[i] = True
         for i in np.flatnonzero(count < 0):
             errors[i] = f"negative recordsCount {int(count[i])}"
-            self._error(int(abs_pos[i]), int(sizes[i]) + LOG_OVERHEAD, CORRUPT_BYTES, errors[i], int(base_offset[i]))
+            self._error(
+                int(abs_pos[i]),
+                int(sizes[i]) + LOG_OVERHEAD,
+                CORRUPT_BYTES,
+                errors[i],
+                int(base_offset[i]),
+            )
             bad[i] = True
         for i in np.flatnonzero(codec > 4):
             errors[i] = f"unknown compression codec {int(codec[i])}"
-            self._error(int(abs_pos[i]), int(sizes[i]) + LOG_OVERHEAD, CORRUPT_BYTES, errors[i], int(base_offset[i]))
+            self._error(
+                int(abs_pos[i]),
+                int(sizes[i]) + LOG_OVERHEAD,
+                CORRUPT_BYTES,
+                errors[i],
+                int(base_offset[i]),
+            )
             bad[i] = True
 
         # Control records: COMMIT/ABORT with coordinator epoch, KRaft types named.
@@ -373,7 +417,9 @@ class SegmentDecoder:
         has_coord = np.zeros(n, bool)
         for i in np.flatnonzero(control & (count > 0) & (codec == COMPRESSION_NONE)):
             try:
-                key, value = _first_record_key_value(buf, int(positions[i]) + RECORDS_OFFSET, int(entry_end[i]))
+                key, value = _first_record_key_value(
+                    buf, int(positions[i]) + RECORDS_OFFSET, int(entry_end[i])
+                )
                 _, ctype = control_key(key)
                 control_type[i] = control_type_name(ctype)
                 if is_txn_marker(ctype):
@@ -382,7 +428,13 @@ class SegmentDecoder:
             except DecodeError as e:
                 msg = f"control record: {e}"
                 errors[i] = errors[i] or msg
-                self._error(int(abs_pos[i]), int(sizes[i]) + LOG_OVERHEAD, CORRUPT_BYTES, msg, int(base_offset[i]))
+                self._error(
+                    int(abs_pos[i]),
+                    int(sizes[i]) + LOG_OVERHEAD,
+                    CORRUPT_BYTES,
+                    msg,
+                    int(base_offset[i]),
+                )
                 bad[i] = True
 
         records: list[pa.RecordBatch] = []
@@ -391,9 +443,27 @@ class SegmentDecoder:
             # checklist's "decode even when it fails"; only an unusable header stops us.
             decodable = (count > 0) & (codec <= 4)
             records = self._records_v2(
-                buf, base, positions, entry_end, decodable, codec, count, base_offset, base_ts, max_ts,
-                log_append, producer_id, producer_epoch, base_seq, transactional, control, crc_valid,
-                abs_pos, sizes, errors, bad,
+                buf,
+                base,
+                positions,
+                entry_end,
+                decodable,
+                codec,
+                count,
+                base_offset,
+                base_ts,
+                max_ts,
+                log_append,
+                producer_id,
+                producer_epoch,
+                base_seq,
+                transactional,
+                control,
+                crc_valid,
+                abs_pos,
+                sizes,
+                errors,
+                bad,
             )
 
         total = int(sizes.sum()) + LOG_OVERHEAD * n
@@ -405,7 +475,9 @@ class SegmentDecoder:
         last_offset = base_offset + last_delta
         self.acct.see_offsets(int(base_offset.min()), int(last_offset.max()))
 
-        last_seq = np.where(base_seq < 0, -1, _wrap_seq(base_seq.astype(np.int64) + last_delta)).astype(np.int32)
+        last_seq = np.where(
+            base_seq < 0, -1, _wrap_seq(base_seq.astype(np.int64) + last_delta)
+        ).astype(np.int32)
         ts_type = np.where(log_append, LOG_APPEND_TIME, CREATE_TIME)
         batches = pa.RecordBatch.from_arrays(
             [
@@ -421,7 +493,10 @@ class SegmentDecoder:
                 pa.array(crc),
                 pa.array(crc_valid) if crc_valid is not None else pa.nulls(n, pa.bool_()),
                 pa.array(attributes),
-                pa.array([COMPRESSION_NAMES.get(int(c), f"unknown({int(c)})") for c in codec], pa.string()),
+                pa.array(
+                    [COMPRESSION_NAMES.get(int(c), f"unknown({int(c)})") for c in codec],
+                    pa.string(),
+                ),
                 pa.array(ts_type, pa.string()),
                 pa.array(transactional),
                 pa.array(control),
@@ -445,9 +520,28 @@ class SegmentDecoder:
         return DecodedWindow(batches, records)
 
     def _records_v2(
-        self, buf, base, positions, entry_end, decodable, codec, count, base_offset, base_ts, max_ts,
-        log_append, producer_id, producer_epoch, base_seq, transactional, control, crc_valid,
-        abs_pos, sizes, errors, bad,
+        self,
+        buf,
+        base,
+        positions,
+        entry_end,
+        decodable,
+        codec,
+        count,
+        base_offset,
+        base_ts,
+        max_ts,
+        log_append,
+        producer_id,
+        producer_epoch,
+        base_seq,
+        transactional,
+        control,
+        crc_valid,
+        abs_pos,
+        sizes,
+        errors,
+        bad,
     ) -> list[pa.RecordBatch]:
         idx = np.flatnonzero(decodable)
         if idx.size == 0:
@@ -457,35 +551,87 @@ class SegmentDecoder:
         if not (codec[idx] != COMPRESSION_NONE).any():
             chunks = [(buf, idx, positions[idx] + RECORDS_OFFSET, entry_end[idx])]
         else:
-            chunks = self._decompress_chunks(buf, idx, positions, entry_end, codec, abs_pos, sizes, base_offset, errors, bad)
+            chunks = self._decompress_chunks(
+                buf, idx, positions, entry_end, codec, abs_pos, sizes, base_offset, errors, bad
+            )
         for rbuf, sel, starts, ends in chunks:
             if sel.size == 0:
                 continue
             res = kernels.scan_records(
-                rbuf, starts.astype(np.int64), ends.astype(np.int64), count[sel].astype(np.int64),
-                base_offset[sel], base_ts[sel], fixed_ts[sel],
+                rbuf,
+                starts.astype(np.int64),
+                ends.astype(np.int64),
+                count[sel].astype(np.int64),
+                base_offset[sel],
+                base_ts[sel],
+                fixed_ts[sel],
             )
-            (rb, off, ts, kpos, klen, vpos, vlen, hfirst, hcount, hkp, hkl, hvp, hvl, status, decoded, errpos) = res
+            (
+                rb,
+                off,
+                ts,
+                kpos,
+                klen,
+                vpos,
+                vlen,
+                hfirst,
+                hcount,
+                hkp,
+                hkl,
+                hvp,
+                hvl,
+                status,
+                decoded,
+                errpos,
+            ) = res
             for j in np.flatnonzero(status):
                 i = sel[j]
                 why = f"{kernels.REC_REASONS[int(status[j])]} (record {int(decoded[j])} of {int(count[i])})"
                 errors[i] = errors[i] or why
                 if not bad[i]:
-                    self._error(int(abs_pos[i]), int(sizes[i]) + LOG_OVERHEAD, CORRUPT_BYTES, why, int(base_offset[i]))
+                    self._error(
+                        int(abs_pos[i]),
+                        int(sizes[i]) + LOG_OVERHEAD,
+                        CORRUPT_BYTES,
+                        why,
+                        int(base_offset[i]),
+                    )
                     bad[i] = True
             if off.size == 0:
                 continue
             b = sel[rb]
             out.append(
                 self._record_batch(
-                    rbuf, b, off, ts, kpos, klen, vpos, vlen, hfirst, hcount, hkp, hkl, hvp, hvl,
-                    base_offset, log_append, producer_id, producer_epoch, base_seq, transactional,
-                    control, crc_valid, abs_pos,
+                    rbuf,
+                    b,
+                    off,
+                    ts,
+                    kpos,
+                    klen,
+                    vpos,
+                    vlen,
+                    hfirst,
+                    hcount,
+                    hkp,
+                    hkl,
+                    hvp,
+                    hvl,
+                    base_offset,
+                    log_append,
+                    producer_id,
+                    producer_epoch,
+                    base_seq,
+                    transactional,
+                    control,
+                    crc_valid,
+                    abs_pos,
                 )
             )
         return out
 
-    def _decompress_chunks(self, buf, idx, positions, entry_end, codec, abs_pos, sizes, base_offset, errors, bad):
+    def _decompress_chunks(
+        self, buf, idx, positions, entry_end, codec, abs_pos, sizes, base_offset, errors, bad
+    ):
         """Lay the records areas of a window out in bounded buffers, decompressing as needed."""
         chunks = []
         cap = self.max_decompressed
@@ -508,24 +654,55 @@ class SegmentDecoder:
                     why = f"{codec_name(int(codec[i]))} records do not decompress: {err}"
                     errors[i] = errors[i] or why
                     if not bad[i]:
-                        self._error(int(abs_pos[i]), int(sizes[i]) + LOG_OVERHEAD, CORRUPT_BYTES, why, int(base_offset[i]))
+                        self._error(
+                            int(abs_pos[i]),
+                            int(sizes[i]) + LOG_OVERHEAD,
+                            CORRUPT_BYTES,
+                            why,
+                            int(base_offset[i]),
+                        )
                         bad[i] = True
                     continue
             sel.append(i)
             starts.append(w)
             ends.append(w + got)
             w += got
-        chunks.append((rbuf, np.array(sel, np.int64), np.array(starts, np.int64), np.array(ends, np.int64)))
+        chunks.append(
+            (rbuf, np.array(sel, np.int64), np.array(starts, np.int64), np.array(ends, np.int64))
+        )
         return chunks
 
     def _record_batch(
-        self, rbuf, b, off, ts, kpos, klen, vpos, vlen, hfirst, hcount, hkp, hkl, hvp, hvl,
-        base_offset, log_append, producer_id, producer_epoch, base_seq, transactional, control,
-        crc_valid, abs_pos,
+        self,
+        rbuf,
+        b,
+        off,
+        ts,
+        kpos,
+        klen,
+        vpos,
+        vlen,
+        hfirst,
+        hcount,
+        hkp,
+        hkl,
+        hvp,
+        hvl,
+        base_offset,
+        log_append,
+        producer_id,
+        producer_epoch,
+        base_seq,
+        transactional,
+        control,
+        crc_valid,
+        abs_pos,
     ) -> pa.RecordBatch:
         n = off.size
         seq_base = base_seq[b].astype(np.int64)
-        seq = np.where(seq_base < 0, -1, _wrap_seq(seq_base + (off - base_offset[b]))).astype(np.int32)
+        seq = np.where(seq_base < 0, -1, _wrap_seq(seq_base + (off - base_offset[b]))).astype(
+            np.int32
+        )
         hk = _binary(rbuf, hkp, hkl, pa.string())
         hv = _binary(rbuf, hvp, hvl, pa.binary())
         hoffsets = np.zeros(n + 1, np.int32)
@@ -563,7 +740,9 @@ class SegmentDecoder:
         for p, s in zip(positions.tolist(), sizes.tolist(), strict=True):
             at, length = base + p, LOG_OVERHEAD + s
             try:
-                entry = decode_entry(mv[p : p + length], self.verify_crc, True, self.max_batch_decompressed)
+                entry = decode_entry(
+                    mv[p : p + length], self.verify_crc, True, self.max_batch_decompressed
+                )
             except DecodeError as e:
                 self._error(at, length, CORRUPT_BYTES, str(e))
                 self.acct.corrupt += length
@@ -587,7 +766,9 @@ class SegmentDecoder:
             rows.append((at, length, first, m, len(entry.records), "; ".join(problems) or None))
             if self.deep:
                 recs.extend((*r, m.crc_valid, at) for r in entry.records)
-        return DecodedWindow(self._legacy_batches(rows), [self._legacy_records(recs)] if recs else [])
+        return DecodedWindow(
+            self._legacy_batches(rows), [self._legacy_records(recs)] if recs else []
+        )
 
     def _legacy_batches(self, rows) -> pa.RecordBatch:
         n = len(rows)
@@ -686,7 +867,9 @@ def _binary(buf: np.ndarray, pos: np.ndarray, lens: np.ndarray, typ: pa.DataType
     null_count = int(null.sum())
     if null_count:
         validity = pa.py_buffer(np.packbits(~null, bitorder="little"))
-    return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], null_count)
+    return pa.Array.from_buffers(
+        typ, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], null_count
+    )
 
 
 def _valid_utf8(arr: pa.Array) -> pa.Array:
@@ -695,11 +878,18 @@ def _valid_utf8(arr: pa.Array) -> pa.Array:
         arr.validate(full=True)
         return arr
     except pa.ArrowInvalid:
-        raw = pa.Array.from_buffers(pa.binary(), len(arr), arr.buffers(), arr.null_count, arr.offset)
-        return pa.array([None if b is None else b.decode("utf-8", "replace") for b in raw.to_pylist()], pa.string())
+        raw = pa.Array.from_buffers(
+            pa.binary(), len(arr), arr.buffers(), arr.null_count, arr.offset
+        )
+        return pa.array(
+            [None if b is None else b.decode("utf-8", "replace") for b in raw.to_pylist()],
+            pa.string(),
+        )
 
 
-def _first_record_key_value(buf: np.ndarray, start: int, end: int) -> tuple[bytes | None, bytes | None]:
+def _first_record_key_value(
+    buf: np.ndarray, start: int, end: int
+) -> tuple[bytes | None, bytes | None]:
     """Key and value of the first record of an uncompressed records area (control batches)."""
     from decoders.primitives import ByteReader
 

@@ -8,7 +8,11 @@ import crc32c
 import numpy as np
 import pyarrow as pa
 
-from decoders.constants import PRODUCER_SNAPSHOT_ENTRY_SIZE, PRODUCER_SNAPSHOT_HEADER_SIZE, PRODUCER_SNAPSHOT_VERSION
+from decoders.constants import (
+    PRODUCER_SNAPSHOT_ENTRY_SIZE,
+    PRODUCER_SNAPSHOT_HEADER_SIZE,
+    PRODUCER_SNAPSHOT_VERSION,
+)
 from decoders.errors import CORRUPT_BYTES, CRC_MISMATCH, UNKNOWN_VERSION, ErrorRow
 from decoders.indexes import MAX_INDEX_BYTES, IndexResult
 from decoders.schemas import PRODUCER_SNAPSHOTS
@@ -44,10 +48,20 @@ def read_snapshot(path_or_source, info: FileInfo | None = None) -> IndexResult:
             problems.append((UNKNOWN_VERSION, f"snapshot version {version}"))
         computed = crc32c.crc32c(memoryview(data)[6:])
         if computed != crc:
-            problems.append((CRC_MISMATCH, f"CRC-32C mismatch: stored {crc:#010x}, computed {computed:#010x}"))
+            problems.append(
+                (CRC_MISMATCH, f"CRC-32C mismatch: stored {crc:#010x}, computed {computed:#010x}")
+            )
         room = (len(data) - PRODUCER_SNAPSHOT_HEADER_SIZE) // PRODUCER_SNAPSHOT_ENTRY_SIZE
-        if count < 0 or count * PRODUCER_SNAPSHOT_ENTRY_SIZE != len(data) - PRODUCER_SNAPSHOT_HEADER_SIZE:
-            problems.append((CORRUPT_BYTES, f"header says {count} entries, the file holds {room} (+{(len(data) - 10) % 46} bytes)"))
+        if (
+            count < 0
+            or count * PRODUCER_SNAPSHOT_ENTRY_SIZE != len(data) - PRODUCER_SNAPSHOT_HEADER_SIZE
+        ):
+            problems.append(
+                (
+                    CORRUPT_BYTES,
+                    f"header says {count} entries, the file holds {room} (+{(len(data) - 10) % 46} bytes)",
+                )
+            )
         n = max(0, min(count, room))
     for kind, why in problems:
         acct.errors.append(ErrorRow(info.file, 0, src.size, kind, why))
@@ -56,8 +70,16 @@ def read_snapshot(path_or_source, info: FileInfo | None = None) -> IndexResult:
     else:
         acct.valid = src.size
     acct.batches = n
-    raw = np.frombuffer(data, np.uint8, count=n * PRODUCER_SNAPSHOT_ENTRY_SIZE, offset=min(len(data), PRODUCER_SNAPSHOT_HEADER_SIZE)).reshape(n, PRODUCER_SNAPSHOT_ENTRY_SIZE)
-    cols = {name: np.ascontiguousarray(raw[:, a:b]).view(dt).ravel().astype(dt[1:]) for name, a, b, dt in _ENTRY_FIELDS}
+    raw = np.frombuffer(
+        data,
+        np.uint8,
+        count=n * PRODUCER_SNAPSHOT_ENTRY_SIZE,
+        offset=min(len(data), PRODUCER_SNAPSHOT_HEADER_SIZE),
+    ).reshape(n, PRODUCER_SNAPSHOT_ENTRY_SIZE)
+    cols = {
+        name: np.ascontiguousarray(raw[:, a:b]).view(dt).ravel().astype(dt[1:])
+        for name, a, b, dt in _ENTRY_FIELDS
+    }
     ts = cols.pop("timestamp")
     table = pa.table(
         {
@@ -66,7 +88,12 @@ def read_snapshot(path_or_source, info: FileInfo | None = None) -> IndexResult:
             "partition": _const(info.partition, n, pa.int32()),
             "file": _const(info.file, n, pa.string()),
             "snapshot_offset": _const(info.base_offset, n, pa.int64()),
-            **{k: pa.array(v) for k, v in cols.items() if k in ("producer_id", "producer_epoch", "last_sequence", "last_offset", "offset_delta")},
+            **{
+                k: pa.array(v)
+                for k, v in cols.items()
+                if k
+                in ("producer_id", "producer_epoch", "last_sequence", "last_offset", "offset_delta")
+            },
             "timestamp": pa.array(ts, mask=ts == -1).cast(pa.timestamp("ms", tz="UTC")),
             "coordinator_epoch": pa.array(cols["coordinator_epoch"]),
             "current_txn_first_offset": pa.array(cols["current_txn_first_offset"]),

@@ -95,6 +95,10 @@ def open_source(path_or_source, name: str | None = None) -> ByteSource:
         return LocalFile(path_or_source, name)
     if isinstance(path_or_source, (bytes, bytearray, memoryview)):
         return BytesSource(bytes(path_or_source), name or "<bytes>")
-    if hasattr(path_or_source, "read_at") and hasattr(path_or_source, "size") and not callable(path_or_source.size):
+    if (
+        hasattr(path_or_source, "read_at")
+        and hasattr(path_or_source, "size")
+        and not callable(path_or_source.size)
+    ):
         return path_or_source
     return FileObjectSource(path_or_source, name or getattr(path_or_source, "name", "<file>"))

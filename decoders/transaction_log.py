@@ -119,6 +119,8 @@ def encode_value(
         if next_producer_id != -1:
             tags[TAG_NEXT_PRODUCER_ID] = ByteWriter().int64(next_producer_id).getvalue()
         if client_transaction_version != 0:
-            tags[TAG_CLIENT_TRANSACTION_VERSION] = ByteWriter().int16(client_transaction_version).getvalue()
+            tags[TAG_CLIENT_TRANSACTION_VERSION] = (
+                ByteWriter().int16(client_transaction_version).getvalue()
+            )
         w.tagged_fields(tags)
     return w.getvalue()

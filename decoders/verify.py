@@ -34,13 +34,19 @@ def verify(paths) -> list[ErrorRow]:
 
 def verify_partition(files: list[DumpFile]) -> list[ErrorRow]:
     logs = {f.info.base_offset: f for f in files if f.kind == "log"}
-    batches = {base: read_segment(f.path, "batches", info=f.info, deep=False) for base, f in logs.items()}
+    batches = {
+        base: read_segment(f.path, "batches", info=f.info, deep=False) for base, f in logs.items()
+    }
     out: list[ErrorRow] = []
     for f in files:
         if f.kind in ("index", "timeindex"):
             log = batches.get(f.info.base_offset)
             if log is None:
-                out.append(ErrorRow(f.info.file, 0, f.size, INDEX_INCONSISTENT, "index without its .log segment"))
+                out.append(
+                    ErrorRow(
+                        f.info.file, 0, f.size, INDEX_INCONSISTENT, "index without its .log segment"
+                    )
+                )
                 continue
             entries = read_segment(f.path, "index_entries", info=f.info)
             check = _offset_index if f.kind == "index" else _time_index
@@ -62,7 +68,16 @@ def _offset_index(f: DumpFile, entries: pa.Table, log: pa.Table) -> list[ErrorRo
         where = n * 8
         i = starts.get(p)
         if i is None:
-            out.append(ErrorRow(f.info.file, where, 8, INDEX_INCONSISTENT, f"entry {n}: no batch starts at log position {p}", off))
+            out.append(
+                ErrorRow(
+                    f.info.file,
+                    where,
+                    8,
+                    INDEX_INCONSISTENT,
+                    f"entry {n}: no batch starts at log position {p}",
+                    off,
+                )
+            )
             continue
         limit = ent_pos[n + 1] if n + 1 < len(ent_pos) else float("inf")
         j = i
@@ -73,8 +88,16 @@ def _offset_index(f: DumpFile, entries: pa.Table, log: pa.Table) -> list[ErrorRo
                 break
             j += 1
         if not ok:
-            out.append(ErrorRow(f.info.file, where, 8, INDEX_INCONSISTENT,
-                                f"entry {n}: offset {off} is not the last offset of a batch appended at position {p}", off))
+            out.append(
+                ErrorRow(
+                    f.info.file,
+                    where,
+                    8,
+                    INDEX_INCONSISTENT,
+                    f"entry {n}: offset {off} is not the last offset of a batch appended at position {p}",
+                    off,
+                )
+            )
     return out
 
 
@@ -92,23 +115,43 @@ def _time_index(f: DumpFile, entries: pa.Table, log: pa.Table) -> list[ErrorRow]
         i = bisect.bisect_left(last, off)  # the batch holding `off`
         seen = running[i] if i < len(running) else None
         if seen != ts:
-            out.append(ErrorRow(f.info.file, n * 12, 12, INDEX_INCONSISTENT,
-                                f"entry {n}: timestamp {ts} is not the largest timestamp up to offset {off} ({seen})", off))
+            out.append(
+                ErrorRow(
+                    f.info.file,
+                    n * 12,
+                    12,
+                    INDEX_INCONSISTENT,
+                    f"entry {n}: timestamp {ts} is not the largest timestamp up to offset {off} ({seen})",
+                    off,
+                )
+            )
     return out
 
 
 def _txn_index(f: DumpFile, entries: pa.Table, batches: dict[int, pa.Table]) -> list[ErrorRow]:
     markers = set()
     for t in batches.values():
-        for pid, lo, ctype in zip(t["producer_id"].to_pylist(), t["last_offset"].to_pylist(), t["control_type"].to_pylist(), strict=True):
+        for pid, lo, ctype in zip(
+            t["producer_id"].to_pylist(),
+            t["last_offset"].to_pylist(),
+            t["control_type"].to_pylist(),
+            strict=True,
+        ):
             if ctype == "ABORT":
                 markers.add((pid, lo))
     out = []
     for row in entries.to_pylist():
         if (row["producer_id"], row["last_offset"]) not in markers:
-            out.append(ErrorRow(f.info.file, row["entry"] * 34, 34, INDEX_INCONSISTENT,
-                                f"entry {row['entry']}: no ABORT marker of producer {row['producer_id']} at offset {row['last_offset']}",
-                                row["last_offset"]))
+            out.append(
+                ErrorRow(
+                    f.info.file,
+                    row["entry"] * 34,
+                    34,
+                    INDEX_INCONSISTENT,
+                    f"entry {row['entry']}: no ABORT marker of producer {row['producer_id']} at offset {row['last_offset']}",
+                    row["last_offset"],
+                )
+            )
     return out
 
 
@@ -117,11 +160,29 @@ def _snapshot(f: DumpFile, entries: pa.Table) -> list[ErrorRow]:
     snap = f.info.base_offset
     for i, row in enumerate(entries.to_pylist()):
         if snap is not None and row["last_offset"] >= snap:
-            out.append(ErrorRow(f.info.file, 10 + i * 46, 46, INDEX_INCONSISTENT,
-                                f"producer {row['producer_id']}: lastOffset {row['last_offset']} is not below the snapshot offset {snap}",
-                                row["last_offset"]))
-        if row["current_txn_first_offset"] >= 0 and snap is not None and row["current_txn_first_offset"] >= snap:
-            out.append(ErrorRow(f.info.file, 10 + i * 46, 46, INDEX_INCONSISTENT,
-                                f"producer {row['producer_id']}: open transaction starts at {row['current_txn_first_offset']}, after the snapshot",
-                                row["current_txn_first_offset"]))
+            out.append(
+                ErrorRow(
+                    f.info.file,
+                    10 + i * 46,
+                    46,
+                    INDEX_INCONSISTENT,
+                    f"producer {row['producer_id']}: lastOffset {row['last_offset']} is not below the snapshot offset {snap}",
+                    row["last_offset"],
+                )
+            )
+        if (
+            row["current_txn_first_offset"] >= 0
+            and snap is not None
+            and row["current_txn_first_offset"] >= snap
+        ):
+            out.append(
+                ErrorRow(
+                    f.info.file,
+                    10 + i * 46,
+                    46,
+                    INDEX_INCONSISTENT,
+                    f"producer {row['producer_id']}: open transaction starts at {row['current_txn_first_offset']}, after the snapshot",
+                    row["current_txn_first_offset"],
+                )
+            )
     return out

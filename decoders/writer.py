@@ -53,7 +53,9 @@ class Record:
     offset_delta: int | None = None
 
 
-def encode_record(offset_delta: int, timestamp_delta: int, key, value, headers: Sequence[Header]) -> bytes:
+def encode_record(
+    offset_delta: int, timestamp_delta: int, key, value, headers: Sequence[Header]
+) -> bytes:
     """One v2 record (DefaultRecord.writeTo)."""
     body = bytearray(b"\x00")  # attributes
     body += encode_varint(timestamp_delta)
@@ -97,11 +99,21 @@ def build_batch(
     if delete_horizon is not None:
         base_timestamp = delete_horizon
     if max_timestamp is None:
-        max_timestamp = log_append_time if log_append_time is not None else (max(stamps) if stamps else NO_TIMESTAMP)
+        max_timestamp = (
+            log_append_time
+            if log_append_time is not None
+            else (max(stamps) if stamps else NO_TIMESTAMP)
+        )
     if last_offset_delta is None:
         last_offset_delta = deltas[-1] if deltas else 0
     payload = b"".join(
-        encode_record(d, (r.timestamp - base_timestamp) if r.timestamp != NO_TIMESTAMP else 0, r.key, r.value, r.headers)
+        encode_record(
+            d,
+            (r.timestamp - base_timestamp) if r.timestamp != NO_TIMESTAMP else 0,
+            r.key,
+            r.value,
+            r.headers,
+        )
         for d, r in zip(deltas, records, strict=True)
     )
     payload = compress(codec, payload) if codec != COMPRESSION_NONE else payload
@@ -114,10 +126,20 @@ def build_batch(
         attributes |= CONTROL_FLAG_MASK
     if delete_horizon is not None:
         attributes |= DELETE_HORIZON_FLAG_MASK
-    body = struct.pack(
-        ">hiqqqhii", attributes, last_offset_delta, base_timestamp, max_timestamp,
-        producer_id, producer_epoch, base_sequence, len(records),
-    ) + payload
+    body = (
+        struct.pack(
+            ">hiqqqhii",
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+        + payload
+    )
     crc = crc32c.crc32c(body)
     head = struct.pack(">qiibI", base_offset, len(body) + 9, partition_leader_epoch, 2, crc)
     return head + body
@@ -136,27 +158,40 @@ def control_batch(
     key = struct.pack(">hh", 0, control_type)
     value = struct.pack(">hi", 0, coordinator_epoch)
     return build_batch(
-        [Record(key, value, timestamp=timestamp)], base_offset, producer_id=producer_id,
-        producer_epoch=producer_epoch, transactional=True, control=True,
+        [Record(key, value, timestamp=timestamp)],
+        base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transactional=True,
+        control=True,
         partition_leader_epoch=partition_leader_epoch,
     )
 
 
-def commit_marker(producer_id: int, producer_epoch: int, coordinator_epoch: int, timestamp: int, **kw) -> bytes:
+def commit_marker(
+    producer_id: int, producer_epoch: int, coordinator_epoch: int, timestamp: int, **kw
+) -> bytes:
     return control_batch(COMMIT, producer_id, producer_epoch, coordinator_epoch, timestamp, **kw)
 
 
 def empty_batch(like: bytes) -> bytes:
     """The header-only batch the cleaner keeps when every record is removed (section 3.7)."""
-    (base_offset, _, leader_epoch, _, _, attributes, last_delta, _, max_ts, pid, epoch, seq, _) = struct.unpack_from(
-        ">qiibIhiqqqhii", like, 0
+    (base_offset, _, leader_epoch, _, _, attributes, last_delta, _, max_ts, pid, epoch, seq, _) = (
+        struct.unpack_from(">qiibIhiqqqhii", like, 0)
     )
     attributes &= ~0x07 & ~DELETE_HORIZON_FLAG_MASK
-    body = struct.pack(">hiqqqhii", attributes, last_delta, NO_TIMESTAMP, max_ts, pid, epoch, seq, 0)
-    return struct.pack(">qiibI", base_offset, len(body) + 9, leader_epoch, 2, crc32c.crc32c(body)) + body
+    body = struct.pack(
+        ">hiqqqhii", attributes, last_delta, NO_TIMESTAMP, max_ts, pid, epoch, seq, 0
+    )
+    return (
+        struct.pack(">qiibI", base_offset, len(body) + 9, leader_epoch, 2, crc32c.crc32c(body))
+        + body
+    )
 
 
-def set_base_offset(batch: bytes, base_offset: int, partition_leader_epoch: int | None = None) -> bytes:
+def set_base_offset(
+    batch: bytes, base_offset: int, partition_leader_epoch: int | None = None
+) -> bytes:
     """Patch what the broker assigns on append; neither field is covered by the CRC."""
     out = bytearray(batch)
     struct.pack_into(">q", out, 0, base_offset)
@@ -166,7 +201,9 @@ def set_base_offset(batch: bytes, base_offset: int, partition_leader_epoch: int 
 
 
 # -- message format v0/v1 ------------------------------------------------------------------------
-def legacy_message(offset: int, key, value, *, magic: int = 1, timestamp: int = NO_TIMESTAMP, attributes: int = 0) -> bytes:
+def legacy_message(
+    offset: int, key, value, *, magic: int = 1, timestamp: int = NO_TIMESTAMP, attributes: int = 0
+) -> bytes:
     """One `offset | size | message` entry (LegacyRecord.write)."""
     body = struct.pack(">bb", magic, attributes)
     if magic == 1:
@@ -197,7 +234,14 @@ def legacy_wrapper(
     if log_append_time is not None:
         attributes |= TIMESTAMP_TYPE_MASK
         ts = log_append_time
-    return legacy_message(last_offset, None, compress(codec, inner, magic=magic), magic=magic, timestamp=ts, attributes=attributes)
+    return legacy_message(
+        last_offset,
+        None,
+        compress(codec, inner, magic=magic),
+        magic=magic,
+        timestamp=ts,
+        attributes=attributes,
+    )
 
 
 # -- index, snapshot and checkpoint files ---------------------------------------------------------
@@ -232,19 +276,28 @@ class SnapshotEntry:
 
 def snapshot_bytes(entries: Sequence[SnapshotEntry]) -> bytes:
     body = struct.pack(">i", len(entries)) + b"".join(
-        struct.pack(">qhiqiqiq", e.producer_id, e.producer_epoch, e.last_sequence, e.last_offset,
-                    e.offset_delta, e.timestamp, e.coordinator_epoch, e.current_txn_first_offset)
+        struct.pack(
+            ">qhiqiqiq",
+            e.producer_id,
+            e.producer_epoch,
+            e.last_sequence,
+            e.last_offset,
+            e.offset_delta,
+            e.timestamp,
+            e.coordinator_epoch,
+            e.current_txn_first_offset,
+        )
         for e in entries
     )
     return struct.pack(">hI", PRODUCER_SNAPSHOT_VERSION, crc32c.crc32c(body)) + body
 
 
 def leader_epoch_checkpoint_text(entries: Sequence[tuple[int, int]]) -> str:
-    return "0\n%d\n" % len(entries) + "".join(f"{e} {o}\n" for e, o in entries)
+    return f"0\n{len(entries)}\n" + "".join(f"{e} {o}\n" for e, o in entries)
 
 
 def offset_checkpoint_text(entries: Sequence[tuple[str, int, int]]) -> str:
-    return "0\n%d\n" % len(entries) + "".join(f"{t} {p} {o}\n" for t, p, o in entries)
+    return f"0\n{len(entries)}\n" + "".join(f"{t} {p} {o}\n" for t, p, o in entries)
 
 
 def topic_id_text(topic_uuid: uuid.UUID) -> str:
@@ -323,7 +376,10 @@ class PartitionWriter:
                 self.epochs.append((epoch, base))
         else:  # legacy entries carry their own offsets
             (last,) = struct.unpack_from(">q", batch, 0)
-            base, max_ts = self.next_offset, (struct.unpack_from(">q", batch, 18)[0] if batch[16] == 1 else NO_TIMESTAMP)
+            base, max_ts = (
+                self.next_offset,
+                (struct.unpack_from(">q", batch, 18)[0] if batch[16] == 1 else NO_TIMESTAMP),
+            )
         if self.active.data and len(self.active.data) + len(batch) > self.segment_bytes:
             self.roll()
         seg = self.active
@@ -343,9 +399,13 @@ class PartitionWriter:
         if seg.max_timestamp == NO_TIMESTAMP:
             return
         if not seg.time_index or seg.max_timestamp > seg.time_index[-1][0]:
-            seg.time_index.append((seg.max_timestamp, seg.offset_of_max_timestamp - seg.base_offset))
+            seg.time_index.append(
+                (seg.max_timestamp, seg.offset_of_max_timestamp - seg.base_offset)
+            )
 
-    def add_aborted(self, producer_id: int, first_offset: int, last_offset: int, last_stable_offset: int) -> None:
+    def add_aborted(
+        self, producer_id: int, first_offset: int, last_offset: int, last_stable_offset: int
+    ) -> None:
         """Record an aborted transaction in the index of the segment holding its marker."""
         self.active.aborted.append((producer_id, first_offset, last_offset, last_stable_offset))
 

@@ -12,14 +12,24 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNEXPECTED = 0, 1, 2, 3
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="logreplay", description="Decode and replay raw Kafka log-segment dumps.")
+    p = argparse.ArgumentParser(
+        prog="logreplay", description="Decode and replay raw Kafka log-segment dumps."
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
-    d = sub.add_parser("dump", help="inspect a segment, index, snapshot, partition directory or dump")
+    d = sub.add_parser(
+        "dump", help="inspect a segment, index, snapshot, partition directory or dump"
+    )
     d.add_argument("paths", nargs="+", metavar="PATH")
-    d.add_argument("--deep", action="store_true", help="decode records, internal-topic keys and values")
+    d.add_argument(
+        "--deep", action="store_true", help="decode records, internal-topic keys and values"
+    )
     d.add_argument("--json", action="store_true", help="JSON lines instead of readable lines")
-    d.add_argument("--verify", action="store_true", help="check indexes, .txnindex and snapshots against the log")
+    d.add_argument(
+        "--verify",
+        action="store_true",
+        help="check indexes, .txnindex and snapshots against the log",
+    )
     d.add_argument("--limit", type=int, default=None, help="at most N batches and records per file")
 
     s = sub.add_parser("schema", help="print the columns of the decoded tables")
@@ -37,7 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "dump":
             missing = [p for p in args.paths if not os.path.exists(p)]
             if missing:
-                print(f"logreplay dump: no such file or directory: {', '.join(missing)}", file=sys.stderr)
+                print(
+                    f"logreplay dump: no such file or directory: {', '.join(missing)}",
+                    file=sys.stderr,
+                )
                 return EXIT_USAGE
             from jobs.dump import run
 
@@ -63,7 +76,9 @@ def _schema(tables: list[str]) -> int:
 
     unknown = [t for t in tables if t not in TABLES]
     if unknown:
-        print(f"unknown table(s): {', '.join(unknown)}; known: {', '.join(TABLES)}", file=sys.stderr)
+        print(
+            f"unknown table(s): {', '.join(unknown)}; known: {', '.join(TABLES)}", file=sys.stderr
+        )
         return EXIT_USAGE
     for t in tables or TABLES:
         print(f"{t}:")

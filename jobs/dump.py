@@ -96,8 +96,15 @@ class Printer:
 
 
 def _batch_line(_: str, r: dict) -> str:
-    flags = [x for x, on in (("transactional", r["is_transactional"]), ("control", r["is_control"]),
-                             ("delete-horizon", r["has_delete_horizon"])) if on]
+    flags = [
+        x
+        for x, on in (
+            ("transactional", r["is_transactional"]),
+            ("control", r["is_control"]),
+            ("delete-horizon", r["has_delete_horizon"]),
+        )
+        if on
+    ]
     parts = [
         f"batch pos={r['position']} offsets={r['base_offset']}..{r['last_offset']} size={r['size']}",
         f"magic={r['magic']} codec={r['compression']} {r['timestamp_type']} max_ts={_short(r['max_timestamp'])}",
@@ -107,7 +114,11 @@ def _batch_line(_: str, r: dict) -> str:
     if flags:
         parts.append(",".join(flags))
     if r["control_type"]:
-        ce = f"(coordinator_epoch={r['coordinator_epoch']})" if r["coordinator_epoch"] is not None else ""
+        ce = (
+            f"(coordinator_epoch={r['coordinator_epoch']})"
+            if r["coordinator_epoch"] is not None
+            else ""
+        )
         parts.append(f"marker={r['control_type']}{ce}")
     crc = {True: "ok", False: "BAD", None: "unchecked"}[r["crc_valid"]]
     parts.append(f"crc={crc}")
@@ -117,7 +128,10 @@ def _batch_line(_: str, r: dict) -> str:
 
 
 def _record_line(_: str, r: dict) -> str:
-    hdrs = ",".join(f"{h['key'] if h['key'].isprintable() else repr(h['key'])}={_short(h['value'], 30)}" for h in r["headers"])
+    hdrs = ",".join(
+        f"{h['key'] if h['key'].isprintable() else repr(h['key'])}={_short(h['value'], 30)}"
+        for h in r["headers"]
+    )
     s = f"  | offset={r['offset']} ts={_short(r['timestamp'])} seq={r['sequence']} key={_short(r['key'])} value={_short(r['value'])}"
     return s + (f" headers=[{hdrs}]" if hdrs else "") + (" control" if r["is_control"] else "")
 
@@ -126,20 +140,28 @@ def _commit_line(_: str, r: dict) -> str:
     if r["is_tombstone"]:
         return f"  > offset_commit group={r['group_id']} {r['topic']}-{r['partition']} TOMBSTONE"
     txn = f" transactional pid={r['producer_id']}" if r["is_transactional"] else ""
-    return (f"  > offset_commit v{r['value_version']} group={r['group_id']} {r['topic']}-{r['partition']} "
-            f"offset={r['committed_offset']} leader_epoch={r['leader_epoch']} metadata={r['metadata']!r} "
-            f"at={_short(r['commit_timestamp'])}{txn}")
+    return (
+        f"  > offset_commit v{r['value_version']} group={r['group_id']} {r['topic']}-{r['partition']} "
+        f"offset={r['committed_offset']} leader_epoch={r['leader_epoch']} metadata={r['metadata']!r} "
+        f"at={_short(r['commit_timestamp'])}{txn}"
+    )
 
 
 def _group_line(_: str, r: dict) -> str:
     if r["is_tombstone"]:
         return f"  > group_metadata group={r['group_id']} TOMBSTONE"
-    lines = [f"  > group_metadata v{r['value_version']} group={r['group_id']} generation={r['generation']} "
-             f"type={r['protocol_type']} protocol={r['protocol']} leader={r['leader']} members={len(r['members'])}"]
+    lines = [
+        f"  > group_metadata v{r['value_version']} group={r['group_id']} generation={r['generation']} "
+        f"type={r['protocol_type']} protocol={r['protocol']} leader={r['leader']} members={len(r['members'])}"
+    ]
     for m in r["members"]:
-        assigned = ";".join(f"{tp['topic']}{tp['partitions']}" for tp in (m.get("assigned_partitions") or []))
-        lines.append(f"      member={m['member_id']} client={m['client_id']} host={m['client_host']} "
-                     f"topics={m.get('subscribed_topics')} assigned={assigned or '-'}")
+        assigned = ";".join(
+            f"{tp['topic']}{tp['partitions']}" for tp in (m.get("assigned_partitions") or [])
+        )
+        lines.append(
+            f"      member={m['member_id']} client={m['client_id']} host={m['client_host']} "
+            f"topics={m.get('subscribed_topics')} assigned={assigned or '-'}"
+        )
     return "\n".join(lines)
 
 
@@ -147,15 +169,19 @@ def _txn_line(_: str, r: dict) -> str:
     if r["is_tombstone"]:
         return f"  > txn_log id={r['transactional_id']} TOMBSTONE"
     parts = ";".join(f"{tp['topic']}{tp['partitions']}" for tp in (r["partitions"] or []))
-    return (f"  > txn_log v{r['value_version']} id={r['transactional_id']} pid={r['producer_id']} "
-            f"epoch={r['producer_epoch']} state={r['state']} timeout={r['timeout_ms']} partitions={parts or '-'} "
-            f"tv={r['client_transaction_version']}")
+    return (
+        f"  > txn_log v{r['value_version']} id={r['transactional_id']} pid={r['producer_id']} "
+        f"epoch={r['producer_epoch']} state={r['state']} timeout={r['timeout_ms']} partitions={parts or '-'} "
+        f"tv={r['client_transaction_version']}"
+    )
 
 
 def _segment_line(_: str, r: dict) -> str:
-    return (f"== {r['file']} kind={r['kind']} broker={r['broker']} size={r['size']} valid={r['bytes_valid']} "
-            f"padding={r['bytes_padding']} corrupt={r['bytes_corrupt']} entries={r['entries']} records={r['records']} "
-            f"offsets={r['first_offset']}..{r['last_offset']} errors={r['error_count']}")
+    return (
+        f"== {r['file']} kind={r['kind']} broker={r['broker']} size={r['size']} valid={r['bytes_valid']} "
+        f"padding={r['bytes_padding']} corrupt={r['bytes_corrupt']} entries={r['entries']} records={r['records']} "
+        f"offsets={r['first_offset']}..{r['last_offset']} errors={r['error_count']}"
+    )
 
 
 def _error_line(_: str, r: dict) -> str:
@@ -163,7 +189,11 @@ def _error_line(_: str, r: dict) -> str:
 
 
 def _generic(kind: str, r: dict) -> str:
-    return f"{kind} " + " ".join(f"{k}={_short(v)}" for k, v in r.items() if k not in ("broker", "topic", "partition", "file"))
+    return f"{kind} " + " ".join(
+        f"{k}={_short(v)}"
+        for k, v in r.items()
+        if k not in ("broker", "topic", "partition", "file")
+    )
 
 
 _TEXT = {
@@ -178,7 +208,15 @@ _TEXT = {
 }
 
 
-def run(paths: Iterable[str], deep: bool, as_json: bool, do_verify: bool, limit: int | None, out: TextIO = sys.stdout) -> int:
+def run(
+    paths: Iterable[str],
+    deep: bool,
+    as_json: bool,
+    do_verify: bool,
+    limit: int | None,
+    out: TextIO | None = None,
+) -> int:
+    out = out or sys.stdout
     paths = list(paths)
     files = decoders.discover(paths)
     if not files:
@@ -211,7 +249,14 @@ def run(paths: Iterable[str], deep: bool, as_json: bool, do_verify: bool, limit:
 
 
 def _print_problem(p: ErrorRow, as_json: bool, out: TextIO) -> None:
-    row = {"file": p.file, "position": p.position, "length": p.length, "kind": p.kind, "reason": p.reason, "offset": p.offset}
+    row = {
+        "file": p.file,
+        "position": p.position,
+        "length": p.length,
+        "kind": p.kind,
+        "reason": p.reason,
+        "offset": p.offset,
+    }
     if as_json:
         out.write(json.dumps({"type": "verify", **row}) + "\n")
     else:

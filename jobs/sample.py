@@ -45,8 +45,12 @@ CODECS = [COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ
 
 def _records(n: int, start_ts: int, prefix: str) -> list[Record]:
     return [
-        Record(f"{prefix}-{i}".encode(), f'{{"order": {i}, "amount": {i * 7 % 100}}}'.encode(),
-               [("trace-id", f"t{i}".encode()), ("empty", None)], start_ts + i)
+        Record(
+            f"{prefix}-{i}".encode(),
+            f'{{"order": {i}, "amount": {i * 7 % 100}}}'.encode(),
+            [("trace-id", f"t{i}".encode()), ("empty", None)],
+            start_ts + i,
+        )
         for i in range(n)
     ]
 
@@ -64,11 +68,22 @@ def write_sample_dump(out: str) -> dict:
     seq, n_orders = 0, 0
     for i in range(40):
         recs = _records(5, T0 + i * 10, f"o{i}")
-        w.append(build_batch(recs, codec=CODECS[i % 5], producer_id=IDEMPOTENT_PID, producer_epoch=0, base_sequence=seq))
+        w.append(
+            build_batch(
+                recs,
+                codec=CODECS[i % 5],
+                producer_id=IDEMPOTENT_PID,
+                producer_epoch=0,
+                base_sequence=seq,
+            )
+        )
         seq += 5
         n_orders += 5
         if i == 25:
-            w.add_snapshot(w.next_offset, [SnapshotEntry(IDEMPOTENT_PID, 0, seq - 1, w.next_offset - 1, 4, T0 + i * 10 + 4)])
+            w.add_snapshot(
+                w.next_offset,
+                [SnapshotEntry(IDEMPOTENT_PID, 0, seq - 1, w.next_offset - 1, 4, T0 + i * 10 + 4)],
+            )
     w.close()
     facts["records"]["orders-0"] = n_orders
 
@@ -76,10 +91,27 @@ def write_sample_dump(out: str) -> dict:
     # interleaved with plain writes; the abort gets its .txnindex entry.
     w = PartitionWriter(broker, "orders", 1, index_interval_bytes=256)
     w.append(build_batch(_records(3, T0, "plain"), codec=COMPRESSION_LZ4))
-    first, _ = w.append(build_batch(_records(4, T0 + 100, "tx1"), producer_id=TXN_PID, producer_epoch=0, base_sequence=0, transactional=True))
+    first, _ = w.append(
+        build_batch(
+            _records(4, T0 + 100, "tx1"),
+            producer_id=TXN_PID,
+            producer_epoch=0,
+            base_sequence=0,
+            transactional=True,
+        )
+    )
     _, marker = w.append(control_batch(COMMIT, TXN_PID, 0, 5, T0 + 200))
     facts["committed"].append(("orders", 1, TXN_PID, first, marker))
-    first, _ = w.append(build_batch(_records(6, T0 + 300, "tx2"), codec=COMPRESSION_ZSTD, producer_id=TXN_PID, producer_epoch=0, base_sequence=4, transactional=True))
+    first, _ = w.append(
+        build_batch(
+            _records(6, T0 + 300, "tx2"),
+            codec=COMPRESSION_ZSTD,
+            producer_id=TXN_PID,
+            producer_epoch=0,
+            base_sequence=4,
+            transactional=True,
+        )
+    )
     w.append(build_batch(_records(2, T0 + 350, "plain2")))
     _, marker = w.append(control_batch(ABORT, TXN_PID, 0, 5, T0 + 400))
     w.add_aborted(TXN_PID, first, marker, marker + 1)
@@ -91,9 +123,20 @@ def write_sample_dump(out: str) -> dict:
     # legacy-0: message format v1 plain, v1 gzip wrapper, v0 lz4 wrapper (broken header checksum).
     w = PartitionWriter(broker, "legacy", 0)
     w.append(legacy_message(0, b"k0", b"plain v1", magic=1, timestamp=T0))
-    w.append(legacy_wrapper([(b"k1", b"a", T0 + 1), (b"k2", b"b", T0 + 2), (None, b"c", T0 + 3)], 3, COMPRESSION_GZIP, magic=1))
+    w.append(
+        legacy_wrapper(
+            [(b"k1", b"a", T0 + 1), (b"k2", b"b", T0 + 2), (None, b"c", T0 + 3)],
+            3,
+            COMPRESSION_GZIP,
+            magic=1,
+        )
+    )
     w.append(legacy_wrapper([(b"k4", b"d", -1), (b"k5", None, -1)], 5, COMPRESSION_LZ4, magic=0))
-    w.append(legacy_wrapper([(b"k6", b"e", T0 + 6)], 6, COMPRESSION_SNAPPY, magic=1, log_append_time=T0 + 99))
+    w.append(
+        legacy_wrapper(
+            [(b"k6", b"e", T0 + 6)], 6, COMPRESSION_SNAPPY, magic=1, log_append_time=T0 + 99
+        )
+    )
     w.close()
     facts["records"]["legacy-0"] = 7
 
@@ -101,29 +144,68 @@ def write_sample_dump(out: str) -> dict:
     part = partition_for(GROUP)
     w = PartitionWriter(broker, "__consumer_offsets", part)
     members = [
-        {"member_id": f"c{i}-uuid", "client_id": f"c{i}", "client_host": f"/10.0.0.{i}",
-         "subscription": cp.encode_subscription(["orders"], owned={"orders": [i]}, generation=1),
-         "assignment": cp.encode_assignment({"orders": [i]})}
+        {
+            "member_id": f"c{i}-uuid",
+            "client_id": f"c{i}",
+            "client_host": f"/10.0.0.{i}",
+            "subscription": cp.encode_subscription(["orders"], owned={"orders": [i]}, generation=1),
+            "assignment": cp.encode_assignment({"orders": [i]}),
+        }
         for i in range(2)
     ]
     gm = co.encode_group_metadata("consumer", 1, "range", "c0-uuid", members, state_timestamp=T0)
-    w.append(build_batch([Record(co.encode_group_metadata_key(GROUP), gm, timestamp=T0)], base_sequence=0))
-    commits = [Record(co.encode_offset_commit_key(GROUP, "orders", p), co.encode_offset_commit(o, T0 + 500), timestamp=T0 + 500)
-               for p, o in ((0, 200), (1, 5))]
+    w.append(
+        build_batch(
+            [Record(co.encode_group_metadata_key(GROUP), gm, timestamp=T0)], base_sequence=0
+        )
+    )
+    commits = [
+        Record(
+            co.encode_offset_commit_key(GROUP, "orders", p),
+            co.encode_offset_commit(o, T0 + 500),
+            timestamp=T0 + 500,
+        )
+        for p, o in ((0, 200), (1, 5))
+    ]
     w.append(build_batch(commits, base_sequence=0))
-    w.append(build_batch([Record(co.encode_offset_commit_key(GROUP, "orders", 1), co.encode_offset_commit(9, T0 + 600, version=4), timestamp=T0 + 600)],
-                         producer_id=TXN_PID, producer_epoch=0, base_sequence=0, transactional=True))
+    w.append(
+        build_batch(
+            [
+                Record(
+                    co.encode_offset_commit_key(GROUP, "orders", 1),
+                    co.encode_offset_commit(9, T0 + 600, version=4),
+                    timestamp=T0 + 600,
+                )
+            ],
+            producer_id=TXN_PID,
+            producer_epoch=0,
+            base_sequence=0,
+            transactional=True,
+        )
+    )
     w.append(control_batch(COMMIT, TXN_PID, 0, 5, T0 + 650))
-    w.append(build_batch([Record(co.encode_offset_commit_key(GROUP, "gone", 0), None, timestamp=T0 + 700)], base_sequence=0))
+    w.append(
+        build_batch(
+            [Record(co.encode_offset_commit_key(GROUP, "gone", 0), None, timestamp=T0 + 700)],
+            base_sequence=0,
+        )
+    )
     w.close()
     facts["offsets_partition"] = part
 
     # __transaction_state: the life of both transactions.
     w = PartitionWriter(broker, "__transaction_state", partition_for(TXN_ID))
     parts = {"orders": [1], "__consumer_offsets": [part]}
-    for state, ts, p in (("Empty", 0, None), ("Ongoing", 100, {"orders": [1]}), ("Ongoing", 150, parts),
-                         ("PrepareCommit", 190, parts), ("CompleteCommit", 210, {}), ("Ongoing", 300, {"orders": [1]}),
-                         ("PrepareAbort", 390, {"orders": [1]}), ("CompleteAbort", 410, {})):
+    for state, ts, p in (
+        ("Empty", 0, None),
+        ("Ongoing", 100, {"orders": [1]}),
+        ("Ongoing", 150, parts),
+        ("PrepareCommit", 190, parts),
+        ("CompleteCommit", 210, {}),
+        ("Ongoing", 300, {"orders": [1]}),
+        ("PrepareAbort", 390, {"orders": [1]}),
+        ("CompleteAbort", 410, {}),
+    ):
         value = tl.encode_value(TXN_PID, 0, 60000, state, p, T0 + ts, T0 + ts if p else -1)
         w.append(build_batch([Record(tl.encode_key(TXN_ID), value, timestamp=T0 + ts)]))
     w.close()
@@ -147,7 +229,8 @@ def _damaged_replica(out: str, healthy: str) -> dict:
     with open(os.path.join(broker, "meta.properties"), "w") as f:
         f.write(meta_properties_text(2, "sample-cluster-0000000", kraft=False))
     log = os.path.join(dst, "00000000000000000000.log")
-    data = bytearray(open(log, "rb").read())
+    with open(log, "rb") as f:
+        data = bytearray(f.read())
     first_len = struct.unpack_from(">i", data, 8)[0] + 12
     data[first_len + 70] ^= 0xFF  # inside the second batch's records: CRC mismatch
     torn = build_batch(_records(3, T0 + 999, "torn"))
@@ -155,4 +238,8 @@ def _damaged_replica(out: str, healthy: str) -> dict:
     data += bytes(4096)
     with open(log, "wb") as f:
         f.write(data)
-    return {"file": os.path.relpath(log, out), "crc_position": first_len, "torn_position": len(data) - 4096 - len(torn) // 2}
+    return {
+        "file": os.path.relpath(log, out),
+        "crc_position": first_len,
+        "torn_position": len(data) - 4096 - len(torn) // 2,
+    }

@@ -14,7 +14,9 @@ CORPUS = REPO.parent / "shared" / "corpus" / "real"
 
 @pytest.fixture(scope="session")
 def corpus() -> pathlib.Path:
-    assert CORPUS.is_dir(), f"the real corpus is expected at {CORPUS} (../shared beside the repository)"
+    assert CORPUS.is_dir(), (
+        f"the real corpus is expected at {CORPUS} (../shared beside the repository)"
+    )
     return CORPUS
 
 

@@ -54,11 +54,19 @@ def test_records_equal_kafka_python_on_every_log(corpus_logs):
             continue
         t = decoders.read_segment(str(path), "records")
         t = t.filter(pc.invert(t["is_control"]))
-        ts = [(-1 if x is None else x) for x in t["timestamp"].cast(pa.int64()).to_pylist()]  # NO_TIMESTAMP
+        ts = [
+            (-1 if x is None else x) for x in t["timestamp"].cast(pa.int64()).to_pylist()
+        ]  # NO_TIMESTAMP
         ours = [
             (o, k, v, [(h["key"], h["value"]) for h in hs], s)
-            for o, k, v, hs, s in zip(t["offset"].to_pylist(), t["key"].to_pylist(), t["value"].to_pylist(),
-                                      t["headers"].to_pylist(), ts, strict=True)
+            for o, k, v, hs, s in zip(
+                t["offset"].to_pylist(),
+                t["key"].to_pylist(),
+                t["value"].to_pylist(),
+                t["headers"].to_pylist(),
+                ts,
+                strict=True,
+            )
         ]
         theirs, n_batches = _kafka_python_records(path)
         assert ours == theirs, path
@@ -67,8 +75,10 @@ def test_records_equal_kafka_python_on_every_log(corpus_logs):
     assert compared > 970_000
 
 
-_ROW = re.compile(r"^\| `(?P<dir>[^`]+)` \| [^|]* \| (?P<batches>\d+) \| (?P<records>\d+) \| (?P<magic>[\d,]+) \| "
-                  r"(?P<codecs>[^|]+) \| (?P<txn>\d+) \| (?P<ctrl>[^|]+) \| (?P<pids>[^|]+) \| (?P<offsets>[^|]+) \| (?P<crc>\d+)/(?P<bad>\d+) \|$")
+_ROW = re.compile(
+    r"^\| `(?P<dir>[^`]+)` \| [^|]* \| (?P<batches>\d+) \| (?P<records>\d+) \| (?P<magic>[\d,]+) \| "
+    r"(?P<codecs>[^|]+) \| (?P<txn>\d+) \| (?P<ctrl>[^|]+) \| (?P<pids>[^|]+) \| (?P<offsets>[^|]+) \| (?P<crc>\d+)/(?P<bad>\d+) \|$"
+)
 
 
 def _manifest_rows(corpus):
@@ -90,8 +100,20 @@ def test_partitions_match_the_manifest(corpus, corpus_tables):
     b = corpus_tables["batches"]
     b = b.filter(pc.match_substring_regex(b["file"], r"\.log$"))
     by_dir = defaultdict(list)
-    for r in b.select(["file", "record_count", "crc_valid", "is_control", "control_type", "producer_id",
-                       "base_offset", "last_offset", "compression", "magic"]).to_pylist():
+    for r in b.select(
+        [
+            "file",
+            "record_count",
+            "crc_valid",
+            "is_control",
+            "control_type",
+            "producer_id",
+            "base_offset",
+            "last_offset",
+            "compression",
+            "magic",
+        ]
+    ).to_pylist():
         by_dir[r["file"].rsplit("/", 1)[0]].append(r)
     checked = 0
     for pdir, exp in rows:
@@ -111,7 +133,9 @@ def test_partitions_match_the_manifest(corpus, corpus_tables):
                 assert ctrl[name] == int(n), key
         pids = exp["pids"].strip()
         if pids != "-" and "…" not in pids:
-            assert {r["producer_id"] for r in got if r["producer_id"] >= 0} == {int(p) for p in pids.split(",")}, key
+            assert {r["producer_id"] for r in got if r["producer_id"] >= 0} == {
+                int(p) for p in pids.split(",")
+            }, key
         first, last = exp["offsets"].strip().split("..")
         assert min(r["base_offset"] for r in got) == int(first), key
         assert max(r["last_offset"] for r in got) == int(last), key
@@ -120,14 +144,22 @@ def test_partitions_match_the_manifest(corpus, corpus_tables):
 
 
 def test_internal_topics_decode_with_no_unknown_versions(corpus_tables):
-    commits, groups, txn = corpus_tables["offset_commits"], corpus_tables["group_metadata"], corpus_tables["txn_log"]
+    commits, groups, txn = (
+        corpus_tables["offset_commits"],
+        corpus_tables["group_metadata"],
+        corpus_tables["txn_log"],
+    )
     assert commits.num_rows > 39_000 and groups.num_rows > 1000
+    assert txn.num_rows == 44  # NOVA-RICS 36, dschne27 4, ItumelengMogase 4
+    assert pc.all(pc.is_valid(txn["state"])).as_py()
     assert set(pc.unique(commits["value_version"]).drop_null().to_pylist()) == {1, 3, 4}
     assert set(pc.unique(groups["value_version"]).drop_null().to_pylist()) == {1, 2, 3}
     assert pc.sum(commits["is_tombstone"]).as_py() > 0  # mscaldas2012, smartassets
     assert pc.sum(groups["is_tombstone"]).as_py() > 0
     # every consumer-protocol member decoded (subscription and assignment)
-    members = pc.list_flatten(groups.filter(pc.equal(groups["protocol_type"], "consumer"))["members"])
+    members = pc.list_flatten(
+        groups.filter(pc.equal(groups["protocol_type"], "consumer"))["members"]
+    )
     assert len(members) > 0
     assert pc.all(pc.is_null(pc.struct_field(members, "protocol_error"))).as_py()
     assert pc.all(pc.is_valid(pc.struct_field(members, "subscription_version"))).as_py()
@@ -137,10 +169,17 @@ def test_transaction_state_of_the_ksql_producer(corpus):
     part = corpus / "NOVA-RICS-Open-Lab__agentic-data-pipelines/broker/data/__transaction_state-4"
     t = decoders.read_dump([str(part)], ["txn_log"])["txn_log"]
     assert t.num_rows == 36
-    assert Counter(t["state"].to_pylist()) == {"Empty": 9, "Ongoing": 9, "PrepareCommit": 9, "CompleteCommit": 9}
+    assert Counter(t["state"].to_pylist()) == {
+        "Empty": 9,
+        "Ongoing": 9,
+        "PrepareCommit": 9,
+        "CompleteCommit": 9,
+    }
     assert set(t["transactional_id"].to_pylist()) == {"agentic_ksql_"}
     ongoing = t.filter(pc.equal(t["state"], "Ongoing")).to_pylist()[0]
-    assert ongoing["partitions"] == [{"topic": "_confluent-ksql-agentic_ksql__command_topic", "partitions": [0]}]
+    assert ongoing["partitions"] == [
+        {"topic": "_confluent-ksql-agentic_ksql__command_topic", "partitions": [0]}
+    ]
 
 
 def test_commit_markers_carry_coordinator_epochs(corpus_tables):

@@ -28,13 +28,20 @@ T0 = 1_700_000_000_000
 
 
 def batch(i: int, n: int = 5, codec: int = 0) -> bytes:
-    recs = [Record(f"k{i}-{j}".encode(), f"value {i}-{j} ".encode() * 3, [("h", b"x")], T0 + j) for j in range(n)]
-    return build_batch(recs, i * n, codec=codec, producer_id=1, producer_epoch=0, base_sequence=i * n)
+    recs = [
+        Record(f"k{i}-{j}".encode(), f"value {i}-{j} ".encode() * 3, [("h", b"x")], T0 + j)
+        for j in range(n)
+    ]
+    return build_batch(
+        recs, i * n, codec=codec, producer_id=1, producer_epoch=0, base_sequence=i * n
+    )
 
 
 def decode(data: bytes, info: FileInfo | None = None, **kw) -> dict[str, pa.Table]:
     out: dict[str, list] = {t: [] for t in decoders.TABLES}
-    for t, b in decoders.iter_file(data, list(decoders.TABLES), info=info or FileInfo("seg.log"), **kw):
+    for t, b in decoders.iter_file(
+        data, list(decoders.TABLES), info=info or FileInfo("seg.log"), **kw
+    ):
         out[t].append(b)
     return {t: pa.Table.from_batches(bs, schema=decoders.TABLES[t]) for t, bs in out.items()}
 
@@ -114,7 +121,11 @@ def test_garbage_between_batches():
     t = decode(data)
     check_accounting(t, len(data))
     (e,) = errors(t)
-    assert (e["kind"], e["position"], e["length"]) == ("corrupt_bytes", len(GOOD[0]) + len(GOOD[1]), 1000)
+    assert (e["kind"], e["position"], e["length"]) == (
+        "corrupt_bytes",
+        len(GOOD[0]) + len(GOOD[1]),
+        1000,
+    )
     assert offsets(t) == list(range(20))
 
 
@@ -137,7 +148,9 @@ def test_unknown_magic():
     bad[pos + 16] = 7
     t = decode(bytes(bad))
     (e,) = errors(t)
-    assert e["kind"] == "corrupt_bytes" and e["position"] == pos and "invalid magic 7" in e["reason"]
+    assert (
+        e["kind"] == "corrupt_bytes" and e["position"] == pos and "invalid magic 7" in e["reason"]
+    )
     assert offsets(t) == [*range(10), *range(15, 20)]
     check_accounting(t, len(bad))
 
@@ -150,7 +163,10 @@ def _patch_count(b: bytes, delta: int) -> bytes:
     return bytes(out)
 
 
-@pytest.mark.parametrize("delta,reason", [(1, "before recordsCount"), (-1, "left over"), (2**31 - 10, "before recordsCount")])
+@pytest.mark.parametrize(
+    "delta,reason",
+    [(1, "before recordsCount"), (-1, "left over"), (2**31 - 10, "before recordsCount")],
+)
 def test_record_count_disagrees_with_records_area(delta, reason):
     data = GOOD[0] + _patch_count(GOOD[1], delta) + GOOD[2]
     t = decode(data)
@@ -168,7 +184,11 @@ def test_broken_compressed_data():
     data = GOOD[0] + bytes(z) + GOOD[2]
     t = decode(data)
     (e,) = errors(t)
-    assert e["kind"] == "corrupt_bytes" and e["position"] == len(GOOD[0]) and "decompress" in e["reason"]
+    assert (
+        e["kind"] == "corrupt_bytes"
+        and e["position"] == len(GOOD[0])
+        and "decompress" in e["reason"]
+    )
     assert offsets(t) == [*range(5), *range(10, 15)]
 
 
@@ -190,7 +210,11 @@ def test_unknown_internal_record_versions():
 
 
 def test_unreadable_index_entries():
-    idx = offset_index_bytes([(5, 4100), (10, 8200), (9, 9000)]) + b"\x00\x01\x02\x03\x04\x05\x06\x07" + bytes(16)
+    idx = (
+        offset_index_bytes([(5, 4100), (10, 8200), (9, 9000)])
+        + b"\x00\x01\x02\x03\x04\x05\x06\x07"
+        + bytes(16)
+    )
     t = decode(idx, info=FileInfo("00000000000000000100.index", kind="index", base_offset=100))
     assert t["index_entries"]["offset"].to_pylist() == [105, 110]
     (e,) = errors(t)
@@ -210,16 +234,26 @@ def test_txn_index_bad_version_and_partial_entry():
     check_accounting(t, len(bad))
 
 
-@pytest.mark.parametrize("damage,kind", [("crc", "crc_mismatch"), ("version", "unknown_version"), ("count", "corrupt_bytes")])
+@pytest.mark.parametrize(
+    "damage,kind",
+    [("crc", "crc_mismatch"), ("version", "unknown_version"), ("count", "corrupt_bytes")],
+)
 def test_snapshot_damage(damage, kind):
-    data = bytearray(snapshot_bytes([SnapshotEntry(5, 1, 9, 100, 4, T0, 3, -1), SnapshotEntry(6, 0, 0, 50, 0, T0)]))
+    data = bytearray(
+        snapshot_bytes(
+            [SnapshotEntry(5, 1, 9, 100, 4, T0, 3, -1), SnapshotEntry(6, 0, 0, 50, 0, T0)]
+        )
+    )
     if damage == "crc":
         data[20] ^= 1
     elif damage == "version":
         data[1] = 2
     else:
         data += b"\x01"
-    t = decode(bytes(data), info=FileInfo("00000000000000000200.snapshot", kind="snapshot", base_offset=200))
+    t = decode(
+        bytes(data),
+        info=FileInfo("00000000000000000200.snapshot", kind="snapshot", base_offset=200),
+    )
     assert kind in [e["kind"] for e in errors(t)]
     assert t["producer_snapshots"].num_rows == 2  # still shown, flagged as corrupt
     assert account(t)["bytes_corrupt"] == len(data)

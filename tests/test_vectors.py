@@ -54,39 +54,68 @@ def test_a2_commit_marker_decodes(tmp_path):
 
 
 def test_a2_writer_reproduces_the_marker():
-    assert control_batch(COMMIT, 1000, 5, 7, 1700000000000, base_offset=42, partition_leader_epoch=3) == A2
+    assert (
+        control_batch(COMMIT, 1000, 5, 7, 1700000000000, base_offset=42, partition_leader_epoch=3)
+        == A2
+    )
 
 
 def test_a3_offset_commit():
     key = h("00 01 | 00 08 6d 79 2d 67 72 6f 75 70 | 00 06 6f 72 64 65 72 73 | 00 00 00 03")
     value = h("00 03 | 00 00 00 00 00 00 04 d2 | 00 00 00 05 | 00 00 | 00 00 01 8b cf e5 68 00")
-    assert co.decode_key(key) == {"key_type": 1, "group_id": "my-group", "topic": "orders", "partition": 3}
+    assert co.decode_key(key) == {
+        "key_type": 1,
+        "group_id": "my-group",
+        "topic": "orders",
+        "partition": 3,
+    }
     v = co.decode_offset_commit(value)
-    assert (v["committed_offset"], v["leader_epoch"], v["metadata"], v["commit_timestamp"]) == (1234, 5, "", 1700000000000)
+    assert (v["committed_offset"], v["leader_epoch"], v["metadata"], v["commit_timestamp"]) == (
+        1234,
+        5,
+        "",
+        1700000000000,
+    )
     assert co.encode_offset_commit_key("my-group", "orders", 3) == key
     assert co.encode_offset_commit(1234, 1700000000000, leader_epoch=5) == value
 
 
 def test_a4_transaction_log():
     assert tl.decode_key(h("00 00 | 00 09 6d 79 2d 74 78 6e 2d 69 64")) == "my-txn-id"
-    v0 = tl.decode_value(h(
-        "00 00 | 00 00 00 00 00 00 03 e8 | 00 05 | 00 00 ea 60 | 01 | 00 00 00 01 | 00 06 6f 72 64 65 72 73 |"
-        " 00 00 00 02 00 00 00 00 00 00 00 03 | 00 00 01 8b cf e5 69 f4 | 00 00 01 8b cf e5 68 00"))
-    assert v0["state"] == "Ongoing" and v0["partitions"] == [{"topic": "orders", "partitions": [0, 3]}]
+    v0 = tl.decode_value(
+        h(
+            "00 00 | 00 00 00 00 00 00 03 e8 | 00 05 | 00 00 ea 60 | 01 | 00 00 00 01 | 00 06 6f 72 64 65 72 73 |"
+            " 00 00 00 02 00 00 00 00 00 00 00 03 | 00 00 01 8b cf e5 69 f4 | 00 00 01 8b cf e5 68 00"
+        )
+    )
+    assert v0["state"] == "Ongoing" and v0["partitions"] == [
+        {"topic": "orders", "partitions": [0, 3]}
+    ]
     assert (v0["producer_id"], v0["producer_epoch"], v0["timeout_ms"]) == (1000, 5, 60000)
     assert (v0["last_update_timestamp"], v0["start_timestamp"]) == (1700000000500, 1700000000000)
-    v1 = tl.decode_value(h(
-        "00 01 | 00 00 00 00 00 00 03 e8 | 00 06 | 00 00 ea 60 | 02 | 02 | 07 6f 72 64 65 72 73 |"
-        " 03 00 00 00 00 00 00 00 03 | 00 | 00 00 01 8b cf e5 69 f4 | 00 00 01 8b cf e5 68 00 | 01 02 02 00 02"))
+    v1 = tl.decode_value(
+        h(
+            "00 01 | 00 00 00 00 00 00 03 e8 | 00 06 | 00 00 ea 60 | 02 | 02 | 07 6f 72 64 65 72 73 |"
+            " 03 00 00 00 00 00 00 00 03 | 00 | 00 00 01 8b cf e5 69 f4 | 00 00 01 8b cf e5 68 00 | 01 02 02 00 02"
+        )
+    )
     assert v1["state"] == "PrepareCommit" and v1["client_transaction_version"] == 2
     assert v1["previous_producer_id"] == -1 and v1["next_producer_id"] == -1
 
 
 def test_a4_unknown_tags_are_skipped():
-    body = h("00 01 | 00 00 00 00 00 00 03 e8 | 00 06 | 00 00 ea 60 | 04 | 01 | 00 00 01 8b cf e5 69 f4 | ff ff ff ff ff ff ff ff")
-    tags = h("03 | 00 08 00 00 00 00 00 00 00 07 | 02 02 00 02 | 09 03 aa bb cc")  # tag 0, tag 2, unknown tag 9
+    body = h(
+        "00 01 | 00 00 00 00 00 00 03 e8 | 00 06 | 00 00 ea 60 | 04 | 01 | 00 00 01 8b cf e5 69 f4 | ff ff ff ff ff ff ff ff"
+    )
+    tags = h(
+        "03 | 00 08 00 00 00 00 00 00 00 07 | 02 02 00 02 | 09 03 aa bb cc"
+    )  # tag 0, tag 2, unknown tag 9
     v = tl.decode_value(body + tags)
-    assert v["previous_producer_id"] == 7 and v["client_transaction_version"] == 2 and v["partitions"] == []
+    assert (
+        v["previous_producer_id"] == 7
+        and v["client_transaction_version"] == 2
+        and v["partitions"] == []
+    )
 
 
 @pytest.mark.parametrize(
