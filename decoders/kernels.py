@@ -329,9 +329,10 @@ def gather(buf, pos, lens):
     o = 0
     for i in range(n):
         ln = lens[i]
+        p = pos[i]
+        for j in range(ln):  # a plain loop: cheaper than a slice view per short value
+            data[o + j] = buf[p + j]
         if ln > 0:
-            p = pos[i]
-            data[o : o + ln] = buf[p : p + ln]
             o += ln
     return offsets, data
 

@@ -41,17 +41,25 @@ from decoders.legacy import decode_entry
 from decoders.schemas import BATCHES, RECORDS
 from decoders.source import ByteSource, open_source
 
-DEFAULT_WINDOW_BYTES = 16 * 1024 * 1024
+DEFAULT_WINDOW_BYTES = 8 * 1024 * 1024
 # A batch larger than this is treated as corrupt rather than read (message.max.bytes is ~1 MiB
 # by default; clusters raise it, rarely past tens of MiB).
 DEFAULT_MAX_BATCH_BYTES = 128 * 1024 * 1024
 # Decompressed bytes held at once, and the most one batch may expand to.
-DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
-DEFAULT_MAX_BATCH_DECOMPRESSED = 64 * 1024 * 1024
+DEFAULT_MAX_DECOMPRESSED = 32 * 1024 * 1024
+DEFAULT_MAX_BATCH_DECOMPRESSED = 32 * 1024 * 1024
 
 _HDR = np.arange(RECORDS_OFFSET)
+_TS_TYPES = pa.array([CREATE_TIME, LOG_APPEND_TIME], pa.string())
+# First guess of a batch's decompressed size, as a multiple of its compressed size; the output
+# view grows (up to max_batch_decompressed) only when a batch expands more than that.
+_EXPANSION_GUESS = 16
 TORN_WRITE_MIN_ZEROS = 16
 _ZERO_CHUNK = 4 * 1024 * 1024
+
+
+class _OutOfRoom(Exception):
+    """A batch did not fit in what was left of the current decompression chunk."""
 
 
 @dataclass(slots=True)
@@ -127,6 +135,7 @@ class SegmentDecoder:
         # A range decoder owns the entries that start in [start, stop); the file size bounds reads.
         self.stop = self.src.size if stop is None else min(stop, self.src.size)
         self.acct = Accounting(size=self.stop - start)
+        self._rbuf: np.ndarray | None = None
 
     # -- the walk ---------------------------------------------------------------------------
     def windows(self) -> Iterator[DecodedWindow]:
@@ -478,7 +487,7 @@ class SegmentDecoder:
         last_seq = np.where(
             base_seq < 0, -1, _wrap_seq(base_seq.astype(np.int64) + last_delta)
         ).astype(np.int32)
-        ts_type = np.where(log_append, LOG_APPEND_TIME, CREATE_TIME)
+        ts_type = _TS_TYPES.take(pa.array(log_append.view(np.int8)))
         batches = pa.RecordBatch.from_arrays(
             [
                 _const(self.info.broker, n, pa.string()),
@@ -497,7 +506,7 @@ class SegmentDecoder:
                     [COMPRESSION_NAMES.get(int(c), f"unknown({int(c)})") for c in codec],
                     pa.string(),
                 ),
-                pa.array(ts_type, pa.string()),
+                ts_type,
                 pa.array(transactional),
                 pa.array(control),
                 pa.array(horizon),
@@ -632,45 +641,97 @@ class SegmentDecoder:
     def _decompress_chunks(
         self, buf, idx, positions, entry_end, codec, abs_pos, sizes, base_offset, errors, bad
     ):
-        """Lay the records areas of a window out in bounded buffers, decompressing as needed."""
-        chunks = []
-        cap = self.max_decompressed
-        rbuf = np.empty(cap, np.uint8)
-        sel, starts, ends, w = [], [], [], 0
+        """Lay the records areas of a window out in bounded buffers, decompressing as needed.
+
+        A chunk holds at most ``max_decompressed`` bytes (one batch may need up to
+        ``max_batch_decompressed``); the kernel then runs once per chunk.
+        """
+        sel: list[int] = []
+        starts: list[int] = []
+        ends: list[int] = []
+        rbuf, w = None, 0
+
+        def flush():
+            """The finished chunk (if any); its bytes are copied out before the buffer is reused."""
+            done = (
+                (
+                    rbuf,
+                    np.array(sel, np.int64),
+                    np.array(starts, np.int64),
+                    np.array(ends, np.int64),
+                )
+                if sel
+                else None
+            )
+            sel.clear()
+            starts.clear()
+            ends.clear()
+            return done
+
         for i in idx.tolist():
             a, e = int(positions[i]) + RECORDS_OFFSET, int(entry_end[i])
-            if cap - w < max(self.max_batch_decompressed, e - a) and sel:
-                chunks.append((rbuf, np.array(sel), np.array(starts), np.array(ends)))
-                rbuf = np.empty(cap, np.uint8)
-                sel, starts, ends, w = [], [], [], 0
-            if codec[i] == COMPRESSION_NONE:
-                rbuf[w : w + e - a] = buf[a:e]
-                got = e - a
-            else:
-                room = rbuf[w : w + self.max_batch_decompressed]
-                try:
-                    got = decompress_into(int(codec[i]), memoryview(buf)[a:e], room)
-                except DecodeError as err:
-                    why = f"{codec_name(int(codec[i]))} records do not decompress: {err}"
-                    errors[i] = errors[i] or why
-                    if not bad[i]:
-                        self._error(
-                            int(abs_pos[i]),
-                            int(sizes[i]) + LOG_OVERHEAD,
-                            CORRUPT_BYTES,
-                            why,
-                            int(base_offset[i]),
-                        )
-                        bad[i] = True
-                    continue
+            c = int(codec[i])
+            need = e - a if c == COMPRESSION_NONE else self._first_view(e - a)
+            if rbuf is None or len(rbuf) - w < need:
+                if done := flush():
+                    yield done
+                rbuf, w = self._chunk_buffer(need), 0
+            try:
+                if c == COMPRESSION_NONE:
+                    rbuf[w : w + e - a] = buf[a:e]
+                    got = e - a
+                else:
+                    try:
+                        got = self._decompress_batch(c, memoryview(buf)[a:e], rbuf, w)
+                    except _OutOfRoom:  # expands past what this chunk has left: a chunk of its own
+                        if done := flush():
+                            yield done
+                        rbuf, w = self._chunk_buffer(self.max_batch_decompressed), 0
+                        got = self._decompress_batch(c, memoryview(buf)[a:e], rbuf, w)
+            except DecodeError as err:
+                why = f"{codec_name(c)} records do not decompress: {err}"
+                errors[i] = errors[i] or why
+                if not bad[i]:
+                    self._error(
+                        int(abs_pos[i]),
+                        int(sizes[i]) + LOG_OVERHEAD,
+                        CORRUPT_BYTES,
+                        why,
+                        int(base_offset[i]),
+                    )
+                    bad[i] = True
+                continue
             sel.append(i)
             starts.append(w)
             ends.append(w + got)
             w += got
-        chunks.append(
-            (rbuf, np.array(sel, np.int64), np.array(starts, np.int64), np.array(ends, np.int64))
-        )
-        return chunks
+        if done := flush():
+            yield done
+
+    def _chunk_buffer(self, need: int) -> np.ndarray:
+        """One decompression buffer per decoder, reused chunk after chunk (no fresh page faults)."""
+        size = max(self.max_decompressed, need)
+        if self._rbuf is None or len(self._rbuf) < size:
+            self._rbuf = np.empty(size, np.uint8)
+        return self._rbuf
+
+    def _first_view(self, compressed: int) -> int:
+        return min(self.max_batch_decompressed, max(1 << 16, compressed * _EXPANSION_GUESS))
+
+    def _decompress_batch(self, codec: int, payload: memoryview, rbuf: np.ndarray, w: int) -> int:
+        """Decompress into rbuf[w:], trying a view sized from the payload first (cramjam's cost
+        grows with the size of the view it is given), growing it up to the per-batch bound."""
+        room = len(rbuf) - w
+        view = min(room, self._first_view(len(payload)))
+        while True:
+            try:
+                return decompress_into(codec, payload, rbuf[w : w + view])
+            except DecodeError:
+                if view >= self.max_batch_decompressed:
+                    raise
+                if view >= room:
+                    raise _OutOfRoom() from None
+                view = min(room, self.max_batch_decompressed, view * 8)
 
     def _record_batch(
         self,
@@ -718,7 +779,7 @@ class SegmentDecoder:
                 _const(self.info.partition, n, pa.int32()),
                 pa.array(off),
                 _ts(ts),
-                pa.array(np.where(log_append[b], LOG_APPEND_TIME, CREATE_TIME), pa.string()),
+                _TS_TYPES.take(pa.array(log_append[b].view(np.int8))),
                 _binary(rbuf, kpos, klen, pa.binary()),
                 _binary(rbuf, vpos, vlen, pa.binary()),
                 headers,
@@ -847,8 +908,16 @@ def _trailing_zeros(buf: np.ndarray, start: int, end: int) -> int:
 
 
 def _const(value, n: int, typ: pa.DataType) -> pa.Array:
+    """A column holding one value (topic, broker, file), built from buffers, not per row."""
     if value is None:
         return pa.nulls(n, typ)
+    if pa.types.is_string(typ):
+        b = value.encode("utf-8")
+        offsets = np.arange(n + 1, dtype=np.int64) * len(b)
+        if offsets[-1] < 2**31:
+            return pa.Array.from_buffers(
+                typ, n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b * n)]
+            )
     return pa.repeat(pa.scalar(value, typ), n)
 
 
