@@ -8,6 +8,8 @@ batch stops at the first bad byte and reports where and why.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -37,7 +39,28 @@ REC_REASONS = {
     REC_SIZE_MISMATCH: "record length disagrees with its fields",
 }
 
-MIN_V2_RECORD_SIZE = 7  # length, attributes, ts delta, offset delta, key len, value len, headers
+MIN_V2_RECORD_SIZE = 7
+
+
+class Scan(NamedTuple):
+    """What scan_records returns: per record, per header, per batch columns."""
+
+    batch: np.ndarray
+    offset: np.ndarray
+    timestamp: np.ndarray
+    key_pos: np.ndarray
+    key_len: np.ndarray
+    value_pos: np.ndarray
+    value_len: np.ndarray
+    header_first: np.ndarray
+    header_count: np.ndarray
+    hkey_pos: np.ndarray
+    hkey_len: np.ndarray
+    hvalue_pos: np.ndarray
+    hvalue_len: np.ndarray
+    status: np.ndarray
+    decoded: np.ndarray
+    error_pos: np.ndarray  # length, attributes, ts delta, offset delta, key len, value len, headers
 
 
 @njit(cache=True, nogil=True)

@@ -25,15 +25,20 @@ import pyarrow as pa
 from decoders import kernels
 from decoders.compression import codec_name, decompress_into
 from decoders.constants import (
+    COMPRESSION_CODEC_MASK,
     COMPRESSION_NAMES,
     COMPRESSION_NONE,
+    CONTROL_FLAG_MASK,
     CREATE_TIME,
+    DELETE_HORIZON_FLAG_MASK,
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
     MAGIC_VALUE_V2,
     MAX_SEQUENCE,
     NO_TIMESTAMP,
     RECORDS_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
 )
 from decoders.control import control_key, control_type_name, end_txn_marker, is_txn_marker
 from decoders.errors import CORRUPT_BYTES, CRC_MISMATCH, TRUNCATED_BATCH, DecodeError, ErrorRow
@@ -51,11 +56,82 @@ DEFAULT_MAX_BATCH_DECOMPRESSED = 32 * 1024 * 1024
 
 _HDR = np.arange(RECORDS_OFFSET)
 _TS_TYPES = pa.array([CREATE_TIME, LOG_APPEND_TIME], pa.string())
+_CODEC_NAMES = pa.array([*(COMPRESSION_NAMES[c] for c in range(5)), "unknown"], pa.string())
 # First guess of a batch's decompressed size, as a multiple of its compressed size; the output
 # view grows (up to max_batch_decompressed) only when a batch expands more than that.
 _EXPANSION_GUESS = 16
 TORN_WRITE_MIN_ZEROS = 16
 _ZERO_CHUNK = 4 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class _V2Headers:
+    """The 61-byte headers of a run of v2 batches, one numpy column per field, plus what the
+    walker learns about each batch (its first error, whether its bytes count as corrupt)."""
+
+    positions: np.ndarray
+    sizes: np.ndarray
+    abs_pos: np.ndarray
+    entry_end: np.ndarray
+    base_offset: np.ndarray
+    leader_epoch: np.ndarray
+    crc: np.ndarray
+    attributes: np.ndarray
+    last_delta: np.ndarray
+    base_ts: np.ndarray
+    max_ts: np.ndarray
+    producer_id: np.ndarray
+    producer_epoch: np.ndarray
+    base_seq: np.ndarray
+    count: np.ndarray
+    errors: list
+    bad: np.ndarray
+    crc_valid: np.ndarray | None = None
+
+    @classmethod
+    def read(
+        cls, buf: np.ndarray, base: int, positions: np.ndarray, sizes: np.ndarray
+    ) -> _V2Headers:
+        hdr = buf[positions[:, None] + _HDR]  # one gather for every header of the window
+
+        def col(a: int, b: int, dt: str) -> np.ndarray:
+            return np.ascontiguousarray(hdr[:, a:b]).view(dt).ravel().astype(dt[1:])
+
+        n = len(positions)
+        return cls(
+            positions, sizes, positions + base, positions + LOG_OVERHEAD + sizes,
+            col(0, 8, ">i8"), col(12, 16, ">i4"), col(17, 21, ">u4"), col(21, 23, ">i2"),
+            col(23, 27, ">i4"), col(27, 35, ">i8"), col(35, 43, ">i8"), col(43, 51, ">i8"),
+            col(51, 53, ">i2"), col(53, 57, ">i4"), col(57, 61, ">i4"), [None] * n, np.zeros(n, bool),
+        )  # fmt: skip
+
+    @property
+    def n(self) -> int:
+        return len(self.positions)
+
+    @property
+    def last_offset(self) -> np.ndarray:
+        return self.base_offset + self.last_delta
+
+    @property
+    def codec(self) -> np.ndarray:
+        return self.attributes & COMPRESSION_CODEC_MASK
+
+    @property
+    def log_append(self) -> np.ndarray:
+        return (self.attributes & TIMESTAMP_TYPE_MASK) != 0
+
+    @property
+    def transactional(self) -> np.ndarray:
+        return (self.attributes & TRANSACTIONAL_FLAG_MASK) != 0
+
+    @property
+    def control(self) -> np.ndarray:
+        return (self.attributes & CONTROL_FLAG_MASK) != 0
+
+    @property
+    def horizon(self) -> np.ndarray:
+        return (self.attributes & DELETE_HORIZON_FLAG_MASK) != 0
 
 
 class _OutOfRoom(Exception):
@@ -343,308 +419,160 @@ class SegmentDecoder:
                 yield self._decode_legacy(buf, base, positions[run], sizes[run])
 
     def _decode_v2(self, buf, base, positions, sizes, crcs=None) -> DecodedWindow:
-        n = len(positions)
-        hdr = buf[positions[:, None] + _HDR]
-
-        def col(a: int, b: int, dt: str) -> np.ndarray:
-            return np.ascontiguousarray(hdr[:, a:b]).view(dt).ravel().astype(dt[1:])
-
-        base_offset = col(0, 8, ">i8")
-        leader_epoch = col(12, 16, ">i4")
-        crc = col(17, 21, ">u4")
-        attributes = col(21, 23, ">i2")
-        last_delta = col(23, 27, ">i4")
-        base_ts = col(27, 35, ">i8")
-        max_ts = col(35, 43, ">i8")
-        producer_id = col(43, 51, ">i8")
-        producer_epoch = col(51, 53, ">i2")
-        base_seq = col(53, 57, ">i4")
-        count = col(57, 61, ">i4")
-        codec = attributes & 0x07
-        log_append = (attributes & 0x08) != 0
-        transactional = (attributes & 0x10) != 0
-        control = (attributes & 0x20) != 0
-        horizon = (attributes & 0x40) != 0
-        entry_end = positions + LOG_OVERHEAD + sizes
-        abs_pos = positions + base
-        errors: list[str | None] = [None] * n
-        bad = np.zeros(n, bool)
-
-        crc_valid = None
+        h = _V2Headers.read(buf, base, positions, sizes)
         if self.verify_crc:
             computed = (
                 crcs[0]
                 if crcs is not None
-                else self._entry_crcs(buf, positions, sizes, np.full(n, 2, np.int8))[0]
+                else self._entry_crcs(buf, positions, sizes, np.full(h.n, 2, np.int8))[0]
             )
-            crc_valid = computed == crc
-            for i in np.flatnonzero(~crc_valid):
-                errors[i] = (
-                    f"CRC-32C mismatch: stored {int(crc[i]):#010x}, computed {int(computed[i]):#010x}"
-                )
-                kind = CRC_MISMATCH
-                zeros = _trailing_zeros(buf, int(positions[i]), int(entry_end[i]))
+            h.crc_valid = computed == h.crc
+            for i in np.flatnonzero(~h.crc_valid):
+                why = f"CRC-32C mismatch: stored {int(h.crc[i]):#010x}, computed {int(computed[i]):#010x}"
+                zeros = _trailing_zeros(buf, int(positions[i]), int(h.entry_end[i]))
                 if zeros >= TORN_WRITE_MIN_ZEROS:
-                    # A batch whose bytes stop and give way to zeros was cut by a crash while the
-                    # file was preallocated: a torn write, not a flipped bit.
-                    kind = TRUNCATED_BATCH
-                    errors[i] += (
-                        f"; its last {zeros} bytes are zero: a torn write into preallocated space"
+                    # A batch whose bytes give way to zeros was cut by a crash while the file
+                    # was preallocated: a torn write, not a flipped bit.
+                    self._fail(
+                        h,
+                        i,
+                        TRUNCATED_BATCH,
+                        f"{why}; its last {zeros} bytes are zero: a torn write into preallocated space",
                     )
-                self._error(
-                    int(abs_pos[i]),
-                    int(sizes[i]) + LOG_OVERHEAD,
-                    kind,
-                    errors[i],
-                    int(base_offset[i]),
-                )
-                bad[i] = True
-        for i in np.flatnonzero(count < 0):
-            errors[i] = f"negative recordsCount {int(count[i])}"
-            self._error(
-                int(abs_pos[i]),
-                int(sizes[i]) + LOG_OVERHEAD,
-                CORRUPT_BYTES,
-                errors[i],
-                int(base_offset[i]),
-            )
-            bad[i] = True
-        for i in np.flatnonzero(codec > 4):
-            errors[i] = f"unknown compression codec {int(codec[i])}"
-            self._error(
-                int(abs_pos[i]),
-                int(sizes[i]) + LOG_OVERHEAD,
-                CORRUPT_BYTES,
-                errors[i],
-                int(base_offset[i]),
-            )
-            bad[i] = True
+                else:
+                    self._fail(h, i, CRC_MISMATCH, why)
+        for i in np.flatnonzero(h.count < 0):
+            self._fail(h, i, CORRUPT_BYTES, f"negative recordsCount {int(h.count[i])}")
+        for i in np.flatnonzero(h.codec > 4):
+            self._fail(h, i, CORRUPT_BYTES, f"unknown compression codec {int(h.codec[i])}")
+        control_type, coord_epoch = self._control_records(buf, h)
+        # Records of a batch whose CRC fails are still decoded (and flagged), as the checklist
+        # says ("decode even when it fails"); only an unusable header stops us.
+        records = self._records_v2(buf, h) if self.deep else []
+        self._account_v2(h)
+        return DecodedWindow(self._batches_table(h, control_type, coord_epoch), records)
 
-        # Control records: COMMIT/ABORT with coordinator epoch, KRaft types named.
-        control_type: list[str | None] = [None] * n
-        coord_epoch = np.full(n, -1, np.int32)
-        has_coord = np.zeros(n, bool)
-        for i in np.flatnonzero(control & (count > 0) & (codec == COMPRESSION_NONE)):
+    def _fail(self, h: _V2Headers, i: int, kind: str, why: str) -> None:
+        """Mark batch i bad: its first reason goes in the batches table, one error row per batch."""
+        h.errors[i] = h.errors[i] or why
+        if not h.bad[i]:
+            self._error(
+                int(h.abs_pos[i]), int(h.sizes[i]) + LOG_OVERHEAD, kind, why, int(h.base_offset[i])
+            )
+            h.bad[i] = True
+
+    def _control_records(self, buf, h: _V2Headers) -> tuple[list[str | None], pa.Array]:
+        """COMMIT/ABORT with coordinator epoch, KRaft control types named (markers are never compressed)."""
+        control_type: list[str | None] = [None] * h.n
+        epoch = np.full(h.n, -1, np.int32)
+        has_epoch = np.zeros(h.n, bool)
+        for i in np.flatnonzero(h.control & (h.count > 0) & (h.codec == COMPRESSION_NONE)):
             try:
                 key, value = _first_record_key_value(
-                    buf, int(positions[i]) + RECORDS_OFFSET, int(entry_end[i])
+                    buf, int(h.positions[i]) + RECORDS_OFFSET, int(h.entry_end[i])
                 )
                 _, ctype = control_key(key)
                 control_type[i] = control_type_name(ctype)
                 if is_txn_marker(ctype):
-                    coord_epoch[i] = end_txn_marker(value)[1]
-                    has_coord[i] = True
+                    epoch[i] = end_txn_marker(value)[1]
+                    has_epoch[i] = True
             except DecodeError as e:
-                msg = f"control record: {e}"
-                errors[i] = errors[i] or msg
-                self._error(
-                    int(abs_pos[i]),
-                    int(sizes[i]) + LOG_OVERHEAD,
-                    CORRUPT_BYTES,
-                    msg,
-                    int(base_offset[i]),
-                )
-                bad[i] = True
+                self._fail(h, i, CORRUPT_BYTES, f"control record: {e}")
+        return control_type, pa.array(epoch, mask=~has_epoch)
 
-        records: list[pa.RecordBatch] = []
-        if self.deep:
-            # Records of a batch whose CRC fails are still decoded (and flagged): the
-            # checklist's "decode even when it fails"; only an unusable header stops us.
-            decodable = (count > 0) & (codec <= 4)
-            records = self._records_v2(
-                buf,
-                base,
-                positions,
-                entry_end,
-                decodable,
-                codec,
-                count,
-                base_offset,
-                base_ts,
-                max_ts,
-                log_append,
-                producer_id,
-                producer_epoch,
-                base_seq,
-                transactional,
-                control,
-                crc_valid,
-                abs_pos,
-                sizes,
-                errors,
-                bad,
-            )
-
-        total = int(sizes.sum()) + LOG_OVERHEAD * n
-        bad_bytes = int(sizes[bad].sum()) + LOG_OVERHEAD * int(bad.sum())
+    def _account_v2(self, h: _V2Headers) -> None:
+        total = int(h.sizes.sum()) + LOG_OVERHEAD * h.n
+        bad_bytes = int(h.sizes[h.bad].sum()) + LOG_OVERHEAD * int(h.bad.sum())
         self.acct.valid += total - bad_bytes
         self.acct.corrupt += bad_bytes
-        self.acct.batches += n
-        self.acct.records += int(np.maximum(count, 0).sum())
-        last_offset = base_offset + last_delta
-        self.acct.see_offsets(int(base_offset.min()), int(last_offset.max()))
+        self.acct.batches += h.n
+        self.acct.records += int(np.maximum(h.count, 0).sum())
+        self.acct.see_offsets(int(h.base_offset.min()), int(h.last_offset.max()))
 
+    def _batches_table(self, h: _V2Headers, control_type, coord_epoch) -> pa.RecordBatch:
+        n = h.n
         last_seq = np.where(
-            base_seq < 0, -1, _wrap_seq(base_seq.astype(np.int64) + last_delta)
-        ).astype(np.int32)
-        ts_type = _TS_TYPES.take(pa.array(log_append.view(np.int8)))
-        batches = pa.RecordBatch.from_arrays(
+            h.base_seq < 0, -1, _wrap_seq(h.base_seq.astype(np.int64) + h.last_delta)
+        )
+        return pa.RecordBatch.from_arrays(
             [
                 _const(self.info.broker, n, pa.string()),
                 _const(self.info.topic, n, pa.string()),
                 _const(self.info.partition, n, pa.int32()),
                 _const(self.info.file, n, pa.string()),
-                pa.array(abs_pos, pa.int64()),
-                pa.array((sizes + LOG_OVERHEAD).astype(np.int32)),
-                pa.array(base_offset),
-                pa.array(last_offset),
+                pa.array(h.abs_pos, pa.int64()),
+                pa.array((h.sizes + LOG_OVERHEAD).astype(np.int32)),
+                pa.array(h.base_offset),
+                pa.array(h.last_offset),
                 pa.array(np.full(n, 2, np.int8)),
-                pa.array(crc),
-                pa.array(crc_valid) if crc_valid is not None else pa.nulls(n, pa.bool_()),
-                pa.array(attributes),
-                pa.array(
-                    [COMPRESSION_NAMES.get(int(c), f"unknown({int(c)})") for c in codec],
-                    pa.string(),
-                ),
-                ts_type,
-                pa.array(transactional),
-                pa.array(control),
-                pa.array(horizon),
-                pa.array(leader_epoch),
-                _ts(base_ts, mask=horizon),
-                _ts(max_ts),
-                _ts(base_ts, mask=~horizon),
-                pa.array(producer_id),
-                pa.array(producer_epoch),
-                pa.array(base_seq),
-                pa.array(last_seq),
-                pa.array(last_delta),
-                pa.array(count),
+                pa.array(h.crc),
+                pa.array(h.crc_valid) if h.crc_valid is not None else pa.nulls(n, pa.bool_()),
+                pa.array(h.attributes),
+                _CODEC_NAMES.take(pa.array(np.minimum(h.codec, 5).astype(np.int8))),
+                _TS_TYPES.take(pa.array(h.log_append.view(np.int8))),
+                pa.array(h.transactional),
+                pa.array(h.control),
+                pa.array(h.horizon),
+                pa.array(h.leader_epoch),
+                _ts(h.base_ts, mask=h.horizon),
+                _ts(h.max_ts),
+                _ts(h.base_ts, mask=~h.horizon),
+                pa.array(h.producer_id),
+                pa.array(h.producer_epoch),
+                pa.array(h.base_seq),
+                pa.array(last_seq.astype(np.int32)),
+                pa.array(h.last_delta),
+                pa.array(h.count),
                 pa.array(control_type, pa.string()),
-                pa.array(coord_epoch, mask=~has_coord),
-                pa.array(errors, pa.string()),
+                coord_epoch,
+                pa.array(h.errors, pa.string()),
             ],
             schema=BATCHES,
         )
-        return DecodedWindow(batches, records)
 
-    def _records_v2(
-        self,
-        buf,
-        base,
-        positions,
-        entry_end,
-        decodable,
-        codec,
-        count,
-        base_offset,
-        base_ts,
-        max_ts,
-        log_append,
-        producer_id,
-        producer_epoch,
-        base_seq,
-        transactional,
-        control,
-        crc_valid,
-        abs_pos,
-        sizes,
-        errors,
-        bad,
-    ) -> list[pa.RecordBatch]:
-        idx = np.flatnonzero(decodable)
+    def _records_v2(self, buf, h: _V2Headers) -> list[pa.RecordBatch]:
+        idx = np.flatnonzero((h.count > 0) & (h.codec <= 4))
         if idx.size == 0:
             return []
-        fixed_ts = np.where(log_append, max_ts, -2)
-        out: list[pa.RecordBatch] = []
-        if not (codec[idx] != COMPRESSION_NONE).any():
-            chunks = [(buf, idx, positions[idx] + RECORDS_OFFSET, entry_end[idx])]
+        if (h.codec[idx] == COMPRESSION_NONE).all():  # zero copy: scan the window itself
+            chunks = [(buf, idx, h.positions[idx] + RECORDS_OFFSET, h.entry_end[idx])]
         else:
-            chunks = self._decompress_chunks(
-                buf, idx, positions, entry_end, codec, abs_pos, sizes, base_offset, errors, bad
-            )
+            chunks = self._decompress_chunks(buf, idx, h)
+        fixed_ts = np.where(
+            h.log_append, h.max_ts, -2
+        )  # LogAppendTime: every record gets maxTimestamp
+        out: list[pa.RecordBatch] = []
         for rbuf, sel, starts, ends in chunks:
-            if sel.size == 0:
-                continue
-            res = kernels.scan_records(
-                rbuf,
-                starts.astype(np.int64),
-                ends.astype(np.int64),
-                count[sel].astype(np.int64),
-                base_offset[sel],
-                base_ts[sel],
-                fixed_ts[sel],
-            )
-            (
-                rb,
-                off,
-                ts,
-                kpos,
-                klen,
-                vpos,
-                vlen,
-                hfirst,
-                hcount,
-                hkp,
-                hkl,
-                hvp,
-                hvl,
-                status,
-                decoded,
-                errpos,
-            ) = res
-            for j in np.flatnonzero(status):
-                i = sel[j]
-                why = f"{kernels.REC_REASONS[int(status[j])]} (record {int(decoded[j])} of {int(count[i])})"
-                errors[i] = errors[i] or why
-                if not bad[i]:
-                    self._error(
-                        int(abs_pos[i]),
-                        int(sizes[i]) + LOG_OVERHEAD,
-                        CORRUPT_BYTES,
-                        why,
-                        int(base_offset[i]),
-                    )
-                    bad[i] = True
-            if off.size == 0:
-                continue
-            b = sel[rb]
-            out.append(
-                self._record_batch(
+            scan = kernels.Scan(
+                *kernels.scan_records(
                     rbuf,
-                    b,
-                    off,
-                    ts,
-                    kpos,
-                    klen,
-                    vpos,
-                    vlen,
-                    hfirst,
-                    hcount,
-                    hkp,
-                    hkl,
-                    hvp,
-                    hvl,
-                    base_offset,
-                    log_append,
-                    producer_id,
-                    producer_epoch,
-                    base_seq,
-                    transactional,
-                    control,
-                    crc_valid,
-                    abs_pos,
+                    starts,
+                    ends,
+                    h.count[sel].astype(np.int64),
+                    h.base_offset[sel],
+                    h.base_ts[sel],
+                    fixed_ts[sel],
                 )
             )
+            for j in np.flatnonzero(scan.status):
+                i = sel[j]
+                reason = kernels.REC_REASONS[int(scan.status[j])]
+                self._fail(
+                    h,
+                    i,
+                    CORRUPT_BYTES,
+                    f"{reason} (record {int(scan.decoded[j])} of {int(h.count[i])})",
+                )
+            if scan.offset.size:
+                out.append(self._records_table(rbuf, sel[scan.batch], scan, h))
         return out
 
-    def _decompress_chunks(
-        self, buf, idx, positions, entry_end, codec, abs_pos, sizes, base_offset, errors, bad
-    ):
+    def _decompress_chunks(self, buf, idx, h: _V2Headers):
         """Lay the records areas of a window out in bounded buffers, decompressing as needed.
 
         A chunk holds at most ``max_decompressed`` bytes (one batch may need up to
-        ``max_batch_decompressed``); the kernel then runs once per chunk.
+        ``max_batch_decompressed``); the kernel runs once per chunk, and a chunk's bytes are
+        copied out before its buffer is reused for the next one.
         """
         sel: list[int] = []
         starts: list[int] = []
@@ -652,7 +580,6 @@ class SegmentDecoder:
         rbuf, w = None, 0
 
         def flush():
-            """The finished chunk (if any); its bytes are copied out before the buffer is reused."""
             done = (
                 (
                     rbuf,
@@ -669,8 +596,8 @@ class SegmentDecoder:
             return done
 
         for i in idx.tolist():
-            a, e = int(positions[i]) + RECORDS_OFFSET, int(entry_end[i])
-            c = int(codec[i])
+            a, e = int(h.positions[i]) + RECORDS_OFFSET, int(h.entry_end[i])
+            c = int(h.codec[i])
             need = e - a if c == COMPRESSION_NONE else self._first_view(e - a)
             if rbuf is None or len(rbuf) - w < need:
                 if done := flush():
@@ -689,17 +616,7 @@ class SegmentDecoder:
                         rbuf, w = self._chunk_buffer(self.max_batch_decompressed), 0
                         got = self._decompress_batch(c, memoryview(buf)[a:e], rbuf, w)
             except DecodeError as err:
-                why = f"{codec_name(c)} records do not decompress: {err}"
-                errors[i] = errors[i] or why
-                if not bad[i]:
-                    self._error(
-                        int(abs_pos[i]),
-                        int(sizes[i]) + LOG_OVERHEAD,
-                        CORRUPT_BYTES,
-                        why,
-                        int(base_offset[i]),
-                    )
-                    bad[i] = True
+                self._fail(h, i, CORRUPT_BYTES, f"{codec_name(c)} records do not decompress: {err}")
                 continue
             sel.append(i)
             starts.append(w)
@@ -733,63 +650,39 @@ class SegmentDecoder:
                     raise _OutOfRoom() from None
                 view = min(room, self.max_batch_decompressed, view * 8)
 
-    def _record_batch(
-        self,
-        rbuf,
-        b,
-        off,
-        ts,
-        kpos,
-        klen,
-        vpos,
-        vlen,
-        hfirst,
-        hcount,
-        hkp,
-        hkl,
-        hvp,
-        hvl,
-        base_offset,
-        log_append,
-        producer_id,
-        producer_epoch,
-        base_seq,
-        transactional,
-        control,
-        crc_valid,
-        abs_pos,
+    def _records_table(
+        self, rbuf, b: np.ndarray, scan: kernels.Scan, h: _V2Headers
     ) -> pa.RecordBatch:
-        n = off.size
-        seq_base = base_seq[b].astype(np.int64)
-        seq = np.where(seq_base < 0, -1, _wrap_seq(seq_base + (off - base_offset[b]))).astype(
-            np.int32
-        )
-        hk = _binary(rbuf, hkp, hkl, pa.string())
-        hv = _binary(rbuf, hvp, hvl, pa.binary())
+        """Arrow records from the kernel's columns; b maps each record to its batch."""
+        n = scan.offset.size
+        seq_base = h.base_seq[b].astype(np.int64)
+        seq = np.where(seq_base < 0, -1, _wrap_seq(seq_base + (scan.offset - h.base_offset[b])))
         hoffsets = np.zeros(n + 1, np.int32)
-        np.cumsum(hcount, out=hoffsets[1:])
+        np.cumsum(scan.header_count, out=hoffsets[1:])
+        header_keys = _valid_utf8(_binary(rbuf, scan.hkey_pos, scan.hkey_len, pa.string()))
+        header_values = _binary(rbuf, scan.hvalue_pos, scan.hvalue_len, pa.binary())
         headers = pa.ListArray.from_arrays(
             pa.array(hoffsets),
-            pa.StructArray.from_arrays([_valid_utf8(hk), hv], names=["key", "value"]),
+            pa.StructArray.from_arrays([header_keys, header_values], names=["key", "value"]),
         )
         return pa.RecordBatch.from_arrays(
             [
                 _const(self.info.broker, n, pa.string()),
                 _const(self.info.topic, n, pa.string()),
                 _const(self.info.partition, n, pa.int32()),
-                pa.array(off),
-                _ts(ts),
-                _TS_TYPES.take(pa.array(log_append[b].view(np.int8))),
-                _binary(rbuf, kpos, klen, pa.binary()),
-                _binary(rbuf, vpos, vlen, pa.binary()),
+                pa.array(scan.offset),
+                _ts(scan.timestamp),
+                _TS_TYPES.take(pa.array(h.log_append[b].view(np.int8))),
+                _binary(rbuf, scan.key_pos, scan.key_len, pa.binary()),
+                _binary(rbuf, scan.value_pos, scan.value_len, pa.binary()),
                 headers,
-                pa.array(producer_id[b]),
-                pa.array(producer_epoch[b]),
-                pa.array(seq),
-                pa.array(transactional[b]),
-                pa.array(control[b]),
-                pa.array(crc_valid[b]) if crc_valid is not None else pa.nulls(n, pa.bool_()),
-                pa.array(abs_pos[b]),
+                pa.array(h.producer_id[b]),
+                pa.array(h.producer_epoch[b]),
+                pa.array(seq.astype(np.int32)),
+                pa.array(h.transactional[b]),
+                pa.array(h.control[b]),
+                pa.array(h.crc_valid[b]) if h.crc_valid is not None else pa.nulls(n, pa.bool_()),
+                pa.array(h.abs_pos[b]),
                 _const(self.info.file, n, pa.string()),
             ],
             schema=RECORDS,
