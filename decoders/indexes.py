@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from decoders import fixed
 from decoders.constants import (
     ABORTED_TXN_ENTRY_SIZE,
     OFFSET_INDEX_ENTRY_SIZE,
@@ -29,6 +30,14 @@ MAX_INDEX_BYTES = 1 << 30  # a larger "index" is not one; read no more than this
 class IndexResult:
     table: pa.Table
     acct: Accounting
+
+
+def _open(path_or_source, info: FileInfo | None, kind: str, entry_size: int):
+    """(info, bytes, accounting, whole entries) of an index file, read once and bounded."""
+    src = open_source(path_or_source)
+    info = info or FileInfo(file=src.name, kind=kind)
+    data = _read_all(src, MAX_INDEX_BYTES)
+    return info, data, Accounting(size=src.size), len(data) // entry_size
 
 
 def _read_all(src, limit: int) -> bytes:
@@ -61,37 +70,39 @@ def _tail(
     )
 
 
-def read_offset_index(path_or_source, info: FileInfo | None = None) -> IndexResult:
-    src = open_source(path_or_source)
-    info = info or FileInfo(file=src.name, kind="index")
-    data = _read_all(src, MAX_INDEX_BYTES)
-    acct = Accounting(size=src.size)
-    n = len(data) // OFFSET_INDEX_ENTRY_SIZE
-    arr = np.frombuffer(data, ">i4", count=n * 2).reshape(n, 2).astype(np.int64)
-    rel, pos = arr[:, 0], arr[:, 1]
-    # Entries are strictly increasing in both fields and the first never points at position
-    # 0, so the first all-zero or non-increasing entry ends the list (OffsetIndex.java).
-    ok = ~((rel == 0) & (pos == 0)) & (rel >= 0) & (pos >= 0)
-    if n > 1:
-        ok[1:] &= (np.diff(rel) > 0) & (np.diff(pos) > 0)
-    count = int(np.argmin(ok)) if not ok.all() else n
-    acct.valid = count * OFFSET_INDEX_ENTRY_SIZE
+def _index_result(
+    info, acct, data, kind, entry_size, count, rel, log_position=None, timestamp=None
+) -> IndexResult:
+    """The first `count` entries as index_entries rows; the bytes after them as padding or inconsistent."""
+    acct.valid = count * entry_size
     acct.batches = count
-    _tail(acct, data, acct.valid, info, OFFSET_INDEX_ENTRY_SIZE, "offset index")
+    _tail(
+        acct,
+        data,
+        acct.valid,
+        info,
+        entry_size,
+        "offset index" if kind == "index" else "time index",
+    )
     base = info.base_offset or 0
+    ts_type = pa.timestamp("ms", tz="UTC")
     table = pa.table(
         {
             "broker": _const(info.broker, count, pa.string()),
             "topic": _const(info.topic, count, pa.string()),
             "partition": _const(info.partition, count, pa.int32()),
             "file": _const(info.file, count, pa.string()),
-            "kind": _const("index", count, pa.string()),
+            "kind": _const(kind, count, pa.string()),
             "entry": pa.array(np.arange(count, dtype=np.int32)),
-            "position": pa.array(np.arange(count, dtype=np.int64) * OFFSET_INDEX_ENTRY_SIZE),
+            "position": pa.array(np.arange(count, dtype=np.int64) * entry_size),
             "relative_offset": pa.array(rel[:count].astype(np.int32)),
             "offset": pa.array(rel[:count] + base),
-            "log_position": pa.array(pos[:count]),
-            "timestamp": pa.nulls(count, pa.timestamp("ms", tz="UTC")),
+            "log_position": pa.nulls(count, pa.int64())
+            if log_position is None
+            else pa.array(log_position[:count]),
+            "timestamp": pa.nulls(count, ts_type)
+            if timestamp is None
+            else pa.array(timestamp[:count]).cast(ts_type),
         },
         schema=INDEX_ENTRIES,
     )
@@ -100,17 +111,26 @@ def read_offset_index(path_or_source, info: FileInfo | None = None) -> IndexResu
     return IndexResult(table, acct)
 
 
-def read_time_index(path_or_source, info: FileInfo | None = None) -> IndexResult:
-    src = open_source(path_or_source)
-    info = info or FileInfo(file=src.name, kind="timeindex")
-    data = _read_all(src, MAX_INDEX_BYTES)
-    acct = Accounting(size=src.size)
-    n = len(data) // TIME_INDEX_ENTRY_SIZE
-    raw = np.frombuffer(data, np.uint8, count=n * TIME_INDEX_ENTRY_SIZE).reshape(
-        n, TIME_INDEX_ENTRY_SIZE
+def read_offset_index(path_or_source, info: FileInfo | None = None) -> IndexResult:
+    info, data, acct, n = _open(path_or_source, info, "index", OFFSET_INDEX_ENTRY_SIZE)
+    arr = np.frombuffer(data, ">i4", count=n * 2).reshape(n, 2).astype(np.int64)
+    rel, pos = arr[:, 0], arr[:, 1]
+    # Entries are strictly increasing in both fields and the first never points at position
+    # 0, so the first all-zero or non-increasing entry ends the list (OffsetIndex.java).
+    ok = ~((rel == 0) & (pos == 0)) & (rel >= 0) & (pos >= 0)
+    if n > 1:
+        ok[1:] &= (np.diff(rel) > 0) & (np.diff(pos) > 0)
+    count = int(np.argmin(ok)) if not ok.all() else n
+    return _index_result(
+        info, acct, data, "index", OFFSET_INDEX_ENTRY_SIZE, count, rel, log_position=pos
     )
-    ts = np.ascontiguousarray(raw[:, :8]).view(">i8").ravel().astype(np.int64)
-    rel = np.ascontiguousarray(raw[:, 8:]).view(">i4").ravel().astype(np.int64)
+
+
+def read_time_index(path_or_source, info: FileInfo | None = None) -> IndexResult:
+    info, data, acct, n = _open(path_or_source, info, "timeindex", TIME_INDEX_ENTRY_SIZE)
+    raw = fixed.rows(data, TIME_INDEX_ENTRY_SIZE, n)
+    ts = fixed.field(raw, 0, ">i8")
+    rel = fixed.field(raw, 8, ">i4").astype(np.int64)
     ok = np.ones(n, bool)
     if n:
         ok[1:] = (np.diff(ts) > 0) & (np.diff(rel) >= 0)
@@ -126,48 +146,19 @@ def read_time_index(path_or_source, info: FileInfo | None = None) -> IndexResult
         and not np.frombuffer(data, np.uint8)[TIME_INDEX_ENTRY_SIZE:].any()
     ):
         count = 0  # preallocated, never written
-    acct.valid = count * TIME_INDEX_ENTRY_SIZE
-    acct.batches = count
-    _tail(acct, data, acct.valid, info, TIME_INDEX_ENTRY_SIZE, "time index")
-    base = info.base_offset or 0
-    table = pa.table(
-        {
-            "broker": _const(info.broker, count, pa.string()),
-            "topic": _const(info.topic, count, pa.string()),
-            "partition": _const(info.partition, count, pa.int32()),
-            "file": _const(info.file, count, pa.string()),
-            "kind": _const("timeindex", count, pa.string()),
-            "entry": pa.array(np.arange(count, dtype=np.int32)),
-            "position": pa.array(np.arange(count, dtype=np.int64) * TIME_INDEX_ENTRY_SIZE),
-            "relative_offset": pa.array(rel[:count].astype(np.int32)),
-            "offset": pa.array(rel[:count] + base),
-            "log_position": pa.nulls(count, pa.int64()),
-            "timestamp": pa.array(ts[:count]).cast(pa.timestamp("ms", tz="UTC")),
-        },
-        schema=INDEX_ENTRIES,
+    return _index_result(
+        info, acct, data, "timeindex", TIME_INDEX_ENTRY_SIZE, count, rel, timestamp=ts
     )
-    if count:
-        acct.see_offsets(int(rel[0] + base), int(rel[count - 1] + base))
-    return IndexResult(table, acct)
 
 
 def read_txn_index(path_or_source, info: FileInfo | None = None) -> IndexResult:
     """AbortedTxn entries of 34 bytes; a trailing partial entry is ignored (as Kafka does) but counted."""
     from decoders.errors import ErrorRow
 
-    src = open_source(path_or_source)
-    info = info or FileInfo(file=src.name, kind="txnindex")
-    data = _read_all(src, MAX_INDEX_BYTES)
-    acct = Accounting(size=src.size)
-    n = len(data) // ABORTED_TXN_ENTRY_SIZE
-    raw = np.frombuffer(data, np.uint8, count=n * ABORTED_TXN_ENTRY_SIZE).reshape(
-        n, ABORTED_TXN_ENTRY_SIZE
-    )
-    version = np.ascontiguousarray(raw[:, 0:2]).view(">i2").ravel().astype(np.int16)
-    fields = [
-        np.ascontiguousarray(raw[:, a : a + 8]).view(">i8").ravel().astype(np.int64)
-        for a in (2, 10, 18, 26)
-    ]
+    info, data, acct, n = _open(path_or_source, info, "txnindex", ABORTED_TXN_ENTRY_SIZE)
+    raw = fixed.rows(data, ABORTED_TXN_ENTRY_SIZE, n)
+    version = fixed.field(raw, 0, ">i2")
+    fields = [fixed.field(raw, a, ">i8") for a in (2, 10, 18, 26)]
     pid, first, last, lso = fields
     good = version == 0
     for i in np.flatnonzero(~good):

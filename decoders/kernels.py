@@ -74,6 +74,14 @@ def _be32(b, p):
 
 
 @njit(cache=True, nogil=True)
+def _grow(a, n, cap):
+    """A copy of a[:n] in a larger array of capacity cap."""
+    b = np.empty(cap, a.dtype)
+    b[:n] = a[:n]
+    return b
+
+
+@njit(cache=True, nogil=True)
 def hop_entries(buf, start, end, max_entry):
     """Follow `12 + size` from `start` while whole, well-formed entries fit before `end`.
 
@@ -106,15 +114,7 @@ def hop_entries(buf, start, end, max_entry):
             break
         if n == cap:
             cap *= 2
-            pos2 = np.empty(cap, np.int64)
-            pos2[:n] = pos[:n]
-            pos = pos2
-            size2 = np.empty(cap, np.int32)
-            size2[:n] = size[:n]
-            size = size2
-            magic2 = np.empty(cap, np.int8)
-            magic2[:n] = magic[:n]
-            magic = magic2
+            pos, size, magic = _grow(pos, n, cap), _grow(size, n, cap), _grow(magic, n, cap)
         pos[n] = p
         size[n] = s
         magic[n] = m
@@ -267,18 +267,8 @@ def scan_records(buf, starts, ends, counts, base_offsets, base_timestamps, fixed
                     p += hvl_
                 if h == hcap:
                     hcap *= 2
-                    t64 = np.empty(hcap, np.int64)
-                    t64[:h] = hkp[:h]
-                    hkp = t64
-                    t32 = np.empty(hcap, np.int32)
-                    t32[:h] = hkl[:h]
-                    hkl = t32
-                    t64 = np.empty(hcap, np.int64)
-                    t64[:h] = hvp[:h]
-                    hvp = t64
-                    t32 = np.empty(hcap, np.int32)
-                    t32[:h] = hvl[:h]
-                    hvl = t32
+                    hkp, hkl = _grow(hkp, h, hcap), _grow(hkl, h, hcap)
+                    hvp, hvl = _grow(hvp, h, hcap), _grow(hvl, h, hcap)
                 hkp[h] = hk
                 hkl[h] = hkl_
                 hvp[h] = hv

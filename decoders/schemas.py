@@ -77,7 +77,11 @@ BATCHES = pa.schema(
         _f("crc", pa.uint32(), "stored CRC (CRC-32C for v2, CRC-32 for v0/v1)"),
         _f("crc_valid", pa.bool_(), "stored CRC equals the computed one; null when not checked"),
         _f("attributes", pa.int16(), "raw attributes"),
-        _f("compression", pa.string(), "none, gzip, snappy, lz4, zstd, or unknown (codes 5-7; attributes hold the code)"),
+        _f(
+            "compression",
+            pa.string(),
+            "none, gzip, snappy, lz4, zstd, or unknown (codes 5-7; attributes hold the code)",
+        ),
         _f("timestamp_type", pa.string(), "CreateTime, LogAppendTime or NoTimestampType (v0)"),
         _f("is_transactional", pa.bool_(), "attribute bit 4"),
         _f(

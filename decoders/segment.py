@@ -22,7 +22,7 @@ import crc32c
 import numpy as np
 import pyarrow as pa
 
-from decoders import kernels
+from decoders import fixed, kernels
 from decoders.compression import codec_name, decompress_into
 from decoders.constants import (
     COMPRESSION_CODEC_MASK,
@@ -94,8 +94,8 @@ class _V2Headers:
     ) -> _V2Headers:
         hdr = buf[positions[:, None] + _HDR]  # one gather for every header of the window
 
-        def col(a: int, b: int, dt: str) -> np.ndarray:
-            return np.ascontiguousarray(hdr[:, a:b]).view(dt).ravel().astype(dt[1:])
+        def col(a: int, _end: int, dt: str) -> np.ndarray:
+            return fixed.field(hdr, a, dt)
 
         n = len(positions)
         return cls(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import struct
 
 import crc32c
-import numpy as np
 import pyarrow as pa
 
+from decoders import fixed
 from decoders.constants import (
     PRODUCER_SNAPSHOT_ENTRY_SIZE,
     PRODUCER_SNAPSHOT_HEADER_SIZE,
@@ -70,16 +70,9 @@ def read_snapshot(path_or_source, info: FileInfo | None = None) -> IndexResult:
     else:
         acct.valid = src.size
     acct.batches = n
-    raw = np.frombuffer(
-        data,
-        np.uint8,
-        count=n * PRODUCER_SNAPSHOT_ENTRY_SIZE,
-        offset=min(len(data), PRODUCER_SNAPSHOT_HEADER_SIZE),
-    ).reshape(n, PRODUCER_SNAPSHOT_ENTRY_SIZE)
-    cols = {
-        name: np.ascontiguousarray(raw[:, a:b]).view(dt).ravel().astype(dt[1:])
-        for name, a, b, dt in _ENTRY_FIELDS
-    }
+    header = min(len(data), PRODUCER_SNAPSHOT_HEADER_SIZE)
+    raw = fixed.rows(data, PRODUCER_SNAPSHOT_ENTRY_SIZE, n, offset=header)
+    cols = {name: fixed.field(raw, a, dt) for name, a, _, dt in _ENTRY_FIELDS}
     ts = cols.pop("timestamp")
     table = pa.table(
         {
