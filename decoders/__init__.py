@@ -44,13 +44,12 @@ DEFAULT_MAX_ROWS = 65536
 def _info_for(path, info: FileInfo | None) -> FileInfo:
     if info is not None:
         return info
-    if isinstance(path, (str, bytes)) or hasattr(path, "__fspath__"):
-        import os
-
-        from decoders.layout import _single_file
-
-        if os.path.isfile(path):
-            return _single_file(os.fspath(path)).info
+    if isinstance(path, DumpFile):
+        return path.info
+    if isinstance(path, str) or hasattr(path, "__fspath__"):
+        found = discover([path])
+        if len(found) == 1:
+            return found[0].info
     return FileInfo(file=getattr(path, "name", "<bytes>"))
 
 
@@ -79,7 +78,7 @@ def iter_file(
     if not deep and wanted & RECORD_TABLES:
         raise ValueError(f"tables {sorted(wanted & RECORD_TABLES)} need a deep decode")
     info = _info_for(path, info)
-    src = open_source(path, info.file)
+    src = path.open() if isinstance(path, DumpFile) else open_source(path, info.file)
     try:
         acct, errors = yield from _dispatch(
             src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop
@@ -244,7 +243,7 @@ def read_dump(
     wanted = tuple(tables)
     out: dict[str, list[pa.RecordBatch]] = {t: [] for t in wanted}
     for f in discover(paths):
-        for t, b in iter_file(f.path, wanted, info=f.info, deep=deep, verify_crc=verify_crc):
+        for t, b in iter_file(f, wanted, deep=deep, verify_crc=verify_crc):
             out[t].append(b)
     return {t: pa.Table.from_batches(bs, schema=TABLES[t]) for t, bs in out.items()}
 

@@ -1,16 +1,22 @@
 """Find the files of a dump: log directories, `<topic>-<partition>` directories, segments.
 
 A dump root may be one broker log directory, several (one per broker), a directory holding
-those at any depth, one partition directory or a single file. The broker of a log directory is
-its `broker.id`/`node.id` from meta.properties, else its path inside the dump.
+those at any depth, one partition directory or a single file; local paths and URIs
+(`file://`, `s3://`, `hdfs://`, `gs://` through pyarrow, other schemes through fsspec) alike.
+Only names are listed here: file contents are never opened, except `meta.properties` (to
+name the broker). The broker of a log directory is its `broker.id`/`node.id` from
+meta.properties, else its path inside the dump.
 """
 
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+
+import pyarrow.fs as pafs
 
 from decoders.checkpoints import OFFSET_CHECKPOINT_FILES, broker_id, meta_properties
 from decoders.errors import DecodeError
@@ -41,12 +47,22 @@ KIND_ORDER = {
 
 @dataclass(slots=True)
 class DumpFile:
-    """A file of the dump with its place (``info``) and local path."""
+    """A file of the dump: its place (``info``), its path and the filesystem holding it
+    (``None`` for the local disk, read with positional reads)."""
 
     path: str
     info: FileInfo
     size: int
     log_dir: str
+    filesystem: pafs.FileSystem | None = None
+
+    def open(self):
+        from decoders.source import FileObjectSource, LocalFile
+
+        if self.filesystem is None:
+            return LocalFile(self.path, self.info.file)
+        f = self.filesystem.open_input_file(self.path)
+        return FileObjectSource(f, self.info.file, f.size())
 
     @property
     def kind(self) -> str:
@@ -87,18 +103,80 @@ def classify(name: str) -> tuple[str, int | None]:
     return "other", None
 
 
-def _broker_of(log_dir: str, root: str) -> str:
-    props_path = os.path.join(log_dir, "meta.properties")
-    if os.path.isfile(props_path):
+def resolve(root: str) -> tuple[pafs.FileSystem | None, str]:
+    """(filesystem, path) for a local path or a URI; None stands for the local disk."""
+    if "://" not in root:
+        return None, os.path.abspath(root)
+    if root.startswith("file://"):
+        return None, pafs.LocalFileSystem().normalize_path(root[len("file://") :]) or "/"
+    try:
+        fs, path = pafs.FileSystem.from_uri(root)
+        return fs, path
+    except (ValueError, OSError):  # ArrowInvalid is a ValueError
+        import fsspec  # schemes pyarrow does not know (memory://, ...) through fsspec
+
+        protocol, path = root.split("://", 1)
+        handler = pafs.FSSpecHandler(fsspec.filesystem(protocol))
+        return pafs.PyFileSystem(handler), "/" + path.lstrip("/") if protocol == "memory" else path
+
+
+def _listing(fs: pafs.FileSystem | None, root: str) -> tuple[list[tuple[str, int]], bool]:
+    """(files under root with sizes, whether root is itself a file)."""
+    if fs is None:
+        if os.path.isfile(root):
+            return [(root, os.path.getsize(root))], True
+        out = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            out.extend(
+                (os.path.join(dirpath, f), os.path.getsize(os.path.join(dirpath, f)))
+                for f in filenames
+            )
+        return out, False
+    info = fs.get_file_info(root)
+    if info.type == pafs.FileType.File:
+        return [(root, info.size)], True
+    if info.type == pafs.FileType.NotFound:
+        return [], False
+    infos = fs.get_file_info(pafs.FileSelector(root, recursive=True))
+    return [(i.path, i.size) for i in infos if i.type == pafs.FileType.File], False
+
+
+def _read_small(fs: pafs.FileSystem | None, path: str, limit: int = 1 << 20) -> bytes:
+    if fs is None:
+        with open(path, "rb") as f:
+            return f.read(limit)
+    with fs.open_input_file(path) as f:
+        return f.read(min(limit, f.size()))
+
+
+def _broker_of(fs, log_dir: str, present: set[str], display_root: str) -> str:
+    props = _join(fs, log_dir, "meta.properties")
+    if props in present:
         try:
-            with open(props_path, "rb") as f:
-                bid = broker_id(meta_properties(f.read(1 << 20)))
+            bid = broker_id(meta_properties(_read_small(fs, props)))
             if bid is not None:
                 return bid
         except (OSError, DecodeError):
             pass
-    rel = os.path.relpath(log_dir, root)
-    return rel if rel != "." else os.path.basename(os.path.abspath(log_dir))
+    rel = _relpath(fs, log_dir, display_root)
+    return rel if rel != "." else _basename(fs, log_dir)
+
+
+def _join(fs, a: str, b: str) -> str:
+    return os.path.join(a, b) if fs is None else posixpath.join(a, b)
+
+
+def _dirname(fs, p: str) -> str:
+    return os.path.dirname(p) if fs is None else posixpath.dirname(p.rstrip("/"))
+
+
+def _basename(fs, p: str) -> str:
+    return os.path.basename(p.rstrip("/")) if fs is None else posixpath.basename(p.rstrip("/"))
+
+
+def _relpath(fs, p: str, start: str) -> str:
+    return os.path.relpath(p, start) if fs is None else posixpath.relpath(p, start or "/")
 
 
 def _partition(dirname: str) -> tuple[str, int] | None:
@@ -112,44 +190,9 @@ def discover(roots: list[str] | str) -> list[DumpFile]:
         roots = [roots]
     files: list[DumpFile] = []
     for root in roots:
-        root = os.fspath(root)
-        if os.path.isfile(root):
-            files.append(_single_file(root))
-            continue
-        display_root = (
-            os.path.dirname(os.path.abspath(root))
-            if _partition(os.path.basename(os.path.abspath(root)))
-            else root
-        )
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames.sort()
-            tp = _partition(os.path.basename(dirpath))
-            # A log directory may itself be called `broker-1`: only partition-level files
-            # (segments, leader-epoch-checkpoint, partition.metadata) make a partition directory.
-            if tp is not None and any(
-                classify(f)[0] in PARTITION_KINDS and f != "bootstrap.checkpoint" for f in filenames
-            ):
-                log_dir = os.path.dirname(dirpath)
-                broker = _broker_of(log_dir, display_root)
-                for name in filenames:
-                    kind, base = classify(name)
-                    path = os.path.join(dirpath, name)
-                    rel = os.path.relpath(path, display_root)
-                    info = FileInfo(rel, broker, tp[0], tp[1], base, kind)
-                    files.append(DumpFile(path, info, os.path.getsize(path), log_dir))
-                dirnames[:] = []
-                continue
-            if any(f == "meta.properties" or f in OFFSET_CHECKPOINT_FILES for f in filenames):
-                broker = _broker_of(dirpath, display_root)
-                for name in filenames:
-                    kind, base = classify(name)
-                    if kind in ("meta_properties", "offset_checkpoint", "kraft_snapshot"):
-                        path = os.path.join(dirpath, name)
-                        info = FileInfo(
-                            os.path.relpath(path, display_root), broker, None, None, base, kind
-                        )
-                        files.append(DumpFile(path, info, os.path.getsize(path), dirpath))
-    _disambiguate_brokers(files, roots)
+        fs, path = resolve(os.fspath(root))
+        files.extend(_discover_one(fs, path))
+    _disambiguate_brokers(files)
     files.sort(
         key=lambda f: (
             f.info.topic or "",
@@ -158,53 +201,76 @@ def discover(roots: list[str] | str) -> list[DumpFile]:
             f.info.base_offset if f.info.base_offset is not None else 1 << 63,
             KIND_ORDER.get(f.info.kind, 99),
             f.info.kind,
-            f.info.base_offset if f.info.base_offset is not None else -1,
             f.info.file,
         )
     )
     return files
 
 
-def _disambiguate_brokers(files: list[DumpFile], roots) -> None:
+def _discover_one(fs, root: str) -> list[DumpFile]:
+    listing, is_file = _listing(fs, root)
+    present = {p for p, _ in listing}
+    by_dir: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for p, size in listing:
+        by_dir[_dirname(fs, p)].append((p, size))
+    if is_file:
+        # One file: its partition directory and log directory are still read from its path.
+        pdir = _dirname(fs, root)
+        display_root = (
+            _dirname(fs, _dirname(fs, pdir))
+            if _partition(_basename(fs, pdir))
+            else _dirname(fs, pdir)
+        )
+        for sibling in ("meta.properties",):
+            logdir_props = _join(fs, _dirname(fs, pdir), sibling)
+            if (fs is None and os.path.isfile(logdir_props)) or (
+                fs is not None and fs.get_file_info(logdir_props).type == pafs.FileType.File
+            ):
+                present.add(logdir_props)
+    else:
+        base = _basename(fs, root)
+        display_root = _dirname(fs, root) if _partition(base) else root
+    out: list[DumpFile] = []
+    for d in sorted(by_dir):
+        names = [_basename(fs, p) for p, _ in by_dir[d]]
+        tp = _partition(_basename(fs, d))
+        # A log directory may itself be called `broker-1`: only partition-level files
+        # (segments, leader-epoch-checkpoint, partition.metadata) make a partition directory.
+        if tp is not None and any(
+            classify(n)[0] in PARTITION_KINDS and n != "bootstrap.checkpoint" for n in names
+        ):
+            log_dir = _dirname(fs, d)
+            broker = _broker_of(fs, log_dir, present, display_root)
+            for (p, size), name in zip(by_dir[d], names, strict=True):
+                kind, base_offset = classify(name)
+                info = FileInfo(
+                    _relpath(fs, p, display_root), broker, tp[0], tp[1], base_offset, kind
+                )
+                out.append(DumpFile(p, info, size, log_dir, fs))
+        elif any(n == "meta.properties" or n in OFFSET_CHECKPOINT_FILES for n in names) or is_file:
+            broker = _broker_of(fs, d, present, display_root)
+            for (p, size), name in zip(by_dir[d], names, strict=True):
+                kind, base_offset = classify(name)
+                if is_file or kind in ("meta_properties", "offset_checkpoint", "kraft_snapshot"):
+                    info = FileInfo(
+                        _relpath(fs, p, display_root), broker, None, None, base_offset, kind
+                    )
+                    out.append(DumpFile(p, info, size, d, fs))
+    return out
+
+
+def _disambiguate_brokers(files: list[DumpFile]) -> None:
     """Two log directories with the same broker id (two clusters, or a copied directory) must
-    not merge: name them `<id>@<log dir path>`."""
+    not merge: name them `<id>@<log dir path in the dump>`."""
     dirs: dict[str, set[str]] = defaultdict(set)
     for f in files:
         dirs[f.info.broker].add(f.log_dir)
     for f in files:
         if len(dirs[f.info.broker]) > 1:
-            base = next(
-                (
-                    os.fspath(r)
-                    for r in roots
-                    if os.path.abspath(f.log_dir).startswith(os.path.abspath(os.fspath(r)))
-                ),
-                None,
-            )
-            rel = os.path.relpath(f.log_dir, base) if base else f.log_dir
+            parts = f.info.file.split("/")
+            depth = 2 if f.info.topic is not None else 1  # <partition dir>/<file> or <file>
+            rel = "/".join(parts[:-depth]) or "."
             f.info.broker = f"{f.info.broker}@{rel}"
-
-
-def _single_file(path: str) -> DumpFile:
-    path = os.path.abspath(path)
-    pdir = os.path.dirname(path)
-    kind, base = classify(os.path.basename(path))
-    tp = _partition(os.path.basename(pdir))
-    if tp is None:
-        broker = _broker_of(pdir, os.path.dirname(pdir))
-        info = FileInfo(os.path.basename(path), broker, None, None, base, kind)
-        return DumpFile(path, info, os.path.getsize(path), pdir)
-    log_dir = os.path.dirname(pdir)
-    broker = _broker_of(log_dir, os.path.dirname(log_dir))
-    info = FileInfo(
-        os.path.join(os.path.basename(pdir), os.path.basename(path)),
-        broker,
-        tp[0],
-        tp[1],
-        base,
-        kind,
-    )
-    return DumpFile(path, info, os.path.getsize(path), log_dir)
 
 
 def replicas(files: list[DumpFile]) -> dict[tuple[str, int], dict[str, list[DumpFile]]]:

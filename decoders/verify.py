@@ -34,9 +34,7 @@ def verify(paths) -> list[ErrorRow]:
 
 def verify_partition(files: list[DumpFile]) -> list[ErrorRow]:
     logs = {f.info.base_offset: f for f in files if f.kind == "log"}
-    batches = {
-        base: read_segment(f.path, "batches", info=f.info, deep=False) for base, f in logs.items()
-    }
+    batches = {base: read_segment(f, "batches", deep=False) for base, f in logs.items()}
     out: list[ErrorRow] = []
     for f in files:
         if f.kind in ("index", "timeindex"):
@@ -48,13 +46,13 @@ def verify_partition(files: list[DumpFile]) -> list[ErrorRow]:
                     )
                 )
                 continue
-            entries = read_segment(f.path, "index_entries", info=f.info)
+            entries = read_segment(f, "index_entries")
             check = _offset_index if f.kind == "index" else _time_index
             out.extend(check(f, entries, log))
         elif f.kind == "txnindex":
-            out.extend(_txn_index(f, read_segment(f.path, "aborted_txns", info=f.info), batches))
+            out.extend(_txn_index(f, read_segment(f, "aborted_txns"), batches))
         elif f.kind == "snapshot":
-            out.extend(_snapshot(f, read_segment(f.path, "producer_snapshots", info=f.info)))
+            out.extend(_snapshot(f, read_segment(f, "producer_snapshots")))
     return out
 
 

@@ -35,6 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("schema", help="print the columns of the decoded tables")
     s.add_argument("tables", nargs="*")
 
+    from jobs.decode import add_arguments as decode_arguments
+
+    dec = sub.add_parser("decode", help="decode a dump into Parquet tables with Spark")
+    decode_arguments(dec)
+
     demo = sub.add_parser("demo", help="write a sample dump and inspect it")
     demo.add_argument("--out", default="demo-output", help="where to write the sample dump")
     demo.add_argument("--json", action="store_true")
@@ -55,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
             from jobs.dump import run
 
             return run(args.paths, args.deep, args.json, args.verify, args.limit)
+        if args.command == "decode":
+            from jobs.decode import run as decode
+
+            return decode(args)
         if args.command == "schema":
             return _schema(args.tables)
         if args.command == "demo":

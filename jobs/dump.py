@@ -228,7 +228,7 @@ def run(
         printer = Printer(out, as_json, limit)
         if not as_json:
             out.write(f"Dumping {f.info.file} ({f.kind}, {f.size} bytes)\n")
-        for table, batch in decoders.iter_file(f.path, tables, info=f.info, deep=deep):
+        for table, batch in decoders.iter_file(f, tables, deep=deep):
             if table == "segments":
                 printer.flush()
                 row = batch.to_pylist()[0]

@@ -1,0 +1,202 @@
+"""Plan a distributed read: which byte ranges of which files each task decodes.
+
+Pure Python (no Spark), so the plan is testable on its own. Rules:
+- only files whose kind holds the requested table are planned, and topic/partition filters
+  prune by directory name: files of other partitions are never opened;
+- a `.log` larger than the range size is split into ranges that start on batch boundaries:
+  at offset-index positions when the segment has a `.index` (the broker wrote them at batch
+  starts; each is confirmed by its CRC), else at the first position after the nominal split
+  where a chain of CRC-valid entries starts. No task reads a whole segment to plan;
+- ``segments`` and ``errors`` keep one range per file, so byte accounting stays per file;
+- ranges are packed into tasks of about the range size, so small files share a task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from decoders.constants import CONSUMER_OFFSETS_TOPIC, LOG_OVERHEAD, TRANSACTION_STATE_TOPIC
+from decoders.indexes import read_offset_index
+from decoders.layout import LOG_KINDS, DumpFile
+from decoders.segment import SegmentDecoder
+
+DEFAULT_RANGE_BYTES = 128 * 1024 * 1024
+# Entries after a resync candidate that must also be CRC-valid before it counts as a boundary.
+CHAIN_CONFIRMATIONS = 2
+
+TABLE_KINDS: dict[str, tuple[str, ...] | None] = {
+    "batches": LOG_KINDS,
+    "records": LOG_KINDS,
+    "offset_commits": LOG_KINDS,
+    "group_metadata": LOG_KINDS,
+    "group_records": LOG_KINDS,
+    "txn_log": LOG_KINDS,
+    "index_entries": ("index", "timeindex"),
+    "producer_snapshots": ("snapshot",),
+    "aborted_txns": ("txnindex",),
+    "segments": None,  # every file
+    "errors": None,
+}
+TABLE_TOPICS = {
+    "offset_commits": CONSUMER_OFFSETS_TOPIC,
+    "group_metadata": CONSUMER_OFFSETS_TOPIC,
+    "group_records": CONSUMER_OFFSETS_TOPIC,
+    "txn_log": TRANSACTION_STATE_TOPIC,
+}
+SPLITTABLE = {"batches", "records", "offset_commits", "group_metadata", "group_records", "txn_log"}
+
+
+@dataclass(frozen=True, slots=True)
+class ByteRange:
+    """Entries of `file` that start in [start, stop)."""
+
+    file: DumpFile
+    start: int
+    stop: int
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(slots=True)
+class Task:
+    ranges: list[ByteRange] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.ranges)
+
+
+def select(
+    files: Iterable[DumpFile],
+    table: str,
+    topics: set[str] | None = None,
+    partitions: set[int] | None = None,
+) -> list[DumpFile]:
+    """Files holding rows of `table` in the wanted topics and partitions (names only)."""
+    kinds = TABLE_KINDS[table]
+    topic = TABLE_TOPICS.get(table)
+    out = []
+    for f in files:
+        if kinds is not None and f.kind not in kinds:
+            continue
+        if topic is not None and f.info.topic != topic:
+            continue
+        if topics is not None and f.info.topic not in topics:
+            continue
+        if partitions is not None and f.info.partition not in partitions:
+            continue
+        out.append(f)
+    return out
+
+
+def plan(
+    files: Iterable[DumpFile],
+    table: str,
+    *,
+    range_bytes: int = DEFAULT_RANGE_BYTES,
+    topics: set[str] | None = None,
+    partitions: set[int] | None = None,
+) -> list[Task]:
+    files = list(files)
+    chosen = select(files, table, topics, partitions)
+    indexes = {
+        (f.log_dir, f.info.topic, f.info.partition, f.info.base_offset): f
+        for f in files
+        if f.kind == "index"
+    }
+    ranges: list[ByteRange] = []
+    for f in chosen:
+        if table in SPLITTABLE and f.kind == "log" and f.size > range_bytes:
+            index = indexes.get((f.log_dir, f.info.topic, f.info.partition, f.info.base_offset))
+            ranges.extend(split(f, range_bytes, index))
+        else:
+            ranges.append(ByteRange(f, 0, f.size))
+    return pack(ranges, range_bytes)
+
+
+def split(f: DumpFile, range_bytes: int, index: DumpFile | None = None) -> list[ByteRange]:
+    """Ranges of about `range_bytes` starting on batch boundaries."""
+    nominal = list(range(range_bytes, f.size, range_bytes))
+    starts = _index_boundaries(f, nominal, index) if index is not None else None
+    if starts is None:
+        starts = _resync_boundaries(f, nominal)
+    cuts = [0, *sorted({s for s in starts if 0 < s < f.size}), f.size]
+    return [ByteRange(f, a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+
+
+def _index_boundaries(f: DumpFile, nominal: list[int], index: DumpFile) -> list[int] | None:
+    """The first offset-index position at or after each nominal split, confirmed by its CRC;
+    None when the index does not help (empty, or a position is not a valid batch)."""
+    positions = read_offset_index(index.open(), index.info).table["log_position"].to_pylist()
+    if not positions:
+        return None
+    src = f.open()
+    try:
+        dec = SegmentDecoder(src, f.info)
+        out = []
+        for n in nominal:
+            p = next((q for q in positions if q >= n), None)
+            if p is None:
+                break
+            if p >= f.size or not dec._entry_is_valid(p):
+                return None
+            out.append(p)
+        tail = [n for n in nominal if n > (positions[-1] if positions else 0)]
+        out.extend(_resync_boundaries(f, tail, src) if tail else [])
+        return out
+    finally:
+        src.close()
+
+
+def _resync_boundaries(f: DumpFile, nominal: list[int], src=None) -> list[int]:
+    own = src is None
+    src = src or f.open()
+    try:
+        dec = SegmentDecoder(src, f.info)
+        out = []
+        for n in nominal:
+            p = n
+            while p is not None and p < f.size:
+                p = dec._resync(p)
+                if p is None or _chain_is_valid(dec, p, f.size):
+                    break
+                p += 1
+            if p is not None:
+                out.append(p)
+        return out
+    finally:
+        if own:
+            src.close()
+
+
+def _chain_is_valid(dec: SegmentDecoder, p: int, size: int) -> bool:
+    """The entries after a candidate must be valid too (or the file must end there)."""
+    import struct
+
+    for _ in range(CHAIN_CONFIRMATIONS):
+        head = dec.src.read_at(p, 12)
+        if len(head) < 12:
+            return True
+        p += LOG_OVERHEAD + struct.unpack_from(">i", head, 8)[0]
+        if p >= size:
+            return p == size
+        if not dec._entry_is_valid(p):
+            return False
+    return True
+
+
+def pack(ranges: list[ByteRange], range_bytes: int) -> list[Task]:
+    """Group ranges, in order, into tasks of up to `range_bytes` (a bigger range alone)."""
+    tasks: list[Task] = []
+    current = Task()
+    for r in ranges:
+        if current.ranges and current.size + r.size > range_bytes:
+            tasks.append(current)
+            current = Task()
+        current.ranges.append(r)
+    if current.ranges:
+        tasks.append(current)
+    return tasks

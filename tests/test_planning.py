@@ -1,0 +1,91 @@
+"""The read planner: batch-aligned ranges that reproduce whole-file reads, and pruning that
+never opens files of other topics or partitions."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import decoders
+from decoders.layout import DumpFile
+from decoders.planning import plan, split
+
+MULTI = "dipendrasaini__kafka-learnning-series"
+
+
+def _rows(tasks, table="records"):
+    out = []
+    for task in tasks:
+        for r in task.ranges:
+            stop = r.stop if r.stop < r.file.size else None
+            out += [b for _, b in decoders.iter_file(r.file, [table], start=r.start, stop=stop)]
+    return pa.Table.from_batches(out, schema=decoders.TABLES[table])
+
+
+def test_ranges_reproduce_the_whole_files(corpus):
+    files = decoders.discover([str(corpus / MULTI)])
+    whole = decoders.read_dump([str(corpus / MULTI)], ["records", "batches"])
+    tasks = plan(files, "records", range_bytes=200_000)
+    split_logs = {r.file.info.file for t in tasks for r in t.ranges if r.start > 0}
+    assert len(split_logs) >= 20  # every ~1 MB segment was cut
+    got = _rows(tasks).sort_by([("topic", "ascending"), ("offset", "ascending")])
+    want = whole["records"].sort_by([("topic", "ascending"), ("offset", "ascending")])
+    assert got.equals(want)
+    assert (
+        _rows(plan(files, "batches", range_bytes=200_000), "batches").num_rows
+        == whole["batches"].num_rows
+    )
+
+
+@pytest.mark.parametrize("with_index", [True, False])
+def test_split_points_are_batch_starts(corpus, with_index):
+    files = decoders.discover([str(corpus / MULTI)])
+    log = next(f for f in files if f.kind == "log" and f.size > 900_000)
+    index = next(
+        f
+        for f in files
+        if f.kind == "index"
+        and f.log_dir == log.log_dir
+        and f.info.base_offset == log.info.base_offset
+        and f.info.partition == log.info.partition
+    )
+    starts = set(decoders.read_segment(log, "batches", deep=False)["position"].to_pylist())
+    ranges = split(log, 100_000, index if with_index else None)
+    assert len(ranges) >= 8
+    assert ranges[0].start == 0 and ranges[-1].stop == log.size
+    assert all(a.stop == b.start for a, b in zip(ranges, ranges[1:], strict=False))
+    assert all(r.start in starts for r in ranges)
+
+
+def test_pruning_never_opens_other_partitions(sample_dump, monkeypatch):
+    out, _ = sample_dump
+    opened = []
+    original = DumpFile.open
+
+    def recording_open(self):
+        opened.append(self.info.file)
+        return original(self)
+
+    monkeypatch.setattr(DumpFile, "open", recording_open)
+    files = decoders.discover([str(out)])
+    tasks = plan(files, "records", range_bytes=1_000, topics={"orders"}, partitions={1})
+    rows = _rows(tasks)
+    assert set(rows["topic"].to_pylist()) == {"orders"} and set(rows["partition"].to_pylist()) == {
+        1
+    }
+    assert opened and all("orders-1/" in f for f in opened)
+
+
+def test_internal_tables_plan_only_their_topic(sample_dump):
+    out, _ = sample_dump
+    files = decoders.discover([str(out)])
+    tasks = plan(files, "txn_log")
+    assert {r.file.info.topic for t in tasks for r in t.ranges} == {"__transaction_state"}
+    assert {r.file.kind for t in plan(files, "aborted_txns") for r in t.ranges} == {"txnindex"}
+
+
+def test_small_files_share_tasks(corpus):
+    files = decoders.discover([str(corpus / "seanorth__kafka-server")])
+    tasks = plan(files, "segments")
+    assert len(tasks) < len(files) / 10
+    assert sum(len(t.ranges) for t in tasks) == len(files)
