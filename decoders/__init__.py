@@ -152,10 +152,17 @@ def _text_file(src, info, kind, acct) -> list[ErrorRow]:
 
 def _log(src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop):
     kwargs = {"window_bytes": window_bytes} if window_bytes else {}
-    dec = SegmentDecoder(
-        src, info, deep=deep, verify_crc=verify_crc, start=start, stop=stop, **kwargs
-    )
     internal = [t for t in internal_tables_for(info.topic) if t in wanted]
+    dec = SegmentDecoder(
+        src,
+        info,
+        deep=deep,
+        verify_crc=verify_crc,
+        start=start,
+        stop=stop,
+        emit_records="records" in wanted or bool(internal),
+        **kwargs,
+    )
     extra_errors: list[ErrorRow] = []
     for w in dec.windows():
         if "batches" in wanted and w.batches.num_rows:
@@ -164,7 +171,7 @@ def _log(src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, sto
             if "records" in wanted:
                 yield from _split("records", rb, max_rows)
             if internal:
-                decoded, errs = decode_internal(rb)
+                decoded, errs = decode_internal(rb, info.file)
                 extra_errors.extend(errs)
                 for t in internal:
                     for b in decoded[t].to_batches(max_chunksize=max_rows):

@@ -26,7 +26,9 @@ def internal_tables_for(topic: str | None) -> tuple[str, ...]:
     return INTERNAL_TABLES.get(topic or "", ())
 
 
-def decode_internal(records: pa.RecordBatch) -> tuple[dict[str, pa.Table], list[ErrorRow]]:
+def decode_internal(
+    records: pa.RecordBatch, file: str
+) -> tuple[dict[str, pa.Table], list[ErrorRow]]:
     """Tables for one records batch of an internal topic (empty dict for other topics)."""
     if records.num_rows == 0:
         return {}, []
@@ -44,10 +46,10 @@ def decode_internal(records: pa.RecordBatch) -> tuple[dict[str, pa.Table], list[
             "is_transactional",
             "is_control",
             "batch_position",
-            "file",
         ]
     ).to_pydict()
     cols["timestamp"] = records.column("timestamp").cast(pa.int64()).to_pylist()
+    cols["file"] = [file] * records.num_rows
     rows = [dict(zip(cols, vals, strict=True)) for vals in zip(*cols.values(), strict=True)]
     if topic == CONSUMER_OFFSETS_TOPIC:
         return _consumer_offsets(rows)

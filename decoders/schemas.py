@@ -136,7 +136,11 @@ RECORDS = pa.schema(
         _f("is_control", pa.bool_(), "a control record (never returned to consumers)"),
         _f("crc_valid", pa.bool_(), "the batch's CRC is valid"),
         _f("batch_position", pa.int64(), "byte position of the batch in its file"),
-        _f("file", pa.string(), "path of the file inside the dump"),
+        _f(
+            "segment",
+            pa.int64(),
+            "base offset of the segment (its 20-digit file name); with broker, topic and partition it names the file",
+        ),
     ]
 )
 

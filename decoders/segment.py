@@ -198,10 +198,14 @@ class SegmentDecoder:
         max_batch_decompressed: int = DEFAULT_MAX_BATCH_DECOMPRESSED,
         start: int = 0,
         stop: int | None = None,
+        emit_records: bool = True,
     ) -> None:
         self.src: ByteSource = open_source(source)
         self.info = info or FileInfo(file=self.src.name)
         self.deep = deep
+        # deep without emit_records validates every record (errors, accounting) but builds no
+        # Arrow records: for batches, segments and errors tables.
+        self.emit_records = emit_records
         self.verify_crc = verify_crc
         self.window_bytes = max(window_bytes, 64)
         self.max_batch_bytes = max_batch_bytes
@@ -563,7 +567,7 @@ class SegmentDecoder:
                     CORRUPT_BYTES,
                     f"{reason} (record {int(scan.decoded[j])} of {int(h.count[i])})",
                 )
-            if scan.offset.size:
+            if scan.offset.size and self.emit_records:
                 out.append(self._records_table(rbuf, sel[scan.batch], scan, h))
         return out
 
@@ -683,7 +687,7 @@ class SegmentDecoder:
                 pa.array(h.control[b]),
                 pa.array(h.crc_valid[b]) if h.crc_valid is not None else pa.nulls(n, pa.bool_()),
                 pa.array(h.abs_pos[b]),
-                _const(self.info.file, n, pa.string()),
+                _const(self.info.base_offset, n, pa.int64()),
             ],
             schema=RECORDS,
         )
@@ -718,7 +722,7 @@ class SegmentDecoder:
             self.acct.records += len(entry.records)
             self.acct.see_offsets(first, m.offset)
             rows.append((at, length, first, m, len(entry.records), "; ".join(problems) or None))
-            if self.deep:
+            if self.deep and self.emit_records:
                 recs.extend((*r, m.crc_valid, at) for r in entry.records)
         return DecodedWindow(
             self._legacy_batches(rows), [self._legacy_records(recs)] if recs else []
@@ -780,7 +784,7 @@ class SegmentDecoder:
             "is_control": [False] * n,
             "crc_valid": [r[5] if self.verify_crc else None for r in recs],
             "batch_position": [r[6] for r in recs],
-            "file": [self.info.file] * n,
+            "segment": [self.info.base_offset] * n,
         }
         return pa.RecordBatch.from_pydict(cols, schema=RECORDS)
 

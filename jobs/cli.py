@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="write a sample dump and inspect it")
     demo.add_argument("--out", default="demo-output", help="where to write the sample dump")
     demo.add_argument("--json", action="store_true")
+    demo.add_argument("--no-spark", action="store_true", help="skip the Spark decode step")
+    demo.add_argument("--master", default=None, help="Spark master (default: local mode)")
     return p
 
 
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from jobs.demo import run as demo
 
-            return demo(args.out, args.json)
+            return demo(args.out, args.json, spark=not args.no_spark, master=args.master)
     except BrokenPipeError:
         return EXIT_OK
     except KeyboardInterrupt:

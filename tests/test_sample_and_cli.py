@@ -119,13 +119,15 @@ def test_dump_usage_errors(tmp_path, capsys):
 
 
 def test_console_script_runs_demo(tmp_path):
+    """The README's first command: sample dump, dump with verify, then the Spark decode job."""
     exe = os.path.join(os.path.dirname(sys.executable), "logreplay")
     res = subprocess.run(
-        [exe, "demo", "--out", str(tmp_path / "demo")], capture_output=True, text=True, timeout=300
+        [exe, "demo", "--out", str(tmp_path / "demo")], capture_output=True, text=True, timeout=600
     )
     assert res.returncode == 0, res.stderr
-    assert (
-        "marker=ABORT" in res.stdout
-        and "crc_mismatch" in res.stderr
-        and "truncated_batch" in res.stderr
-    )
+    assert "marker=ABORT" in res.stdout
+    assert "!! crc_mismatch" in res.stdout and "!! truncated_batch" in res.stdout
+    assert "verify: 0 inconsistencies" in res.stdout
+    manifest = json.loads((tmp_path / "demo" / "decoded" / "_manifest.json").read_text())
+    assert manifest["rows"]["records"] > 200 and manifest["rows"]["errors"] == 2
+    assert "rows per table" in res.stderr

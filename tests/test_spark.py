@@ -184,3 +184,40 @@ def test_decode_job_usage_errors(tmp_path):
 
     assert main(["decode", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert main(["decode", str(tmp_path), "--out", str(tmp_path / "o"), "--tables", "nope"]) == 2
+
+
+def test_spark_submit_runs_the_same_job(sample_dump, tmp_path):
+    """`spark-submit jobs/decode.py` with an explicit master, as a cluster would run it."""
+    import subprocess
+    import sys
+
+    import pyspark
+
+    out, _ = sample_dump
+    env = dict(
+        os.environ, SPARK_HOME=os.path.dirname(pyspark.__file__), PYSPARK_PYTHON=sys.executable
+    )
+    job = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jobs", "decode.py"
+    )
+    submit = os.path.join(env["SPARK_HOME"], "bin", "spark-submit")
+    res = subprocess.run(
+        [
+            submit,
+            "--master",
+            "local[1]",
+            job,
+            str(out),
+            "--out",
+            str(tmp_path / "o"),
+            "--tables",
+            "batches",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    summary = json.loads(res.stdout.strip().splitlines()[-1])
+    assert summary["rows"]["batches"] == 70
