@@ -253,7 +253,3 @@ def read_dump(
         for t, b in iter_file(f, wanted, deep=deep, verify_crc=verify_crc):
             out[t].append(b)
     return {t: pa.Table.from_batches(bs, schema=TABLES[t]) for t, bs in out.items()}
-
-
-def dump_files(paths) -> list[DumpFile]:
-    return discover(paths)

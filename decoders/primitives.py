@@ -180,13 +180,6 @@ class ByteReader:
         return out
 
 
-def zigzag_varint_at(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
-    """Decode one zigzag varint at pos; returns (value, next position)."""
-    r = ByteReader(buf, pos, end)
-    v = r.varint()
-    return v, r.pos
-
-
 # -- encoders, for the writer ----------------------------------------------------------------
 def encode_unsigned_varint(v: int) -> bytes:
     out = bytearray()

@@ -21,7 +21,6 @@ import crc32c
 from decoders.compression import compress
 from decoders.constants import (
     ABORTED_TXN_ENTRY_SIZE,
-    COMMIT,
     COMPRESSION_NONE,
     CONTROL_FLAG_MASK,
     DEFAULT_INDEX_INTERVAL_BYTES,
@@ -166,12 +165,6 @@ def control_batch(
         control=True,
         partition_leader_epoch=partition_leader_epoch,
     )
-
-
-def commit_marker(
-    producer_id: int, producer_epoch: int, coordinator_epoch: int, timestamp: int, **kw
-) -> bytes:
-    return control_batch(COMMIT, producer_id, producer_epoch, coordinator_epoch, timestamp, **kw)
 
 
 def empty_batch(like: bytes) -> bytes:
@@ -441,7 +434,6 @@ __all__ = [
     "Record",
     "SnapshotEntry",
     "build_batch",
-    "commit_marker",
     "control_batch",
     "empty_batch",
     "encode_record",

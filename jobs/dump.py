@@ -16,7 +16,8 @@ from typing import Any, TextIO
 import pyarrow as pa
 
 import decoders
-from decoders.errors import ErrorRow
+from decoders.control import control_key, control_type_name, is_txn_marker, kraft_control_value
+from decoders.errors import DecodeError, ErrorRow
 from decoders.verify import verify
 
 DEEP_TABLES = ("batches", "records", "offset_commits", "group_metadata", "group_records", "txn_log")
@@ -133,7 +134,19 @@ def _record_line(_: str, r: dict) -> str:
         for h in r["headers"]
     )
     s = f"  | offset={r['offset']} ts={_short(r['timestamp'])} seq={r['sequence']} key={_short(r['key'])} value={_short(r['value'])}"
-    return s + (f" headers=[{hdrs}]" if hdrs else "") + (" control" if r["is_control"] else "")
+    return s + (f" headers=[{hdrs}]" if hdrs else "") + (_control(r) if r["is_control"] else "")
+
+
+def _control(r: dict) -> str:
+    """A control record named; KRaft control values (leader change, snapshot header...) decoded."""
+    try:
+        _, ctype = control_key(r["key"])
+        name = control_type_name(ctype)
+        if is_txn_marker(ctype) or r["value"] is None:
+            return f" control={name}"
+        return f" control={name} {json.dumps(kraft_control_value(ctype, r['value']))}"
+    except DecodeError as e:
+        return f" control (undecodable: {e})"
 
 
 def _commit_line(_: str, r: dict) -> str:

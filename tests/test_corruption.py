@@ -293,3 +293,37 @@ def test_arbitrary_bytes_never_raise_and_are_accounted(prefix, cut, noise):
     t = decode(data)
     check_accounting(t, len(data))
     assert set(offsets(t)) >= set(range(15, 20)) or noise or prefix
+
+
+def test_cleaned_empty_batches_keep_their_header():
+    """The cleaner keeps a header-only batch (recordsCount 0) for producer state (kafka-formats 3.7)."""
+    from decoders.writer import empty_batch
+
+    full = build_batch(
+        [Record(b"k", b"v", (), T0 + i) for i in range(4)],
+        40,
+        codec=3,
+        producer_id=7,
+        producer_epoch=2,
+        base_sequence=100,
+        transactional=True,
+    )
+    empty = empty_batch(full)
+    assert len(empty) == 61
+    t = decode(GOOD[0] + empty + GOOD[2])
+    assert not errors(t)
+    b = t["batches"].to_pylist()[1]
+    assert (b["record_count"], b["base_offset"], b["last_offset"], b["last_sequence"]) == (
+        0,
+        40,
+        43,
+        103,
+    )
+    assert (b["producer_id"], b["producer_epoch"], b["compression"], b["base_timestamp"]) == (
+        7,
+        2,
+        "none",
+        None,
+    )
+    assert b["crc_valid"] and b["is_transactional"]
+    assert offsets(t) == [*range(5), *range(10, 15)]

@@ -131,3 +131,20 @@ def test_console_script_runs_demo(tmp_path):
     manifest = json.loads((tmp_path / "demo" / "decoded" / "_manifest.json").read_text())
     assert manifest["rows"]["records"] > 200 and manifest["rows"]["errors"] == 2
     assert "rows per table" in res.stderr
+
+
+def test_kraft_control_records_decode_in_every_corpus_metadata_log(corpus, capsys):
+    logs = sorted({p.parent for p in corpus.rglob("__cluster_metadata-0/*.log")})
+    assert len(logs) >= 4
+    assert main(["dump", *map(str, logs), "--deep"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("control=LEADER_CHANGE {") >= 28 and '"leader_id"' in text
+    assert "control=SNAPSHOT_HEADER {" in text and "control=SNAPSHOT_FOOTER {" in text
+    assert "undecodable" not in text
+
+
+def test_replicas_of_a_partition_across_brokers(sample_dump):
+    out, _ = sample_dump
+    reps = decoders.replicas(decoders.discover([str(out)]))
+    assert set(reps[("orders", 1)]) == {"1", "2"}
+    assert set(reps[("orders", 0)]) == {"1"} and len(reps[("orders", 0)]["1"]) == 3
