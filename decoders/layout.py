@@ -142,6 +142,31 @@ def _listing(fs: pafs.FileSystem | None, root: str) -> tuple[list[tuple[str, int
     return [(i.path, i.size) for i in infos if i.type == pafs.FileType.File], False
 
 
+GLOB_CHARS = "*?["
+
+
+def _expand(fs, path: str) -> list[str]:
+    """A path with glob characters (`dump/broker-*`, `s3://b/dumps/2026-*/`) as the paths it
+    matches; a plain path as itself."""
+    if not any(c in path for c in GLOB_CHARS):
+        return [path]
+    if fs is None:
+        import glob
+
+        return sorted(glob.glob(path))
+    import fnmatch
+
+    parts = path.split("/")
+    fixed = "/".join(
+        p for p in parts[: next(i for i, p in enumerate(parts) if any(c in p for c in GLOB_CHARS))]
+    )
+    depth = path.count("/")
+    infos = fs.get_file_info(pafs.FileSelector(fixed or "/", recursive=True, allow_not_found=True))
+    return sorted(
+        i.path for i in infos if i.path.count("/") == depth and fnmatch.fnmatchcase(i.path, path)
+    )
+
+
 def _read_small(fs: pafs.FileSystem | None, path: str, limit: int = 1 << 20) -> bytes:
     if fs is None:
         with open(path, "rb") as f:
@@ -150,9 +175,13 @@ def _read_small(fs: pafs.FileSystem | None, path: str, limit: int = 1 << 20) -> 
         return f.read(min(limit, f.size()))
 
 
-def _broker_of(fs, log_dir: str, present: set[str], display_root: str) -> str:
+def _is_file(fs, path: str) -> bool:
+    return os.path.isfile(path) if fs is None else fs.get_file_info(path).type == pafs.FileType.File
+
+
+def _broker_of(fs, log_dir: str, display_root: str) -> str:
     props = _join(fs, log_dir, "meta.properties")
-    if props in present:
+    if _is_file(fs, props):
         try:
             bid = broker_id(meta_properties(_read_small(fs, props)))
             if bid is not None:
@@ -191,7 +220,8 @@ def discover(roots: list[str] | str) -> list[DumpFile]:
     files: list[DumpFile] = []
     for root in roots:
         fs, path = resolve(os.fspath(root))
-        files.extend(_discover_one(fs, path))
+        for match in _expand(fs, path):
+            files.extend(_discover_one(fs, match))
     _disambiguate_brokers(files)
     files.sort(
         key=lambda f: (
@@ -209,27 +239,24 @@ def discover(roots: list[str] | str) -> list[DumpFile]:
 
 def _discover_one(fs, root: str) -> list[DumpFile]:
     listing, is_file = _listing(fs, root)
-    present = {p for p, _ in listing}
     by_dir: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for p, size in listing:
         by_dir[_dirname(fs, p)].append((p, size))
-    if is_file:
-        # One file: its partition directory and log directory are still read from its path.
-        pdir = _dirname(fs, root)
-        display_root = (
-            _dirname(fs, _dirname(fs, pdir))
-            if _partition(_basename(fs, pdir))
-            else _dirname(fs, pdir)
-        )
-        for sibling in ("meta.properties",):
-            logdir_props = _join(fs, _dirname(fs, pdir), sibling)
-            if (fs is None and os.path.isfile(logdir_props)) or (
-                fs is not None and fs.get_file_info(logdir_props).type == pafs.FileType.File
-            ):
-                present.add(logdir_props)
-    else:
-        base = _basename(fs, root)
-        display_root = _dirname(fs, root) if _partition(base) else root
+    # Paths are shown relative to the directory above the broker's log directory when the root
+    # is a partition directory or a file in one, else relative to the root.
+    top = _dirname(fs, root) if is_file else root
+    display_root = (
+        _dirname(fs, _dirname(fs, top))
+        if _partition(_basename(fs, top))
+        else (_dirname(fs, top) if is_file else top)
+    )
+    brokers: dict[str, str] = {}
+
+    def broker_for(log_dir: str) -> str:
+        if log_dir not in brokers:
+            brokers[log_dir] = _broker_of(fs, log_dir, display_root)
+        return brokers[log_dir]
+
     out: list[DumpFile] = []
     for d in sorted(by_dir):
         names = [_basename(fs, p) for p, _ in by_dir[d]]
@@ -240,7 +267,7 @@ def _discover_one(fs, root: str) -> list[DumpFile]:
             classify(n)[0] in PARTITION_KINDS and n != "bootstrap.checkpoint" for n in names
         ):
             log_dir = _dirname(fs, d)
-            broker = _broker_of(fs, log_dir, present, display_root)
+            broker = broker_for(log_dir)
             for (p, size), name in zip(by_dir[d], names, strict=True):
                 kind, base_offset = classify(name)
                 info = FileInfo(
@@ -248,7 +275,7 @@ def _discover_one(fs, root: str) -> list[DumpFile]:
                 )
                 out.append(DumpFile(p, info, size, log_dir, fs))
         elif any(n == "meta.properties" or n in OFFSET_CHECKPOINT_FILES for n in names) or is_file:
-            broker = _broker_of(fs, d, present, display_root)
+            broker = broker_for(d)
             for (p, size), name in zip(by_dir[d], names, strict=True):
                 kind, base_offset = classify(name)
                 if is_file or kind in ("meta_properties", "offset_checkpoint", "kraft_snapshot"):

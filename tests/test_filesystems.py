@@ -72,3 +72,23 @@ def test_single_file_under_a_uri(sample_dump):
     (f,) = decoders.discover(["memory://one/broker-1/orders-1/00000000000000000000.log"])
     assert (f.info.topic, f.info.partition, f.info.broker) == ("orders", 1, "1")
     assert decoders.read_segment(f, "records").num_rows == 17
+
+
+def test_glob_paths_local_and_remote(sample_dump):
+    out, _ = sample_dump
+    local = decoders.discover([f"{out}/broker-*"])
+    assert {f.info.broker for f in local} == {"1", "2"}
+    only_two = decoders.discover([f"{out}/broker-[2]"])
+    assert {f.info.broker for f in only_two} == {"2"} and {f.info.topic for f in only_two} == {
+        "orders",
+        None,
+    }
+    memfs = fsspec.filesystem("memory")
+    _upload(out, memfs, "/globbed")
+    remote = decoders.discover(["memory://globbed/broker-*/orders-*"])
+    assert {(f.info.broker, f.info.topic, f.info.partition) for f in remote} == {
+        ("1", "orders", 0),
+        ("1", "orders", 1),
+        ("2", "orders", 1),
+    }
+    assert decoders.discover([f"{out}/nothing-*"]) == []
