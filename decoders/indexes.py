@@ -174,26 +174,19 @@ def read_txn_index(path_or_source, info: FileInfo | None = None) -> IndexResult:
     order = np.ones(n, bool)
     if n > 1:
         order[1:] = np.diff(last) > 0
+
+    def inconsistent(i: int, why: str) -> None:
+        at = int(i) * ABORTED_TXN_ENTRY_SIZE
+        acct.errors.append(
+            ErrorRow(
+                info.file, at, ABORTED_TXN_ENTRY_SIZE, INDEX_INCONSISTENT, f"entry {int(i)}: {why}"
+            )
+        )
+
     for i in np.flatnonzero(good & ~order):
-        acct.errors.append(
-            ErrorRow(
-                info.file,
-                int(i) * ABORTED_TXN_ENTRY_SIZE,
-                ABORTED_TXN_ENTRY_SIZE,
-                INDEX_INCONSISTENT,
-                f"entry {int(i)}: lastOffset {int(last[i])} does not increase",
-            )
-        )
+        inconsistent(i, f"lastOffset {int(last[i])} does not increase")
     for i in np.flatnonzero(good & (first > last)):
-        acct.errors.append(
-            ErrorRow(
-                info.file,
-                int(i) * ABORTED_TXN_ENTRY_SIZE,
-                ABORTED_TXN_ENTRY_SIZE,
-                INDEX_INCONSISTENT,
-                f"entry {int(i)}: firstOffset {int(first[i])} after lastOffset {int(last[i])}",
-            )
-        )
+        inconsistent(i, f"firstOffset {int(first[i])} after lastOffset {int(last[i])}")
     acct.valid = int(good.sum()) * ABORTED_TXN_ENTRY_SIZE
     acct.corrupt = int((~good).sum()) * ABORTED_TXN_ENTRY_SIZE
     tail = len(data) - n * ABORTED_TXN_ENTRY_SIZE

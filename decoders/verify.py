@@ -16,6 +16,7 @@ from collections import defaultdict
 import pyarrow as pa
 
 from decoders import read_segment
+from decoders.constants import PRODUCER_SNAPSHOT_ENTRY_SIZE, PRODUCER_SNAPSHOT_HEADER_SIZE
 from decoders.errors import INDEX_INCONSISTENT, ErrorRow
 from decoders.layout import DumpFile, discover
 
@@ -154,33 +155,32 @@ def _txn_index(f: DumpFile, entries: pa.Table, batches: dict[int, pa.Table]) -> 
 
 
 def _snapshot(f: DumpFile, entries: pa.Table) -> list[ErrorRow]:
-    out = []
     snap = f.info.base_offset
+    if snap is None:
+        return []
+    out = []
     for i, row in enumerate(entries.to_pylist()):
-        if snap is not None and row["last_offset"] >= snap:
-            out.append(
-                ErrorRow(
-                    f.info.file,
-                    10 + i * 46,
-                    46,
-                    INDEX_INCONSISTENT,
-                    f"producer {row['producer_id']}: lastOffset {row['last_offset']} is not below the snapshot offset {snap}",
+        problems = []
+        if row["last_offset"] >= snap:
+            problems.append(
+                (
+                    f"lastOffset {row['last_offset']} is not below the snapshot offset {snap}",
                     row["last_offset"],
                 )
             )
-        if (
-            row["current_txn_first_offset"] >= 0
-            and snap is not None
-            and row["current_txn_first_offset"] >= snap
-        ):
-            out.append(
-                ErrorRow(
-                    f.info.file,
-                    10 + i * 46,
-                    46,
-                    INDEX_INCONSISTENT,
-                    f"producer {row['producer_id']}: open transaction starts at {row['current_txn_first_offset']}, after the snapshot",
-                    row["current_txn_first_offset"],
-                )
+        if row["current_txn_first_offset"] >= snap:
+            first = row["current_txn_first_offset"]
+            problems.append((f"open transaction starts at {first}, after the snapshot", first))
+        at = PRODUCER_SNAPSHOT_HEADER_SIZE + i * PRODUCER_SNAPSHOT_ENTRY_SIZE
+        out.extend(
+            ErrorRow(
+                f.info.file,
+                at,
+                PRODUCER_SNAPSHOT_ENTRY_SIZE,
+                INDEX_INCONSISTENT,
+                f"producer {row['producer_id']}: {why}",
+                off,
             )
+            for why, off in problems
+        )
     return out
