@@ -334,6 +334,8 @@ def test_verify_flags_a_snapshot_ahead_of_its_name(sample_dump):
 
     out, _ = sample_dump
     part = out / "broker-1" / "orders-1"
-    (part / "00000000000000000005.snapshot").write_bytes(snapshot_bytes([SnapshotEntry(9, 0, 3, 12, 0, T0, -1, 8)]))
+    (part / "00000000000000000005.snapshot").write_bytes(
+        snapshot_bytes([SnapshotEntry(9, 0, 3, 12, 0, T0, -1, 8)])
+    )
     problems = [p for p in verify([str(part)]) if p.file.endswith("00000000000000000005.snapshot")]
     assert [(p.position, p.offset) for p in problems] == [(10, 12), (10, 8)]
