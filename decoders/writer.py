@@ -311,23 +311,83 @@ def segment_name(base_offset: int, ext: str) -> str:
 
 
 # -- a partition directory ---------------------------------------------------------------------
+class SegmentIndexer:
+    """The sparse offset and time indexes of one segment, built as LogSegment.append does.
+
+    Per append (one produce request's batches for the partition, or one batch in recovery):
+    the maximum timestamp so far is updated first; then, if more than ``index.interval.bytes``
+    were appended since the last entry, an offset entry (largest offset of the append, position
+    where the append starts) and a time entry (max timestamp so far, its offset) are added; then
+    the append's size is counted. Time entries are added only when the timestamp grows
+    (TimeIndex.maybeAppend); ``close`` adds the final one as onBecomeInactiveSegment does.
+    """
+
+    def __init__(
+        self, base_offset: int, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+    ) -> None:
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.offsets: list[tuple[int, int]] = []
+        self.times: list[tuple[int, int]] = []
+        self.bytes_since_index = 0
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = -1
+
+    def append(
+        self,
+        position: int,
+        size: int,
+        last_offset: int,
+        max_timestamp: int,
+        offset_of_max_timestamp: int | None = None,
+    ) -> None:
+        """``offset_of_max_timestamp``: brokers before 3.8 (KAFKA-16310) indexed the offset of
+        the batch's first record holding the maximum timestamp; newer ones its last offset."""
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = (
+                last_offset if offset_of_max_timestamp is None else offset_of_max_timestamp
+            )
+        if self.bytes_since_index > self.index_interval_bytes:
+            self.offsets.append((last_offset - self.base_offset, position))
+            self._maybe_time_entry()
+            self.bytes_since_index = 0
+        self.bytes_since_index += size
+
+    def _maybe_time_entry(self) -> None:
+        if self.max_timestamp == NO_TIMESTAMP:
+            return
+        if not self.times or self.max_timestamp > self.times[-1][0]:
+            self.times.append((self.max_timestamp, self.offset_of_max_timestamp - self.base_offset))
+
+    def shutdown(self) -> None:
+        """A clean broker shutdown and restart: LogSegment.close appends the time entry of the
+        maximum timestamp so far, and the reloaded segment counts bytes since an index entry
+        from zero again."""
+        self._maybe_time_entry()
+        self.bytes_since_index = 0
+
+    def close(self) -> tuple[bytes, bytes]:
+        """(offset index bytes, time index bytes) of the finished segment."""
+        self._maybe_time_entry()
+        return offset_index_bytes(self.offsets), time_index_bytes(self.times)
+
+
 @dataclass
 class _Segment:
     base_offset: int
-    data: bytearray = field(default_factory=bytearray)
-    index: list[tuple[int, int]] = field(default_factory=list)
-    time_index: list[tuple[int, int]] = field(default_factory=list)
+    indexer: SegmentIndexer
+    size: int = 0
     aborted: list[tuple[int, int, int, int]] = field(default_factory=list)
-    bytes_since_index: int = 0
-    max_timestamp: int = NO_TIMESTAMP
-    offset_of_max_timestamp: int = -1
 
 
 class PartitionWriter:
     """Append batches to a `<topic>-<partition>` directory: offsets, rolls, indexes.
 
-    ``append`` takes a v2 batch (its baseOffset is rewritten) and returns (base, last) offsets.
-    Files are written by ``close`` (or on each roll for finished segments).
+    ``append`` takes a v2 batch (its baseOffset is rewritten) or a legacy entry (offsets kept)
+    and returns (base, last) offsets. Bytes go straight to the active segment's file, so memory
+    stays bounded whatever the volume; a rolled segment's indexes are written at the roll, the
+    active one's by ``close``.
     """
 
     def __init__(
@@ -350,13 +410,21 @@ class PartitionWriter:
         self.next_offset = start_offset
         self.leader_epoch = leader_epoch
         self.epochs: list[tuple[int, int]] = []
-        self.segments: list[_Segment] = [_Segment(start_offset)]
+        self.segments: list[_Segment] = []
         self.topic_id = topic_id or uuid.uuid5(uuid.NAMESPACE_URL, f"logreplay:{topic}")
         self.snapshots: dict[int, bytes] = {}
+        self._file = None
+        self._open_segment(start_offset)
 
     @property
     def active(self) -> _Segment:
         return self.segments[-1]
+
+    def _open_segment(self, base_offset: int) -> None:
+        self.segments.append(
+            _Segment(base_offset, SegmentIndexer(base_offset, self.index_interval_bytes))
+        )
+        self._file = open(os.path.join(self.dir, segment_name(base_offset, "log")), "wb")
 
     def append(self, batch: bytes, *, leader_epoch: int | None = None) -> tuple[int, int]:
         epoch = self.leader_epoch if leader_epoch is None else leader_epoch
@@ -373,28 +441,14 @@ class PartitionWriter:
                 self.next_offset,
                 (struct.unpack_from(">q", batch, 18)[0] if batch[16] == 1 else NO_TIMESTAMP),
             )
-        if self.active.data and len(self.active.data) + len(batch) > self.segment_bytes:
+        if self.active.size and self.active.size + len(batch) > self.segment_bytes:
             self.roll()
         seg = self.active
-        position = len(seg.data)
-        if max_ts > seg.max_timestamp:
-            seg.max_timestamp, seg.offset_of_max_timestamp = max_ts, last
-        if seg.bytes_since_index > self.index_interval_bytes:
-            seg.index.append((last - seg.base_offset, position))
-            self._maybe_time_entry(seg)
-            seg.bytes_since_index = 0
-        seg.bytes_since_index += len(batch)
-        seg.data += batch
+        seg.indexer.append(seg.size, len(batch), last, max_ts)
+        self._file.write(batch)
+        seg.size += len(batch)
         self.next_offset = last + 1
         return base, last
-
-    def _maybe_time_entry(self, seg: _Segment) -> None:
-        if seg.max_timestamp == NO_TIMESTAMP:
-            return
-        if not seg.time_index or seg.max_timestamp > seg.time_index[-1][0]:
-            seg.time_index.append(
-                (seg.max_timestamp, seg.offset_of_max_timestamp - seg.base_offset)
-            )
 
     def add_aborted(
         self, producer_id: int, first_offset: int, last_offset: int, last_stable_offset: int
@@ -406,18 +460,19 @@ class PartitionWriter:
         self.snapshots[offset] = snapshot_bytes(entries)
 
     def roll(self) -> None:
-        self._maybe_time_entry(self.active)  # onBecomeInactiveSegment
-        self.segments.append(_Segment(self.next_offset))
+        self._finish(self.active)
+        self._open_segment(self.next_offset)
+
+    def _finish(self, seg: _Segment) -> None:
+        self._file.close()
+        index, timeindex = seg.indexer.close()
+        self._write(segment_name(seg.base_offset, "index"), index)
+        self._write(segment_name(seg.base_offset, "timeindex"), timeindex)
+        if seg.aborted:
+            self._write(segment_name(seg.base_offset, "txnindex"), txn_index_bytes(seg.aborted))
 
     def close(self) -> None:
-        for seg in self.segments:
-            self._maybe_time_entry(seg)
-            base = seg.base_offset
-            self._write(segment_name(base, "log"), bytes(seg.data))
-            self._write(segment_name(base, "index"), offset_index_bytes(seg.index))
-            self._write(segment_name(base, "timeindex"), time_index_bytes(seg.time_index))
-            if seg.aborted:
-                self._write(segment_name(base, "txnindex"), txn_index_bytes(seg.aborted))
+        self._finish(self.active)
         for off, data in self.snapshots.items():
             self._write(segment_name(off, "snapshot"), data)
         self._write("leader-epoch-checkpoint", leader_epoch_checkpoint_text(self.epochs).encode())
@@ -432,6 +487,7 @@ __all__ = [
     "LOG_OVERHEAD",
     "PartitionWriter",
     "Record",
+    "SegmentIndexer",
     "SnapshotEntry",
     "build_batch",
     "control_batch",
