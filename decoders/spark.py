@@ -193,7 +193,27 @@ class KafkaSegmentsReader(DataSourceReader):
                 window_bytes=self.window_bytes,
             ):
                 if batch.num_rows:
-                    yield batch.cast(self.target)
+                    yield _spark_safe(batch).cast(self.target)
+
+
+# Spark timestamps are microseconds in years 1..9999; a garbage header (a CRC-failed batch) can
+# hold any int64 milliseconds. Such values become null instead of failing the task.
+SPARK_MIN_MS, SPARK_MAX_MS = -62135596800000, 253402300799999
+
+
+def _spark_safe(batch: pa.RecordBatch) -> pa.RecordBatch:
+    import pyarrow.compute as pc
+
+    columns = list(batch.columns)
+    changed = False
+    for i, f in enumerate(batch.schema):
+        if pa.types.is_timestamp(f.type) and batch.column(i).null_count < len(batch):
+            ms = batch.column(i).cast(pa.int64())
+            bad = pc.or_(pc.less(ms, SPARK_MIN_MS), pc.greater(ms, SPARK_MAX_MS))
+            if pc.any(bad).as_py():
+                columns[i] = pc.if_else(bad, pa.scalar(None, f.type), batch.column(i))
+                changed = True
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema) if changed else batch
 
 
 class KafkaSegmentsDataSource(DataSource):

@@ -414,6 +414,7 @@ class PartitionWriter:
         self.topic_id = topic_id or uuid.uuid5(uuid.NAMESPACE_URL, f"logreplay:{topic}")
         self.snapshots: dict[int, bytes] = {}
         self._file = None
+        self.on_roll = None
         self._open_segment(start_offset)
 
     @property
@@ -424,10 +425,16 @@ class PartitionWriter:
         self.segments.append(
             _Segment(base_offset, SegmentIndexer(base_offset, self.index_interval_bytes))
         )
-        self._file = open(os.path.join(self.dir, segment_name(base_offset, "log")), "wb")
+        self._file = open(os.path.join(self.dir, segment_name(base_offset, "log")), "wb")  # noqa: SIM115 (open for the segment's life)
 
-    def append(self, batch: bytes, *, leader_epoch: int | None = None) -> tuple[int, int]:
+    def append(
+        self, batch: bytes, *, leader_epoch: int | None = None, base_offset: int | None = None
+    ) -> tuple[int, int]:
+        """``base_offset`` keeps a given offset (a cleaned segment keeps its offsets, gaps
+        and all); otherwise the next offset is assigned as the leader does."""
         epoch = self.leader_epoch if leader_epoch is None else leader_epoch
+        if base_offset is not None:
+            self.next_offset = base_offset
         if batch[16] == 2:
             (last_delta,) = struct.unpack_from(">i", batch, 23)
             batch = set_base_offset(batch, self.next_offset, epoch)
@@ -442,6 +449,7 @@ class PartitionWriter:
                 (struct.unpack_from(">q", batch, 18)[0] if batch[16] == 1 else NO_TIMESTAMP),
             )
         if self.active.size and self.active.size + len(batch) > self.segment_bytes:
+            self.next_offset = base
             self.roll()
         seg = self.active
         seg.indexer.append(seg.size, len(batch), last, max_ts)
@@ -460,6 +468,8 @@ class PartitionWriter:
         self.snapshots[offset] = snapshot_bytes(entries)
 
     def roll(self) -> None:
+        if self.on_roll is not None:
+            self.on_roll(self.next_offset)  # the broker snapshots producer state at a roll
         self._finish(self.active)
         self._open_segment(self.next_offset)
 

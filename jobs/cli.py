@@ -40,6 +40,16 @@ def build_parser() -> argparse.ArgumentParser:
     dec = sub.add_parser("decode", help="decode a dump into Parquet tables with Spark")
     decode_arguments(dec)
 
+    from jobs.audit import add_arguments as audit_arguments
+
+    aud = sub.add_parser("audit", help="replay a dump with Spark and report findings")
+    audit_arguments(aud)
+
+    from jobs.synth import add_arguments as synth_arguments
+
+    syn = sub.add_parser("synth", help="simulate a cluster and write a dump with its truth.json")
+    synth_arguments(syn)
+
     demo = sub.add_parser("demo", help="write a sample dump and inspect it")
     demo.add_argument("--out", default="demo-output", help="where to write the sample dump")
     demo.add_argument("--json", action="store_true")
@@ -66,6 +76,14 @@ def main(argv: list[str] | None = None) -> int:
             from jobs.decode import run as decode
 
             return decode(args)
+        if args.command == "audit":
+            from jobs.audit import run as audit
+
+            return audit(args)
+        if args.command == "synth":
+            from jobs.synth import run as synth
+
+            return synth(args)
         if args.command == "schema":
             return _schema(args.tables)
         if args.command == "demo":

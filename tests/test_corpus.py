@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from kafka.record.memory_records import MemoryRecords
+from kafka_reference import kafka_python_records
 
 import decoders
 from decoders.verify import verify
@@ -35,18 +35,6 @@ def test_every_crc_is_valid(corpus_tables):
     assert pc.all(pc.is_null(b["error"])).as_py()
 
 
-def _kafka_python_records(path):
-    out, batches = [], 0
-    mr = MemoryRecords(path.read_bytes())
-    while (batch := mr.next_batch()) is not None:
-        batches += 1
-        if getattr(batch, "is_control_batch", False):
-            continue
-        for r in batch:
-            out.append((r.offset, r.key, r.value, [(k, v) for k, v in r.headers], r.timestamp))
-    return out, batches
-
-
 def test_records_equal_kafka_python_on_every_log(corpus_logs):
     compared = 0
     for path in corpus_logs:
@@ -68,7 +56,7 @@ def test_records_equal_kafka_python_on_every_log(corpus_logs):
                 strict=True,
             )
         ]
-        theirs, n_batches = _kafka_python_records(path)
+        theirs, n_batches = kafka_python_records(path.read_bytes())
         assert ours == theirs, path
         assert decoders.read_segment(str(path), "batches", deep=False).num_rows == n_batches, path
         compared += len(theirs)

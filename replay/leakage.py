@@ -1,0 +1,122 @@
+"""Aborted-read leakage in one partition: which groups' committed offsets passed over records
+of aborted (or still open) transactions, and which of them provably read uncommitted.
+
+kafka-formats.md 10.7: a read_committed consumer is bounded by the LSO, so a commit beyond the
+first offset of a transaction that was still open at commit time (its marker came later, beyond
+the clock-skew tolerance) proves the group read uncommitted; so does a declared isolation level.
+A group that passed aborted records without such proof is only exposed (info).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from replay.findings import finding
+
+INF = 1 << 62
+
+
+def judge_partition(
+    topic: str,
+    partition: int,
+    transactions: list[dict[str, Any]],
+    commits: list[dict[str, Any]],
+    declared: dict[str, str],
+    skew_ms: int = 1000,
+) -> list[dict]:
+    """transactions: this partition's rows (COMMIT, ABORT, OPEN); commits: effective commit
+    timeline rows of every group on this partition; declared: group -> isolation level."""
+    bad = [t for t in transactions if t["outcome"] in ("ABORT", "OPEN")]
+    if not bad or not commits:
+        return []
+    by_group: dict[str, list[dict]] = {}
+    for c in commits:
+        if c["committed_offset"] is not None:
+            by_group.setdefault(c["group_id"], []).append(c)
+    out = []
+    for group, cs in sorted(by_group.items()):
+        top = max(c["committed_offset"] for c in cs)
+        passed = [t for t in bad if t["first_offset"] < top]
+        if not passed:
+            continue
+        proof = _proof(transactions, cs, skew_ms)
+        isolation = declared.get(group)
+        leaked = sum(t["record_count"] for t in passed)
+        producers = sorted({t["producer_id"] for t in passed})
+        where = {
+            "topic": topic,
+            "partition": partition,
+            "group_id": group,
+            "producer_id": producers[0],
+            "first_offset": min(t["first_offset"] for t in passed),
+            "last_offset": max(t["last_offset"] for t in passed),
+            "record_count": leaked,
+        }
+        evidence = {
+            "max_committed_offset": top,
+            "transactions": [
+                {
+                    k: t[k]
+                    for k in (
+                        "producer_id",
+                        "producer_epoch",
+                        "first_offset",
+                        "last_offset",
+                        "marker_offset",
+                        "outcome",
+                        "record_count",
+                        "marker_timestamp",
+                    )
+                }
+                for t in passed[:20]
+            ],  # fmt: skip
+            "producers": producers,
+            "declared_isolation": isolation,
+            "commit_producer_ids": sorted(
+                {c["producer_id"] for c in cs if c["producer_id"] is not None}
+            ),
+        }
+        if isolation == "read_committed":
+            continue  # declared read_committed: it skipped them
+        if proof is None and isolation != "read_uncommitted":
+            out.append(
+                finding(
+                    "aborted_read_exposure",
+                    f"group {group!r} committed past {leaked} records of aborted or open "
+                    f"transactions in {topic}-{partition}; they leaked if it read uncommitted",
+                    evidence,
+                    **where,
+                )
+            )
+            continue
+        evidence["proof"] = proof or {"declared": "read_uncommitted"}
+        out.append(
+            finding(
+                "aborted_read_leak",
+                f"group {group!r} read uncommitted and consumed {leaked} records of aborted or "
+                f"open transactions in {topic}-{partition}",
+                evidence,
+                **where,
+            )
+        )
+    return out
+
+
+def _proof(transactions: list[dict], commits: list[dict], skew_ms: int) -> dict | None:
+    """A commit beyond a transaction's first offset, made before its marker: past the LSO."""
+    for c in sorted(commits, key=lambda c: c["effective_timestamp"]):
+        for t in transactions:
+            marker_ts = t["marker_timestamp"] if t["marker_timestamp"] is not None else INF
+            if (
+                c["committed_offset"] > t["first_offset"]
+                and c["effective_timestamp"] < marker_ts - skew_ms
+            ):
+                return {
+                    "commit_offset": c["committed_offset"],
+                    "commit_timestamp": c["effective_timestamp"],
+                    "commit_log_offset": c["effective_log_offset"],
+                    "open_transaction_first_offset": t["first_offset"],
+                    "open_transaction_producer_id": t["producer_id"],
+                    "marker_timestamp": t["marker_timestamp"],
+                }
+    return None

@@ -1,0 +1,387 @@
+"""Replay one partition's batches the way its leader appended them.
+
+Producer state follows ProducerAppendInfo (kafka-formats.md 10.1-10.4): per producer id the
+epoch, the last five batches of that epoch, the coordinator epoch and the open transaction.
+Transactions are tracked as the broker tracks them (10.5) to give the `transactions` table, the
+aborted-transaction index (9.3) and the last stable offset over time (10.6). Pure Python over
+Arrow: no Spark here; :mod:`replay.spark` runs it per partition.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from decoders.constants import (
+    CONSUMER_OFFSETS_TOPIC,
+    MAX_SEQUENCE,
+    NO_PRODUCER_EPOCH,
+    NO_SEQUENCE,
+    TRANSACTION_STATE_TOPIC,
+)
+from replay.findings import finding
+
+NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
+RECENT_RANGES = 4096  # sequence ranges remembered per producer to tell duplicates apart
+COORDINATOR_TOPICS = {CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC}
+
+BATCH_COLUMNS = (
+    "topic", "partition", "base_offset", "last_offset", "producer_id", "producer_epoch",
+    "base_sequence", "last_sequence", "record_count", "is_transactional", "is_control",
+    "control_type", "coordinator_epoch", "max_timestamp", "magic", "crc_valid",
+    "has_delete_horizon", "file", "position",
+)  # fmt: skip
+
+
+@dataclass
+class Producer:
+    epoch: int = NO_PRODUCER_EPOCH
+    batches: collections.deque = field(
+        default_factory=lambda: collections.deque(maxlen=NUM_BATCHES_TO_RETAIN)
+    )  # (first_seq, last_seq, last_offset, offset_delta, timestamp)
+    recent: collections.OrderedDict = field(default_factory=collections.OrderedDict)
+    coordinator_epoch: int = -1
+    txn: dict | None = None  # the open transaction
+    last_timestamp: int = -1
+
+
+@dataclass
+class Config:
+    producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
+
+
+def next_sequence(last_seq: int) -> int:
+    """0 follows 2147483647 (DefaultRecordBatch.incrementSequence)."""
+    return 0 if last_seq == MAX_SEQUENCE else last_seq + 1
+
+
+def _ms(v) -> int:
+    return -1 if v is None else int(v)
+
+
+class PartitionReplay:
+    """Feed a partition's batches in offset order; read findings, transactions, LSO changes and
+    the producer states at the end."""
+
+    def __init__(
+        self, topic: str, partition: int, config: Config | None = None, cleaned_upto: int = 0
+    ) -> None:
+        self.topic, self.partition = topic, partition
+        self.config = config or Config()
+        self.coordinator_topic = topic in COORDINATOR_TOPICS
+        self.producers: dict[int, Producer] = {}
+        self.findings: list[dict] = []
+        self.transactions: list[dict] = []
+        self.lso_changes: list[tuple[int, int, int]] = []  # (timestamp, offset, lso)
+        self.log_start = None
+        self.log_end = 0
+        self.last_timestamp = -1
+        self.records_after: list[int] = []  # running data-record count, for pinned records
+        self.data_records = 0
+        self.cleaned_upto = cleaned_upto  # below: cleaned (checkpoint or leftovers seen)
+        self.hole_end = 0  # first offset after the latest run of missing offsets
+        self.snapshot_states: dict[int, dict[int, dict]] = {}
+
+    # -- the walk ---------------------------------------------------------------------------------
+    def run(self, batches: pa.Table, snapshot_offsets: list[int] = ()) -> PartitionReplay:
+        names = [c for c in BATCH_COLUMNS if c in batches.schema.names]
+        cols = {
+            c: (
+                batches.column(c).cast(pa.int64())  # garbage timestamps do not fit datetime
+                if pa.types.is_timestamp(batches.schema.field(c).type)
+                else batches.column(c)
+            ).to_pylist()
+            for c in names
+        }
+        order = sorted(range(batches.num_rows), key=lambda i: cols["base_offset"][i])
+        for i in order:  # where the cleaner has been, before judging anything (10.8)
+            b = {c: v[i] for c, v in cols.items()}
+            if self._cleaner_leftover(b):
+                self.cleaned_upto = max(self.cleaned_upto, b["last_offset"] + 1)
+        pending_snapshots = sorted(snapshot_offsets)
+        for i in order:
+            b = {c: v[i] for c, v in cols.items()}
+            while pending_snapshots and b["base_offset"] >= pending_snapshots[0]:
+                self.snapshot_states[pending_snapshots.pop(0)] = self.states()
+            self.batch(b)
+        for s in pending_snapshots:
+            self.snapshot_states[s] = self.states()
+        return self
+
+    def batch(self, b: dict[str, Any]) -> None:
+        if not b.get("crc_valid", True):
+            return  # the integrity finding covers it; its header cannot be trusted
+        if self.log_start is None:
+            self.log_start = b["base_offset"]
+        elif b["base_offset"] > self.log_end:
+            self.hole_end = b["base_offset"]  # offsets we never saw: cleaned, corrupt or lost
+        self.log_end = max(self.log_end, b["last_offset"] + 1)
+        ts = _ms(b["max_timestamp"])
+        self.last_timestamp = max(self.last_timestamp, ts)
+        pid = b["producer_id"]
+        if b["magic"] < 2 or pid is None or pid < 0:
+            self.data_records += 0 if b["is_control"] else b["record_count"]
+            return
+        if b["is_control"]:
+            self._marker(pid, b, ts)
+        else:
+            self.data_records += b["record_count"]
+            self._data(pid, b, ts)
+
+    def _cleaner_leftover(self, b: dict) -> bool:
+        """Empty batches, delete horizons and batches with fewer records than offsets only come
+        from the log cleaner (3.7, 3.8)."""
+        if b["magic"] < 2:
+            return False
+        if b.get("has_delete_horizon"):
+            return True
+        return b["record_count"] < b["last_offset"] - b["base_offset"] + 1 and not b["is_control"]
+
+    # -- data batches (10.2) ----------------------------------------------------------------------
+    def _data(self, pid: int, b: dict, ts: int) -> None:
+        p = self.producers.get(pid)
+        idle = ts - p.last_timestamp if p is not None and p.last_timestamp >= 0 else -1
+        if p is not None and p.txn is None and idle >= self.config.producer_id_expiration_ms:
+            p = None  # 10.3: expired; the next write is from an unknown producer
+            del self.producers[pid]
+        epoch, first_seq, last_seq = b["producer_epoch"], b["base_sequence"], b["last_sequence"]
+        common = self._where(pid, b)
+        if p is not None and epoch < p.epoch:
+            # 10.2 step 2: the leader rejects an older epoch; on disk it is a zombie's write
+            self.findings.append(
+                finding(
+                    "fenced_epoch_write",
+                    f"producer {pid} wrote with epoch {epoch} after epoch {p.epoch}",
+                    {**self._evidence(b), "current_epoch": p.epoch},
+                    **common,
+                )
+            )
+            return  # the leader appended nothing: the state stays as it was
+        if p is None:
+            p = self.producers[pid] = Producer()
+            fresh = True  # KIP-360: a producer without state may start at any sequence
+        else:
+            fresh = False
+        # cleaned batches leave holes in sequences and epochs (10.8): judge only past them
+        unseen = max(self.cleaned_upto, self.hole_end)
+        cleaned = b["base_offset"] < self.cleaned_upto or (
+            p is not None and bool(p.batches) and p.batches[-1][2] < unseen
+        )
+        if not (self.coordinator_topic or fresh or cleaned or first_seq == NO_SEQUENCE):
+            self._check_sequence(pid, p, b, common)
+        if epoch != p.epoch:
+            p.batches.clear()
+            p.recent.clear()
+            p.epoch = epoch
+        p.batches.append(
+            (first_seq, last_seq, b["last_offset"], b["last_offset"] - b["base_offset"], ts)
+        )
+        p.recent[(first_seq, last_seq)] = b["base_offset"]
+        if len(p.recent) > RECENT_RANGES:
+            p.recent.popitem(last=False)
+        p.last_timestamp = ts
+        if b["is_transactional"]:
+            if p.txn is None:  # 10.2 step 4: a transactional batch starts a transaction
+                p.txn = {
+                    "producer_epoch": epoch,
+                    "first_offset": b["base_offset"],
+                    "last_offset": b["last_offset"],
+                    "record_count": 0,
+                    "batches": 0,
+                    "first_timestamp": ts,
+                    "records_before": self.data_records - b["record_count"],
+                }
+                self._lso_changed(ts)
+            p.txn["last_offset"] = b["last_offset"]
+            p.txn["record_count"] += b["record_count"]
+            p.txn["batches"] += 1
+        elif p.txn is not None:
+            self.findings.append(
+                finding(
+                    "non_transactional_write_in_txn",
+                    f"producer {pid} wrote a non-transactional batch while its transaction "
+                    f"from offset {p.txn['first_offset']} was open",
+                    {**self._evidence(b), "txn_first_offset": p.txn["first_offset"]},
+                    **common,
+                )
+            )
+
+    def _check_sequence(self, pid: int, p: Producer, b: dict, common: dict) -> None:
+        """10.2 steps 1 and 3 (origin CLIENT)."""
+        epoch, first_seq, last_seq = b["producer_epoch"], b["base_sequence"], b["last_sequence"]
+        if epoch != p.epoch:
+            if first_seq != 0 and p.epoch != NO_PRODUCER_EPOCH:
+                self.findings.append(
+                    finding(
+                        "invalid_epoch_start",
+                        f"producer {pid} started epoch {epoch} at sequence {first_seq}, not 0",
+                        {**self._evidence(b), "previous_epoch": p.epoch},
+                        **common,
+                    )
+                )
+            return
+        original = p.recent.get((first_seq, last_seq))
+        if original is not None:
+            self.findings.append(
+                finding(
+                    "duplicate_sequence",
+                    f"producer {pid} epoch {epoch} wrote sequences {first_seq}..{last_seq} "
+                    f"again (first at offset {original})",
+                    {**self._evidence(b), "original_offset": original},
+                    **common,
+                )
+            )
+            return
+        expected = next_sequence(p.batches[-1][1]) if p.batches else 0
+        if first_seq == expected:
+            return
+        gap = (first_seq - expected) % (MAX_SEQUENCE + 1)
+        kind = "sequence_gap" if gap < (1 << 30) else "out_of_order_sequence"
+        what = (
+            f"skipped {gap} sequence numbers"
+            if kind == "sequence_gap"
+            else f"went back to sequence {first_seq}"
+        )
+        self.findings.append(
+            finding(
+                kind,
+                f"producer {pid} epoch {epoch} {what}: expected {expected}, got {first_seq}",
+                {**self._evidence(b), "expected_sequence": expected},
+                **common,
+            )
+        )
+
+    # -- markers (10.4) ---------------------------------------------------------------------------
+    def _marker(self, pid: int, b: dict, ts: int) -> None:
+        if b["record_count"] == 0 or b["control_type"] not in ("COMMIT", "ABORT"):
+            return  # a cleaned (empty) control batch is ignored
+        p = self.producers.setdefault(pid, Producer())
+        epoch, coord = b["producer_epoch"], b["coordinator_epoch"]
+        common = self._where(pid, b)
+        if coord is not None and coord < p.coordinator_epoch:
+            self.findings.append(
+                finding(
+                    "fenced_epoch_write",
+                    f"marker of producer {pid} from coordinator epoch {coord} after "
+                    f"{p.coordinator_epoch}: a zombie transaction coordinator",
+                    {**self._evidence(b), "coordinator_epoch_before": p.coordinator_epoch},
+                    **common,
+                )
+            )
+        if p.txn is not None:
+            t = p.txn
+            self.transactions.append(
+                {
+                    "topic": self.topic,
+                    "partition": self.partition,
+                    "producer_id": pid,
+                    "producer_epoch": t["producer_epoch"],
+                    "marker_epoch": epoch,
+                    "first_offset": t["first_offset"],
+                    "last_offset": t["last_offset"],
+                    "marker_offset": b["base_offset"],
+                    "outcome": b["control_type"],
+                    "record_count": t["record_count"],
+                    "batch_count": t["batches"],
+                    "first_timestamp": t["first_timestamp"],
+                    "marker_timestamp": ts,
+                    "coordinator_epoch": coord,
+                    "pinned_records": None,
+                    "in_cleaned_range": t["first_offset"] < self.cleaned_upto,
+                }
+            )
+            p.txn = None
+            self._lso_changed(ts)
+        elif b["base_offset"] >= self.cleaned_upto:
+            self.findings.append(
+                finding(
+                    "orphan_marker",
+                    f"{b['control_type']} marker of producer {pid} with no open transaction",
+                    self._evidence(b),
+                    **common,
+                )
+            )
+        if epoch > p.epoch:
+            p.batches.clear()
+            p.recent.clear()
+        p.epoch = max(p.epoch, epoch)
+        p.coordinator_epoch = max(p.coordinator_epoch, coord if coord is not None else -1)
+        p.last_timestamp = ts
+
+    # -- results ----------------------------------------------------------------------------------
+    def lso(self) -> int:
+        firsts = [p.txn["first_offset"] for p in self.producers.values() if p.txn]
+        return min(firsts, default=self.log_end)
+
+    def _lso_changed(self, ts: int) -> None:
+        lso = self.lso()
+        if not self.lso_changes or self.lso_changes[-1][2] != lso:
+            self.lso_changes.append((ts, self.log_end, lso))
+
+    def open_transactions(self) -> list[dict]:
+        """Transactions without a marker at the end of the log (outcome OPEN), with the data
+        records of everyone else that they hold behind the LSO."""
+        out = []
+        for pid, p in sorted(self.producers.items()):
+            if p.txn is None:
+                continue
+            t = p.txn
+            out.append(
+                {
+                    "topic": self.topic,
+                    "partition": self.partition,
+                    "producer_id": pid,
+                    "producer_epoch": t["producer_epoch"],
+                    "marker_epoch": None,
+                    "first_offset": t["first_offset"],
+                    "last_offset": t["last_offset"],
+                    "marker_offset": None,
+                    "outcome": "OPEN",
+                    "record_count": t["record_count"],
+                    "batch_count": t["batches"],
+                    "first_timestamp": t["first_timestamp"],
+                    "marker_timestamp": None,
+                    "coordinator_epoch": None,
+                    "pinned_records": self.data_records - t["records_before"] - t["record_count"],
+                    "open_ms": self.last_timestamp - t["first_timestamp"],
+                    "in_cleaned_range": t["first_offset"] < self.cleaned_upto,
+                }
+            )
+        return out
+
+    def states(self) -> dict[int, dict]:
+        out = {}
+        for pid, p in self.producers.items():
+            last = p.batches[-1] if p.batches else (NO_SEQUENCE, NO_SEQUENCE, -1, 0, -1)
+            out[pid] = {
+                "producer_epoch": p.epoch,
+                "last_sequence": last[1],
+                "last_offset": last[2],
+                "offset_delta": last[3],
+                "timestamp": p.last_timestamp,
+                "coordinator_epoch": p.coordinator_epoch,
+                "current_txn_first_offset": p.txn["first_offset"] if p.txn else -1,
+            }
+        return out
+
+    def _where(self, pid: int, b: dict) -> dict:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "producer_id": pid,
+            "producer_epoch": b["producer_epoch"],
+            "first_offset": b["base_offset"],
+            "last_offset": b["last_offset"],
+            "record_count": b["record_count"],
+        }
+
+    @staticmethod
+    def _evidence(b: dict) -> dict:
+        keys = ("file", "position", "base_offset", "last_offset", "producer_id",
+                "producer_epoch", "base_sequence", "last_sequence", "record_count",
+                "is_transactional", "control_type", "coordinator_epoch", "max_timestamp")  # fmt: skip
+        return {k: b.get(k) for k in keys if b.get(k) is not None}

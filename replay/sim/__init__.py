@@ -1,0 +1,33 @@
+"""The scenario simulator: a small broker model that writes broker-faithful dumps with truth.
+
+:func:`synth` writes one scenario (or all of them) and its ``truth.json``; see
+:mod:`replay.sim.scenarios` for what each scenario holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from replay.sim.scenarios import CLEAN, SCENARIOS
+from replay.sim.truth import Truth
+
+__all__ = ["CLEAN", "SCENARIOS", "synth"]
+
+
+def synth(name: str, out: str, seed: int = 0, scale: float = 0.0) -> list[Truth]:
+    """Write scenario ``name`` (or ``all``: each under ``out/<scenario>/``) and truth.json."""
+    if name != "all" and name not in SCENARIOS:
+        raise KeyError(f"unknown scenario {name!r}; known: all, {', '.join(SCENARIOS)}")
+    names = list(SCENARIOS) if name == "all" else [name]
+    truths = []
+    for n in names:
+        where = os.path.join(out, n) if name == "all" else out
+        truth = SCENARIOS[n](where, seed, scale)
+        truth.write(os.path.join(where, "truth.json"))
+        truths.append(truth)
+    if name == "all":
+        with open(os.path.join(out, "truth.json"), "w") as f:
+            json.dump({"scenarios": [t.to_json() for t in truths]}, f, indent=2)
+            f.write("\n")
+    return truths

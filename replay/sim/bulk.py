@@ -1,0 +1,81 @@
+"""Background traffic for ``--scale``: many large batches at disk speed.
+
+A batch's records area holds only deltas (offset and timestamp relative to the header), keys and
+values, so one encoded (and compressed) records area serves every batch; each batch gets its own
+header (timestamps, producer, sequence) and CRC, which is all a broker-written batch varies in.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import crc32c
+
+from decoders.constants import COMPRESSION_NONE, MAX_SEQUENCE
+from decoders.writer import Record, build_batch
+
+SCALE_UNIT_BYTES = 8 << 20  # --scale 1 adds about 8 MiB of background data per scenario
+RECORDS_PER_BATCH = 200
+VALUE_BYTES = 1000
+
+
+class BatchTemplate:
+    def __init__(
+        self, codec: int = COMPRESSION_NONE, n: int = RECORDS_PER_BATCH, tag: str = "bulk"
+    ) -> None:
+        records = [
+            Record(
+                f"{tag}-{i:05d}".encode(),
+                (
+                    f'{{"i":{i},"payload":"' + "abcdefghij"[i % 10] * (VALUE_BYTES - 24) + '"}'
+                ).encode(),
+                (),
+                i,
+            )
+            for i in range(n)
+        ]
+        full = build_batch(
+            records, base_timestamp=0, codec=codec, producer_id=0, producer_epoch=0, base_sequence=0
+        )
+        self.attributes = struct.unpack_from(">h", full, 21)[0]
+        self.count = n
+        self.payload = full[61:]
+
+    def make(self, timestamp: int, producer_id: int, epoch: int, sequence: int) -> bytes:
+        body = (
+            struct.pack(
+                ">hiqqqhii",
+                self.attributes,
+                self.count - 1,
+                timestamp,
+                timestamp + self.count - 1,
+                producer_id,
+                epoch,
+                sequence,
+                self.count,
+            )
+            + self.payload
+        )
+        return struct.pack(">qiibI", 0, len(body) + 9, -1, 2, crc32c.crc32c(body)) + body
+
+
+def background(cluster, topic: str, total_bytes: int) -> int:
+    """Append about ``total_bytes`` from one idempotent producer, round-robin over the topic's
+    partitions; returns the bytes written."""
+    if total_bytes <= 0:
+        return 0
+    from replay.sim.clients import Producer
+
+    cfg = cluster.topics[topic]
+    template = BatchTemplate(cfg.codec)
+    producer = Producer(cluster, codec=cfg.codec)
+    written, i = 0, 0
+    while written < total_bytes:
+        p = i % cfg.partitions
+        seq = producer.sequences.get((topic, p), 0)
+        batch = template.make(cluster.tick(1, 3), producer.producer_id, 0, seq)
+        producer.sequences[(topic, p)] = (seq + template.count) % (MAX_SEQUENCE + 1)
+        cluster.log(topic, p).append_batch(batch)
+        written += len(batch)
+        i += 1
+    return written

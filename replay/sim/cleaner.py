@@ -1,0 +1,179 @@
+"""The log cleaner of a compacted partition, as it leaves the log (kafka-formats.md 10.8).
+
+Runs on a closed partition directory: every segment below the first uncleanable offset (the
+active segment's base, or the first offset of an open transaction) is rewritten, offsets kept:
+- a record survives when it has a key and is the latest record of that key in the cleaned
+  range; records of aborted transactions are removed;
+- transaction markers whose transaction has no data left are removable: the first pass stamps
+  them with a delete horizon (3.8), a pass after the horizon drops them;
+- a batch left without records is dropped, except the last data batch of each producer
+  (sequence state) and the last batch of the cleaned range, kept as empty headers (3.7).
+The batch header keeps producer id, epoch, base sequence and lastOffsetDelta.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pyarrow as pa
+
+from decoders import iter_file
+from decoders.writer import PartitionWriter, Record, build_batch, empty_batch
+
+DELETE_RETENTION_MS = 86_400_000  # delete.retention.ms
+
+
+def _ms(ts) -> int:
+    return -1 if ts is None else int(ts.timestamp() * 1000)
+
+
+def _read(path: str) -> tuple[list[dict], dict[int, list[dict]]]:
+    batches: list[dict] = []
+    records: dict[int, list[dict]] = {}
+    for name, rb in iter_file(path, ("batches", "records")):
+        rows = pa.Table.from_batches([rb]).to_pylist()
+        if name == "batches":
+            batches.extend(rows)
+        elif name == "records":
+            for r in rows:
+                records.setdefault(r["batch_position"], []).append(r)
+    return batches, records
+
+
+def clean_twice(log, now: int, delete_retention_ms: int = DELETE_RETENTION_MS) -> int:
+    """Two cleaner passes as a long-lived broker makes them: the first over the older half of
+    the segments, the second past its delete horizon over everything cleanable. Markers the
+    first pass stamped are gone; those the second pass found removable carry a horizon."""
+    d = log.writer.dir
+    n = len([f for f in os.listdir(d) if f.endswith(".log")])
+    if n >= 3:
+        clean(log, now, delete_retention_ms, max_segments=(n - 1) // 2)
+        now += delete_retention_ms + 1
+    return clean(log, now, delete_retention_ms)
+
+
+def clean(
+    log, now: int, delete_retention_ms: int = DELETE_RETENTION_MS, max_segments: int | None = None
+) -> int:
+    """Clean ``log`` (a closed PartitionLog) in place; returns the cleaned-up-to offset."""
+    d = log.writer.dir
+    logs = sorted(f for f in os.listdir(d) if f.endswith(".log"))
+    if len(logs) < 2:
+        return 0
+    first_unstable = min((log.txns[i].first_offset for i in log.open_txn.values()), default=None)
+    active_base = int(logs[-1][:20])
+    if max_segments is not None:
+        active_base = int(logs[min(max_segments, len(logs) - 1)][:20])
+    upto = active_base if first_unstable is None else min(active_base, first_unstable)
+    cleanable = [f for f, nxt in zip(logs, logs[1:], strict=False) if int(nxt[:20]) <= upto]
+    if not cleanable:
+        return 0
+    upto = int(logs[len(cleanable)][:20])
+    read = [_read(os.path.join(d, f)) for f in logs]
+    txn_of = {b.base: b.txn for b in log.batches if b.txn >= 0}
+    aborted = {i for i, t in enumerate(log.txns) if t.outcome == "ABORT"}
+    latest: dict[bytes, int] = {}
+    for _, records in read[: len(cleanable)]:
+        for rs in records.values():
+            for r in rs:
+                if r["key"] is not None and not r["is_control"]:
+                    latest[r["key"]] = r["offset"]
+    last_data_batch = {}
+    for batches, _ in read:
+        for b in batches:
+            if b["producer_id"] >= 0 and not b["is_control"]:
+                last_data_batch[b["producer_id"]] = b["base_offset"]
+
+    w = PartitionWriter(os.path.join(os.path.dirname(d), ".cleaning"), log.topic, log.partition,
+                        segment_bytes=log.writer.segment_bytes,
+                        index_interval_bytes=log.writer.index_interval_bytes)  # fmt: skip
+    out_dir = w.dir
+    txn_data_left: dict[int, int] = {}
+    cleaned_batches = []
+    for batches, records in read[: len(cleanable)]:
+        for b in batches:
+            rs = records.get(b["position"], [])
+            txn = txn_of.get(b["base_offset"], -1)
+            if b["is_control"]:
+                cleaned_batches.append((b, rs, txn))
+                continue
+            keep = [
+                r
+                for r in rs
+                if r["key"] is not None
+                and latest.get(r["key"]) == r["offset"]
+                and txn not in aborted
+            ]
+            if txn >= 0:
+                txn_data_left[txn] = txn_data_left.get(txn, 0) + len(keep)
+            cleaned_batches.append((b, keep, txn))
+    last_index = len(cleaned_batches) - 1
+    for i, (b, rs, txn) in enumerate(cleaned_batches):
+        epoch = b["partition_leader_epoch"]
+        if b["is_control"]:
+            if txn_data_left.get(txn, 0) == 0 and i != last_index:
+                stamped = b["delete_horizon"] is not None
+                if stamped and _ms(b["delete_horizon"]) <= now:
+                    continue  # a later pass after the horizon drops it
+                horizon = _ms(b["delete_horizon"]) if stamped else now + delete_retention_ms
+                marker = rs[0] if rs else None
+                if marker is None:
+                    continue
+                batch = build_batch(
+                    [Record(marker["key"], marker["value"], timestamp=_ms(marker["timestamp"]))],
+                    producer_id=b["producer_id"], producer_epoch=b["producer_epoch"],
+                    transactional=True, control=True, delete_horizon=horizon,
+                )  # fmt: skip
+            else:
+                batch = _original(d, b)
+        elif rs:
+            if len(rs) == b["record_count"]:
+                batch = _original(d, b)
+            else:
+                batch = build_batch(
+                    [Record(r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]],
+                            _ms(r["timestamp"]), r["offset"] - b["base_offset"]) for r in rs],
+                    producer_id=b["producer_id"], producer_epoch=b["producer_epoch"],
+                    base_sequence=b["base_sequence"], transactional=b["is_transactional"],
+                    last_offset_delta=b["last_offset_delta"], max_timestamp=_ms(b["max_timestamp"]),
+                )  # fmt: skip
+        elif (
+            b["producer_id"] >= 0 and last_data_batch.get(b["producer_id"]) == b["base_offset"]
+        ) or i == last_index:
+            batch = empty_batch(_original(d, b))
+        else:
+            continue
+        w.append(batch, leader_epoch=epoch, base_offset=b["base_offset"])
+        _index_aborts(log, w, b["base_offset"], b["last_offset"])
+    w.next_offset = upto
+    w.roll()
+    for batches, _ in read[len(cleanable) :]:
+        for b in batches:
+            w.append(
+                _original(d, b),
+                leader_epoch=b["partition_leader_epoch"],
+                base_offset=b["base_offset"],
+            )
+            _index_aborts(log, w, b["base_offset"], b["last_offset"])
+    w.epochs = log.writer.epochs
+    w.close()
+    for f in os.listdir(d):
+        if f.endswith(".snapshot"):
+            shutil.copy(os.path.join(d, f), out_dir)
+    shutil.rmtree(d)
+    os.rename(out_dir, d)
+    os.rmdir(os.path.dirname(out_dir))
+    return upto
+
+
+def _original(d: str, b: dict) -> bytes:
+    with open(os.path.join(d, os.path.basename(b["file"])), "rb") as f:
+        f.seek(b["position"])
+        return f.read(b["size"])
+
+
+def _index_aborts(log, w: PartitionWriter, base: int, last: int) -> None:
+    for t in log.txns:
+        if t.outcome == "ABORT" and base <= t.marker_offset <= last:
+            w.add_aborted(t.producer_id, t.first_offset, t.marker_offset, t.lso)

@@ -1,0 +1,291 @@
+"""The transaction coordinator and the group coordinator of the simulated cluster.
+
+Both write their internal topics as the brokers do: one batch per write, producer id -1 for
+their own records (kafka-formats.md 6.1, 8.1), and the transaction coordinator's state machine
+with the transitions of 8.4 (an illegal transition raises: the model never writes one unless a
+fault asks for it through ``write_state``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from decoders import consumer_offsets as co
+from decoders import consumer_protocol as cp
+from decoders import transaction_log as tl
+from decoders.constants import CONSUMER_OFFSETS_TOPIC
+from decoders.partitioning import partition_for
+from decoders.writer import Record
+
+VALID_PREVIOUS = {  # kafka-formats.md 8.4: state <- allowed previous states
+    "Empty": {"Empty", "CompleteCommit", "CompleteAbort"},
+    "Ongoing": {"Ongoing", "Empty", "CompleteCommit", "CompleteAbort"},
+    "PrepareCommit": {"Ongoing"},
+    "PrepareAbort": {"Ongoing", "PrepareEpochFence"},
+    "CompleteCommit": {"PrepareCommit"},
+    "CompleteAbort": {"PrepareAbort"},
+}
+MAX_EPOCH = 32767
+
+
+@dataclass
+class TxnMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    version: int  # client transaction version: 1 or 2 (KIP-890 part 2)
+    state: str = "Empty"
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    start_timestamp: int = -1
+
+
+class TransactionCoordinator:
+    def __init__(self, cluster) -> None:
+        self.cluster = cluster
+        self.txns: dict[str, TxnMetadata] = {}
+
+    def write_state(
+        self, md: TxnMetadata, state: str, partitions=None, *, check: bool = True
+    ) -> None:
+        if check and md.state not in VALID_PREVIOUS[state] and not (state == md.state == "Empty"):
+            raise ValueError(f"illegal transition {md.state} -> {state} for {md.transactional_id}")
+        md.state = state
+        now = self.cluster.tick(1, 3)
+        grouped = None
+        if state in ("Ongoing", "PrepareCommit", "PrepareAbort"):
+            grouped = {}
+            for t, p in sorted(partitions if partitions is not None else md.partitions):
+                grouped.setdefault(t, []).append(p)
+        elif state in ("CompleteCommit", "CompleteAbort"):
+            grouped = {}
+        value = tl.encode_value(
+            md.producer_id,
+            md.producer_epoch,
+            md.timeout_ms,
+            state,
+            grouped,
+            now,
+            md.start_timestamp if grouped else -1,
+            version=1,
+            client_transaction_version=md.version,
+        )
+        log = self.cluster.txn_log(md.transactional_id)
+        self.cluster.coordinator_append(
+            log, [Record(tl.encode_key(md.transactional_id), value, timestamp=now)]
+        )
+
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, version: int) -> TxnMetadata:
+        """InitProducerId: a new id at epoch 0, or the same id with the epoch bumped; an ongoing
+        transaction of the previous instance is aborted first (fencing, epoch + 1)."""
+        md = self.txns.get(transactional_id)
+        if md is None:
+            md = TxnMetadata(
+                transactional_id, self.cluster.allocate_producer_id(), 0, timeout_ms, version
+            )
+            self.txns[transactional_id] = md
+        else:
+            if md.state == "Ongoing":
+                self.abort_with_bump(md)
+            md.producer_epoch += 1
+            md.version = version
+        md.partitions = set()
+        md.start_timestamp = -1
+        self.write_state(md, "Empty")
+        return md
+
+    def add_partitions(self, md: TxnMetadata, tps: list[tuple[str, int]]) -> None:
+        """AddPartitionsToTxn (TV1), or the implicit add when the broker verifies a TV2 produce."""
+        new = set(tps) - md.partitions
+        if not new and md.state == "Ongoing":
+            return
+        if md.state != "Ongoing":
+            md.start_timestamp = self.cluster.clock.now
+        md.partitions |= new
+        self.write_state(md, "Ongoing")
+
+    def end_txn(self, md: TxnMetadata, commit: bool, *, skip_markers: set | None = None,
+                outcome_override: dict | None = None) -> dict[tuple[str, int], int]:  # fmt: skip
+        """EndTxn: Prepare, markers to every partition, Complete. TV2 bumps the epoch and the
+        markers carry it (10.4). ``skip_markers``/``outcome_override`` are fault hooks."""
+        if md.version >= 2:
+            md.producer_epoch += 1
+        self.write_state(md, "PrepareCommit" if commit else "PrepareAbort")
+        markers = {}
+        for tp in sorted(md.partitions):
+            if skip_markers and tp in skip_markers:
+                continue
+            c = (outcome_override or {}).get(tp, commit)
+            markers.update(self.cluster.write_markers([tp], md.producer_id, md.producer_epoch, c))
+        self.write_state(md, "CompleteCommit" if commit else "CompleteAbort")
+        md.partitions = set()
+        return markers
+
+    def abort_with_bump(self, md: TxnMetadata) -> dict[tuple[str, int], int]:
+        """Timeout or fencing: PrepareAbort with epoch + 1, ABORT markers with it (8.5)."""
+        md.producer_epoch += 1
+        self.write_state(md, "PrepareAbort")
+        markers = self.cluster.write_markers(
+            sorted(md.partitions), md.producer_id, md.producer_epoch, False
+        )
+        self.write_state(md, "CompleteAbort")
+        md.partitions = set()
+        return markers
+
+
+# -- groups ----------------------------------------------------------------------------------------
+@dataclass
+class Member:
+    member_id: str
+    client_id: str
+    client_host: str
+    topics: list[str]
+    assignment: dict[str, list[int]] = field(default_factory=dict)
+    session_timeout_ms: int = 45_000
+    instance_id: str | None = None
+
+
+@dataclass
+class Group:
+    group_id: str
+    assignor: str
+    isolation: str
+    generation: int = 0
+    state: str = "Empty"
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    pending_txn: dict[int, dict[tuple[str, int], int]] = field(default_factory=dict)
+
+
+class GroupCoordinator:
+    """Classic-protocol group coordinator: generations, assignments and offset commits."""
+
+    def __init__(self, cluster) -> None:
+        self.cluster = cluster
+        self.groups: dict[str, Group] = {}
+
+    def group(
+        self, group_id: str, assignor: str = "range", isolation: str = "read_uncommitted"
+    ) -> Group:
+        if group_id not in self.groups:
+            self.groups[group_id] = Group(group_id, assignor, isolation)
+        return self.groups[group_id]
+
+    def rebalance(self, group: Group) -> None:
+        """Complete a rebalance: next generation, the leader's assignment, the group record."""
+        from replay.sim.assignors import assign
+
+        group.generation += 1
+        if not group.members:
+            group.state, group.leader = "Empty", None
+        else:
+            group.state = "Stable"
+            if group.leader not in group.members:
+                group.leader = sorted(group.members)[0]
+            partitions = {
+                t: self.cluster.topics[t].partitions
+                for m in group.members.values()
+                for t in m.topics
+            }
+            previous = {mid: m.assignment for mid, m in group.members.items()}
+            result = assign(
+                group.assignor,
+                {mid: m.topics for mid, m in group.members.items()},
+                partitions,
+                previous,
+            )
+            for mid, m in group.members.items():
+                m.assignment = result.get(mid, {})
+        self._store_group(group)
+
+    def _store_group(self, group: Group) -> None:
+        now = self.cluster.tick(1, 5)
+        members = [
+            {
+                "member_id": m.member_id,
+                "instance_id": m.instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "session_timeout_ms": m.session_timeout_ms,
+                "subscription": cp.encode_subscription(
+                    m.topics, owned=m.assignment, generation=group.generation
+                ),
+                "assignment": cp.encode_assignment(m.assignment),
+            }
+            for m in sorted(group.members.values(), key=lambda m: m.member_id)
+        ]
+        protocol = _protocol_name(group.assignor) if group.members else None
+        value = co.encode_group_metadata(
+            "consumer", group.generation, protocol, group.leader, members, state_timestamp=now
+        )
+        log = self.cluster.offsets_log(group.group_id)
+        self.cluster.coordinator_append(
+            log,
+            [Record(co.encode_group_metadata_key(group.group_id), value, timestamp=now)],
+            base_sequence=0,
+        )
+
+    def join(self, group: Group, member: Member) -> None:
+        group.members[member.member_id] = member
+        self.rebalance(group)
+
+    def leave(self, group: Group, member_id: str) -> None:
+        group.members.pop(member_id, None)
+        self.rebalance(group)
+
+    def commit(self, group: Group, offsets: dict[tuple[str, int], int]) -> tuple[int, int]:
+        """OffsetCommit: one batch with a record per partition (value version 3)."""
+        now = self.cluster.tick(1, 3)
+        records = [
+            Record(
+                co.encode_offset_commit_key(group.group_id, t, p),
+                co.encode_offset_commit(o, now),
+                timestamp=now,
+            )
+            for (t, p), o in sorted(offsets.items())
+        ]
+        group.offsets.update(offsets)
+        return self.cluster.coordinator_append(
+            self.cluster.offsets_log(group.group_id), records, base_sequence=0
+        )
+
+    def txn_commit(self, group: Group, offsets: dict[tuple[str, int], int], producer_id: int,
+                   producer_epoch: int) -> tuple[int, int]:  # fmt: skip
+        """TxnOffsetCommit: a transactional batch of the producer; it takes effect only at the
+        COMMIT marker in this partition (6.8)."""
+        now = self.cluster.tick(1, 3)
+        records = [
+            Record(
+                co.encode_offset_commit_key(group.group_id, t, p),
+                co.encode_offset_commit(o, now),
+                timestamp=now,
+            )
+            for (t, p), o in sorted(offsets.items())
+        ]
+        group.pending_txn.setdefault(producer_id, {}).update(offsets)
+        return self.cluster.coordinator_append(
+            self.cluster.offsets_log(group.group_id),
+            records,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=0,
+            transactional=True,
+        )
+
+    def complete_txn(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        for g in self.groups.values():
+            if partition_for(g.group_id, self.cluster.offsets_partitions) != offsets_partition:
+                continue
+            pending = g.pending_txn.pop(producer_id, None)
+            if pending and commit:
+                g.offsets.update(pending)
+
+    def offsets_topic_partition(self, group: Group) -> tuple[str, int]:
+        return CONSUMER_OFFSETS_TOPIC, partition_for(
+            group.group_id, self.cluster.offsets_partitions
+        )
+
+
+def _protocol_name(assignor: str) -> str:
+    return {"broadcast": "broadcast"}.get(assignor, assignor)

@@ -1,0 +1,300 @@
+"""The scenario simulator: broker-faithful bytes, consumers' views, determinism, ground truth."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import pyarrow.compute as pc
+import pytest
+from kafka_reference import kafka_python_batches
+
+import decoders
+from decoders.verify import verify
+from jobs.cli import main
+from replay.findings import KINDS
+from replay.sim import CLEAN, SCENARIOS, synth
+from replay.sim.clients import Consumer, Producer, TransactionalProducer
+from replay.sim.cluster import Cluster, TopicConfig
+from replay.sim.log import READ_COMMITTED, READ_UNCOMMITTED
+
+SEED = 7
+
+
+@pytest.fixture(scope="session")
+def sim_all(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sim") / "all"
+    assert main(["synth", "--scenario", "all", "--out", str(out), "--seed", str(SEED)]) == 0
+    return out
+
+
+def _logs(root):
+    for d, _, files in os.walk(root):
+        for f in sorted(files):
+            if f.endswith(".log"):
+                yield os.path.join(d, f)
+
+
+def _tree_digest(root) -> dict[str, str]:
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, root)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+def test_every_scenario_has_truth_with_known_kinds(sim_all):
+    index = json.loads((sim_all / "truth.json").read_text())
+    assert [s["scenario"] for s in index["scenarios"]] == list(SCENARIOS)
+    for s in index["scenarios"]:
+        own = json.loads((sim_all / s["scenario"] / "truth.json").read_text())
+        assert own == s
+        assert all(a["kind"] in KINDS for a in s["anomalies"])
+        if s["scenario"] in CLEAN:
+            assert s["anomalies"] == [] and s["clean"], s["scenario"]
+        else:
+            assert s["anomalies"], s["scenario"]
+    kinds = {a["kind"] for s in index["scenarios"] for a in s["anomalies"]}
+    injected = {
+        "duplicate_sequence", "sequence_gap", "out_of_order_sequence", "invalid_epoch_start",
+        "fenced_epoch_write", "hanging_transaction", "split_outcome", "missing_marker",
+        "write_outside_transaction", "non_transactional_write_in_txn", "aborted_read_leak",
+        "aborted_data_propagated", "offset_overwrite", "offset_regression", "replica_divergence",
+        "crc_mismatch", "truncated_batch", "corrupt_bytes",
+    }  # fmt: skip
+    assert injected <= kinds
+
+
+def test_every_log_decodes_with_kafka_python_and_ours(sim_all):
+    damaged = {
+        os.path.join("corrupt_segments", "broker-1", f"clicks-{p}", "00000000000000000000.log")
+        for p in (0, 1, 2)
+    }
+    checked = 0
+    for path in _logs(sim_all):
+        with open(path, "rb") as f:
+            data = f.read()
+        if not data or os.path.relpath(path, sim_all) in damaged:
+            continue
+        t = decoders.read_segment(path, "batches", deep=False)
+        ours = list(
+            zip(
+                t["base_offset"].to_pylist(),
+                t["last_offset"].to_pylist(),
+                t["crc_valid"].to_pylist(),
+                strict=True,
+            )
+        )
+        theirs = kafka_python_batches(data)
+        assert ours == theirs, path
+        assert all(x[2] for x in ours), path
+        checked += len(ours)
+    assert checked > 3000
+
+
+def test_indexes_txnindex_and_snapshots_agree_with_the_logs(sim_all):
+    for name in SCENARIOS:
+        assert verify([str(sim_all / name)]) == [], name
+
+
+def test_damaged_files_report_what_truth_says(sim_all):
+    truth = json.loads((sim_all / "corrupt_segments" / "truth.json").read_text())
+    errors = decoders.read_dump([str(sim_all / "corrupt_segments")], ["errors"])["errors"]
+    got = {(e["kind"], int(e["file"].split("clicks-")[1][0])) for e in errors.to_pylist()}
+    for a in truth["anomalies"]:
+        assert (a["kind"], a["partition"]) in got
+
+
+def test_same_seed_same_bytes_and_another_seed_differs(tmp_path):
+    for name in ("clean_transactions", "clean_compaction", "aborted_reads"):
+        synth(name, str(tmp_path / "a"), seed=11)
+        synth(name, str(tmp_path / "b"), seed=11)
+        synth(name, str(tmp_path / "c"), seed=12)
+        a, b, c = (_tree_digest(tmp_path / x) for x in "abc")
+        assert a == b, name
+        assert a != c, name
+
+
+def test_scale_grows_the_volume_linearly(tmp_path):
+    sizes = []
+    for scale in (1, 2, 4):
+        synth("clean_idempotent", str(tmp_path / f"s{scale}"), seed=1, scale=scale)
+        sizes.append(sum(os.path.getsize(p) for p in _logs(tmp_path / f"s{scale}")))
+    unit = sizes[1] - sizes[0]
+    assert 7 << 20 < unit < 10 << 20
+    assert abs((sizes[2] - sizes[1]) - 2 * unit) < 0.05 * unit
+
+
+def test_compaction_leaves_what_the_cleaner_leaves(sim_all):
+    root = sim_all / "clean_compaction"
+    tables = decoders.read_dump([str(root)], ["batches", "records"])
+    b = tables["batches"]
+    profiles = b.filter(pc.equal(b["topic"], "profiles"))
+    empty = profiles.filter(pc.equal(profiles["record_count"], 0))
+    assert empty.num_rows >= 1  # a producer's last batch, kept as a header
+    assert pc.all(pc.greater(empty["last_offset"], pc.subtract(empty["base_offset"], 1))).as_py()
+    assert pc.any(b["has_delete_horizon"]).as_py()  # markers stamped for removal
+    # fewer records than offsets: superseded keys and aborted data are gone
+    recs = tables["records"].filter(pc.equal(tables["records"]["topic"], "profiles"))
+    last = pc.max(profiles["last_offset"]).as_py()
+    assert recs.num_rows < last + 1
+    checkpoint = (root / "broker-1" / "cleaner-offset-checkpoint").read_text().split("\n")
+    assert int(checkpoint[1]) >= 3 and any(line.startswith("profiles 0 ") for line in checkpoint)
+
+
+# -- consumers' views (kafka-formats.md 10.7) -------------------------------------------------------
+def _reference_view(part_dir: str, isolation: str, high_watermark: int) -> list[int]:
+    """The fetch rules applied to the decoded files: read_uncommitted returns every data record
+    below the HW; read_committed stops at the LSO and drops batches of aborted transactions
+    named by the .txnindex entries, as the consumer's CompletedFetch does."""
+    tables = decoders.read_dump([part_dir], ["batches", "aborted_txns"])
+    batches = sorted(tables["batches"].to_pylist(), key=lambda r: r["base_offset"])
+    if isolation == READ_UNCOMMITTED:
+        return [
+            o
+            for b in batches
+            if not b["is_control"] and b["last_offset"] < high_watermark
+            for o in range(b["base_offset"], b["last_offset"] + 1)
+        ]
+    open_first: dict[int, int] = {}
+    for b in batches:  # LSO: the first offset of every transaction without a marker
+        if b["is_transactional"] and not b["is_control"]:
+            open_first.setdefault(b["producer_id"], b["base_offset"])
+        elif b["is_control"]:
+            open_first.pop(b["producer_id"], None)
+    lso = min(open_first.values(), default=high_watermark)
+    aborted = sorted(
+        (a["first_offset"], a["producer_id"]) for a in tables["aborted_txns"].to_pylist()
+    )
+    aborting: set[int] = set()
+    out = []
+    for b in batches:
+        if b["last_offset"] >= lso:
+            break
+        while aborted and aborted[0][0] <= b["last_offset"]:
+            aborting.add(aborted.pop(0)[1])
+        if b["is_control"]:
+            if b["control_type"] == "ABORT":
+                aborting.discard(b["producer_id"])
+            continue
+        if b["is_transactional"] and b["producer_id"] in aborting:
+            continue
+        out.extend(range(b["base_offset"], b["last_offset"] + 1))
+    return out
+
+
+def test_simulated_consumers_see_what_the_broker_rules_allow(tmp_path):
+    c = Cluster(str(tmp_path / "views"), seed=3)
+    c.create_topic(TopicConfig("t", 1))
+    tv1 = TransactionalProducer(c, "v1", version=1)
+    tv2 = TransactionalProducer(c, "v2", version=2)
+    plain = Producer(c)
+    for i in range(12):
+        tv1.send("t", 0, 2)
+        plain.send("t", 0, 1)
+        tv2.send("t", 0, 3)
+        tv1.commit() if i % 3 else tv1.abort()
+        tv2.abort() if i % 4 == 1 else tv2.commit()
+    tv1.send("t", 0, 2)  # still open at the end: pins the LSO
+    plain.send("t", 0, 1)
+    views = {}
+    for iso in (READ_COMMITTED, READ_UNCOMMITTED):
+        g = c.group_coordinator.group(f"g-{iso}", "range", iso)
+        consumer = Consumer.join(c, g, "c", ["t"])
+        got = consumer.poll()
+        views[iso] = [o for b in got[0].batches for o in range(b.base, b.last + 1)]
+    log = c.log("t", 0)
+    hw = log.log_end_offset
+    lso = log.lso()
+    c.close()
+    part = str(tmp_path / "views" / "broker-1" / "t-0")
+    assert views[READ_COMMITTED] == _reference_view(part, READ_COMMITTED, hw)
+    assert views[READ_UNCOMMITTED] == _reference_view(part, READ_UNCOMMITTED, hw)
+    assert lso < hw and max(views[READ_COMMITTED]) < lso
+    assert len(views[READ_UNCOMMITTED]) > len(views[READ_COMMITTED])
+    # aborted transactions really were in the log and in its .txnindex
+    assert os.path.getsize(os.path.join(part, "00000000000000000000.txnindex")) >= 34 * 4
+
+
+def test_tv2_markers_bump_the_epoch_and_sequences_restart(tmp_path):
+    c = Cluster(str(tmp_path / "tv2"), seed=1)
+    c.create_topic(TopicConfig("t", 1))
+    p = TransactionalProducer(c, "tx", version=2)
+    for _ in range(3):
+        p.send("t", 0, 2)
+        p.send("t", 0, 2)
+        p.commit()
+    c.close()
+    b = decoders.read_segment(
+        str(tmp_path / "tv2/broker-1/t-0/00000000000000000000.log"), "batches"
+    )
+    rows = [(r["is_control"], r["producer_epoch"], r["base_sequence"]) for r in b.to_pylist()]
+    assert rows == [
+        (False, 0, 0), (False, 0, 2), (True, 1, -1),
+        (False, 1, 0), (False, 1, 2), (True, 2, -1),
+        (False, 2, 0), (False, 2, 2), (True, 3, -1),
+    ]  # fmt: skip
+    txn = decoders.read_dump([str(tmp_path / "tv2")], ["txn_log"])["txn_log"].to_pylist()
+    assert [(r["state"], r["producer_epoch"]) for r in txn][:5] == [
+        ("Empty", 0), ("Ongoing", 0), ("PrepareCommit", 1), ("CompleteCommit", 1), ("Ongoing", 1),
+    ]  # fmt: skip
+    assert {r["client_transaction_version"] for r in txn} == {2}
+
+
+def test_snapshots_hold_the_producer_state_at_each_roll(sim_all):
+    snaps = decoders.read_dump(
+        [str(sim_all / "clean_idempotent" / "broker-1" / "events-0")], ["producer_snapshots"]
+    )["producer_snapshots"]
+    assert snaps.num_rows > 0
+    batches = decoders.read_dump(
+        [str(sim_all / "clean_idempotent" / "broker-1" / "events-0")], ["batches"]
+    )["batches"].to_pylist()
+    for s in snaps.to_pylist():
+        mine = [
+            b
+            for b in batches
+            if b["producer_id"] == s["producer_id"] and b["last_offset"] < s["snapshot_offset"]
+        ]
+        assert mine[-1]["last_sequence"] == s["last_sequence"]
+        assert mine[-1]["last_offset"] == s["last_offset"]
+
+
+def test_truth_offsets_point_at_the_faulty_batches(sim_all):
+    root = sim_all / "idempotence_faults"
+    truth = json.loads((root / "truth.json").read_text())
+    b = decoders.read_dump([str(root)], ["batches"])["batches"].to_pylist()
+    by_start = {(r["topic"], r["partition"], r["base_offset"]): r for r in b}
+    for a in truth["anomalies"]:
+        batch = by_start[(a["topic"], a["partition"], a["first_offset"])]
+        assert batch["producer_id"] == a["producer_id"]
+        assert batch["producer_epoch"] == a["producer_epoch"]
+        assert batch["record_count"] == a["record_count"]
+    dup = next(a for a in truth["anomalies"] if a["kind"] == "duplicate_sequence")
+    same = [
+        r
+        for r in b
+        if (r["topic"], r["partition"], r["producer_id"]) == ("sensors", 0, dup["producer_id"])
+        and r["base_sequence"] == by_start[("sensors", 0, dup["first_offset"])]["base_sequence"]
+    ]
+    assert len(same) == 2  # the original and its duplicate
+
+
+def test_synth_usage_errors(tmp_path, capsys):
+    assert main(["synth", "--scenario", "nope", "--out", str(tmp_path / "x")]) == 2
+    assert "unknown scenario" in capsys.readouterr().err
+
+
+def test_replicas_hold_identical_bytes_except_the_injected_divergence(sim_all):
+    root = sim_all / "replica_divergence"
+    one, two = root / "broker-1", root / "broker-2"
+    for p in (0, 1):
+        a = (one / f"inventory-{p}" / "00000000000000000000.log").read_bytes()
+        b = (two / f"inventory-{p}" / "00000000000000000000.log").read_bytes()
+        assert len(a) == len(b)
+        assert (a == b) == (p == 1)
+    # the diverged batches are valid batches, not corruption
+    assert verify([str(two)]) == []
+    assert decoders.read_dump([str(two)], ["errors"])["errors"].num_rows == 0
