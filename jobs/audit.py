@@ -24,19 +24,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-id", default=None, help="identifies the run (default: generated)")
 
 
-def load_audit_conf(path: str | None) -> dict:
-    import yaml
-
-    from jobs.session import load_defaults
-
-    conf = dict(load_defaults().get("audit") or {})
-    if path:
-        with open(path) as f:
-            user = yaml.safe_load(f) or {}
-        conf.update(user.get("audit") or {})
-    return conf
-
-
 def run(args) -> int:
     import decoders
 
@@ -51,7 +38,9 @@ def run(args) -> int:
     if not files:
         print(f"logreplay audit: no Kafka files under {', '.join(args.inputs)}", file=sys.stderr)
         return 2
-    conf = load_audit_conf(args.conf)
+    from replay import load_conf
+
+    conf = load_conf(args.conf)
 
     from pyspark.sql import functions as F
 

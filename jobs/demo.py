@@ -1,5 +1,6 @@
-"""`logreplay demo`: write a sample dump, inspect it with `dump`, then decode it with the Spark
-job (local mode by default) and summarise what came out."""
+"""`logreplay demo`: simulate a cluster with anomalies, inspect a partition with `dump`, audit
+the dump with Spark (local mode by default), and print the findings by kind next to what the
+simulator injected."""
 
 from __future__ import annotations
 
@@ -10,42 +11,49 @@ from rich.console import Console
 from rich.table import Table
 
 from jobs import dump
-from jobs.sample import write_sample_dump
 
 
 def run(out: str, as_json: bool, spark: bool = True, master: str | None = None) -> int:
-    console = Console(stderr=True)
-    sample = os.path.join(out, "dump")
-    write_sample_dump(sample)
-    console.rule(
-        f"1. sample dump written to {sample}: logreplay dump of one partition and its damaged replica"
-    )
+    from replay.sim import synth
+
+    console = Console(stderr=True, width=140)
+    sim = os.path.join(out, "dump")
+    [truth] = synth("demo", sim, seed=0)
+    console.rule(f"1. simulated dump in {sim} (truth in {sim}/truth.json); one partition:")
     status = dump.run(
-        [f"{sample}/broker-1/orders-1", f"{sample}/broker-2/orders-1"],
-        deep=True,
+        [os.path.join(sim, "broker-1", "orders-1")],
+        deep=False,
         as_json=as_json,
         do_verify=True,
-        limit=None,
+        limit=12,
     )
     if not spark:
         return status
-    console.rule("2. logreplay decode (Spark) of the whole dump into Parquet tables")
-    from jobs.decode import main as decode
+    console.rule("2. logreplay audit (Spark): replay the dump, write tables and findings")
+    from jobs.audit import main as audit
+    from replay.truthcheck import compare
 
-    decoded = os.path.join(out, "decoded")
-    if decode([sample, "--out", decoded, *(["--master", master] if master else [])]) != 0:
+    audited = os.path.join(out, "audit")
+    if audit([sim, "--out", audited, *(["--master", master] if master else [])]) != 0:
         return 3
-    with open(os.path.join(decoded, "_manifest.json")) as f:
-        manifest = json.load(f)
-    rows = Table(title=f"rows per table in {decoded}")
-    rows.add_column("table")
-    rows.add_column("rows", justify="right")
-    for table, n in manifest["rows"].items():
-        rows.add_row(table, str(n))
-    console.print(rows)
-    b = manifest["bytes"]
+    import pyarrow.parquet as pq
+
+    findings = pq.read_table(os.path.join(audited, "findings")).to_pylist()
+    with open(os.path.join(sim, "truth.json")) as f:
+        res = compare(json.load(f), findings)
+    t = Table(title="injected by the simulator vs found by the audit")
+    for col in ("kind", "where", "records", "found"):
+        t.add_column(col)
+    for a in truth.anomalies:
+        ok = not any(
+            m["kind"] == a.kind and m.get("partition") == a.partition and m.get("topic") == a.topic
+            for m in res["missed"]
+        )
+        where = f"{a.topic}-{a.partition}" + (f" group={a.group_id}" if a.group_id else "")
+        t.add_row(a.kind, where, str(a.record_count or ""), "yes" if ok else "NO")
+    console.print(t)
     console.print(
-        f"bytes: {b['size']} in {b['files']} files = {b['valid']} valid + {b['padding']} padding + "
-        f"{b['corrupt']} corrupt; {b['errors']} error rows (see {decoded}/errors)"
+        f"{len(res['found'])}/{len(truth.anomalies)} injected anomalies found, "
+        f"{len(res['unexpected'])} unexpected findings; tables under {audited}/"
     )
-    return status
+    return 0 if not res["missed"] and not res["unexpected"] else 1

@@ -318,9 +318,9 @@ class PartitionReplay:
         return min(firsts, default=self.log_end)
 
     def _lso_changed(self, ts: int) -> None:
-        lso = self.lso()
-        if not self.lso_changes or self.lso_changes[-1][2] != lso:
-            self.lso_changes.append((ts, self.log_end, lso))
+        # every open and close: the LSO value may stay (a transaction opening right at the
+        # log end) while whether it lags the log end changes
+        self.lso_changes.append((ts, self.log_end, self.lso()))
 
     def open_transactions(self) -> list[dict]:
         """Transactions without a marker at the end of the log (outcome OPEN), with the data

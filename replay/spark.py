@@ -95,7 +95,8 @@ class Audit:
         return out
 
     def run(self) -> dict[str, DataFrame]:
-        batches = self.read("batches").persist()
+        # files outside partition directories (a KRaft bootstrap.checkpoint) have no topic
+        batches = self.read("batches").filter(F.col("topic").isNotNull()).persist()
         chosen = self._chosen_replicas(batches)
         replayed = batches.join(F.broadcast(chosen), ["topic", "partition", "broker"])
         snapshots = self.read("producer_snapshots").join(
@@ -136,6 +137,10 @@ class Audit:
             self._divergence(batches),
         ]
         findings += self._cross_check(transactions, coord_txns, partitions)
+        aborted_index = self.read("aborted_txns").join(
+            F.broadcast(chosen), ["topic", "partition", "broker"]
+        )
+        findings.append(self._txn_index_check(transactions, aborted_index, partitions))
         leaks = self._leakage(transactions, timeline).persist()
         findings += [leaks, self._propagation(leaks, transactions, coord_txns)]
         all_findings = findings[0]
@@ -303,12 +308,16 @@ class Audit:
         # on either side: the coordinator cross-check judges only uncleaned ranges (10.8)
         pt = pt.filter(~F.col("in_cleaned_range"))
         # `__transaction_state` is compacted too: before its oldest surviving transaction of a
-        # producer the coordinator's history is gone, so partition transactions from before
-        # then are not judged against it
+        # producer the coordinator's history is gone, so partition transactions that ended
+        # before then are not judged against it (data timestamps are the client's CreateTime
+        # and may precede the coordinator's start; the marker's is the coordinator's)
         covered = ct.groupBy("producer_id").agg(F.min("start_timestamp").alias("_since"))
         pt = (
             pt.join(covered, "producer_id", "left")
-            .filter(F.col("_since").isNull() | (F.col("first_timestamp") >= F.col("_since")))
+            .filter(
+                F.col("_since").isNull()
+                | (F.coalesce("marker_timestamp", "first_timestamp") >= F.col("_since"))
+            )
             .drop("_since")
         )
         p = pt.alias("p")
@@ -469,6 +478,44 @@ class Audit:
             )
         )  # fmt: skip
         return [split, missing, outside, hanging]
+
+    def _txn_index_check(self, pt: DataFrame, index: DataFrame, partitions: DataFrame) -> DataFrame:
+        """The aborted-transaction index recomputed from the log (every ABORT that closed an
+        open transaction, 10.4) against the `.txnindex` files, outside cleaned ranges."""
+        ours = pt.filter("outcome = 'ABORT' AND NOT in_cleaned_range").select(
+            "topic", "partition", "producer_id", "first_offset",
+            F.col("marker_offset").alias("last_offset"), F.lit(True).alias("_ours"),
+        )  # fmt: skip
+        cleaned = partitions.select("topic", "partition", "cleaned_upto")
+        theirs = (
+            index.join(cleaned, ["topic", "partition"])
+            .filter(F.col("first_offset") >= F.col("cleaned_upto"))
+            .select("topic", "partition", "producer_id", "first_offset", "last_offset",
+                    "last_stable_offset", "file", F.lit(True).alias("_theirs"))
+        )  # fmt: skip
+        diff = ours.join(
+            theirs,
+            ["topic", "partition", "producer_id", "first_offset", "last_offset"],
+            "full_outer",
+        ).filter(F.col("_ours").isNull() | F.col("_theirs").isNull())
+        return diff.select(
+            F.lit("index_inconsistent").alias("kind"),
+            F.lit("warning").alias("severity"),
+            "topic", "partition", "producer_id",
+            F.lit(None).cast("int").alias("producer_epoch"),
+            F.lit(None).cast("string").alias("transactional_id"),
+            F.lit(None).cast("string").alias("group_id"),
+            "first_offset", "last_offset",
+            F.lit(None).cast("long").alias("record_count"),
+            F.when(F.col("_ours").isNull(), F.format_string(
+                "%s has an aborted transaction of producer %d at %d..%d that the log does not show",
+                "file", "producer_id", "first_offset", "last_offset",
+            )).otherwise(F.format_string(
+                "the ABORT of producer %d at %d..%d in %s-%d is missing from the .txnindex",
+                "producer_id", "first_offset", "last_offset", "topic", "partition",
+            )).alias("message"),
+            F.to_json(F.struct("file", "last_stable_offset", "_ours", "_theirs")).alias("evidence"),
+        )  # fmt: skip
 
     def _with_txn_ids(self, pt: DataFrame, ct: DataFrame) -> DataFrame:
         ids = ct.groupBy("producer_id").agg(

@@ -39,3 +39,26 @@ def sample_dump(tmp_path):
     out = tmp_path / "sample"
     facts = write_sample_dump(str(out))
     return out, facts
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for every Spark test module."""
+    from jobs.session import spark_session
+
+    s = spark_session("local[2]", "logreplay-tests")
+    yield s
+    s.stop()
+
+
+SIM_SEED = 7
+
+
+@pytest.fixture(scope="session")
+def sim_all(tmp_path_factory):
+    """Every simulator scenario, written once per session through the CLI."""
+    from jobs.cli import main
+
+    out = tmp_path_factory.mktemp("sim") / "all"
+    assert main(["synth", "--scenario", "all", "--out", str(out), "--seed", str(SIM_SEED)]) == 0
+    return out

@@ -7,7 +7,6 @@ import json
 import os
 
 import pyarrow.compute as pc
-import pytest
 from kafka_reference import kafka_python_batches
 
 import decoders
@@ -18,15 +17,6 @@ from replay.sim import CLEAN, SCENARIOS, synth
 from replay.sim.clients import Consumer, Producer, TransactionalProducer
 from replay.sim.cluster import Cluster, TopicConfig
 from replay.sim.log import READ_COMMITTED, READ_UNCOMMITTED
-
-SEED = 7
-
-
-@pytest.fixture(scope="session")
-def sim_all(tmp_path_factory):
-    out = tmp_path_factory.mktemp("sim") / "all"
-    assert main(["synth", "--scenario", "all", "--out", str(out), "--seed", str(SEED)]) == 0
-    return out
 
 
 def _logs(root):

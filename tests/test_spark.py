@@ -7,6 +7,7 @@ import os
 
 import pyarrow.compute as pc
 import pytest
+from spark_submit import spark_submit
 
 import decoders
 
@@ -16,15 +17,6 @@ SUBSET = [
     "NOVA-RICS-Open-Lab__agentic-data-pipelines",
     "seanorth__kafka-server",
 ]
-
-
-@pytest.fixture(scope="session")
-def spark():
-    from jobs.session import spark_session
-
-    s = spark_session("local[2]", "logreplay-tests")
-    yield s
-    s.stop()
 
 
 def _read(spark, table, paths, **options):
@@ -188,36 +180,8 @@ def test_decode_job_usage_errors(tmp_path):
 
 def test_spark_submit_runs_the_same_job(sample_dump, tmp_path):
     """`spark-submit jobs/decode.py` with an explicit master, as a cluster would run it."""
-    import subprocess
-    import sys
-
-    import pyspark
-
     out, _ = sample_dump
-    env = dict(
-        os.environ, SPARK_HOME=os.path.dirname(pyspark.__file__), PYSPARK_PYTHON=sys.executable
-    )
-    job = os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jobs", "decode.py"
-    )
-    submit = os.path.join(env["SPARK_HOME"], "bin", "spark-submit")
-    res = subprocess.run(
-        [
-            submit,
-            "--master",
-            "local[1]",
-            job,
-            str(out),
-            "--out",
-            str(tmp_path / "o"),
-            "--tables",
-            "batches",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    res = spark_submit("decode.py", str(out), "--out", str(tmp_path / "o"), "--tables", "batches")
     assert res.returncode == 0, res.stderr[-3000:]
     summary = json.loads(res.stdout.strip().splitlines()[-1])
     assert summary["rows"]["batches"] == 70

@@ -59,6 +59,28 @@ def _txn_fact(truth: Truth, p: TransactionalProducer) -> None:
     }
 
 
+def _poll_and_record(
+    c: Cluster, members, chances, commits: dict[int, list[int]], most: int
+) -> None:
+    """Broadcast members poll and commit at their own pace; every committed position is
+    recorded per partition (the order the coordinator appends them)."""
+    for m, chance in zip(members, chances, strict=True):
+        if c.rng.random() < chance:
+            m.poll(max_batches=c.rng.randint(1, most))
+            m.commit()
+            for (_, p), pos in m.positions.items():
+                commits[p].append(pos)
+
+
+def _overwrites(truth: Truth, topic: str, group: str, commits: dict[int, list[int]]) -> None:
+    for p, seq in commits.items():
+        backs = [(a, b) for a, b in zip(seq, seq[1:], strict=False) if b < a]
+        if backs:
+            truth.add("offset_overwrite", topic=topic, partition=p, group_id=group,
+                      record_count=sum(a - b for a, b in backs),
+                      note=f"{len(backs)} regressions; offsets re-read summed")  # fmt: skip
+
+
 def _clean_topic(truth: Truth, c: Cluster, topic: str, why: str) -> None:
     for p in range(c.topics[topic].partitions):
         truth.clean_partition(topic, p, why)
@@ -542,21 +564,11 @@ def broadcast_groups(out: str, seed: int, scale: float) -> Truth:
     for rnd in range(30):
         for p in range(3):
             prod.send("metrics", p, c.rng.randint(2, 6), tag=f"m{rnd}")
-        for i, m in enumerate(members):
-            if c.rng.random() < (0.9, 0.5, 0.25)[i]:
-                m.poll(max_batches=c.rng.randint(1, 3))
-                m.commit()
-                for (_, p), pos in m.positions.items():
-                    commits[p].append(pos)
+        _poll_and_record(c, members, (0.9, 0.5, 0.25), commits, 3)
         for a in archivers:
             a.poll()
             a.commit()
-    for p, seq in commits.items():
-        backs = [(a, b) for a, b in zip(seq, seq[1:], strict=False) if b < a]
-        if backs:
-            truth.add("offset_overwrite", topic="metrics", partition=p, group_id="dashboards",
-                      record_count=sum(a - b for a, b in backs),
-                      note=f"{len(backs)} regressions; offsets re-read summed")  # fmt: skip
+    _overwrites(truth, "metrics", "dashboards", commits)
     c.close()
     truth.clean_group("metrics-archiver", "range assignor")
     _clean_topic(truth, c, "metrics", "idempotent producer")
@@ -714,3 +726,77 @@ def corrupt_segments(out: str, seed: int, scale: float) -> Truth:
 
 
 CLEAN = [n for n in SCENARIOS if n.startswith("clean_")]
+
+
+@scenario
+def demo(out: str, seed: int, scale: float) -> Truth:
+    """One cluster with a bit of everything the audit looks for: an idempotent duplicate, a
+    hanging transaction, a read_uncommitted group consuming aborted records and carrying them
+    through a consume-transform-produce step, and a broadcast group overwriting its offsets."""
+    truth = Truth("demo", seed, scale, demo.__doc__)
+    c = Cluster(out, seed)
+    c.create_topic(TopicConfig("orders", 2, codec=COMPRESSION_LZ4))
+    c.create_topic(TopicConfig("orders-enriched", 2, codec=COMPRESSION_ZSTD))
+    c.create_topic(TopicConfig("clicks", 2))
+    _bulk(c, "clicks", scale)
+    src = TransactionalProducer(c, "orders-tx", version=2)
+    step = TransactionalProducer(c, "enricher-tx", version=1)
+    ru = _group(c, "enricher", "range", READ_UNCOMMITTED, truth)
+    rc = _group(c, "billing", "range", READ_COMMITTED, truth)
+    ru_c = Consumer.join(c, ru, "enricher-c0", ["orders"])
+    rc_c = Consumer.join(c, rc, "billing-c0", ["orders"])
+    clicks = Producer(c)
+    dash = _group(c, "dashboards", "broadcast", READ_UNCOMMITTED, truth)
+    viewers = [Consumer.join(c, dash, f"dashboards-c{i}", ["clicks"]) for i in range(3)]
+    for v in viewers:
+        v.forget_positions()
+    aborted: list = []
+    commits: dict[int, list[int]] = {0: [], 1: []}
+    for rnd in range(12):
+        src.send("orders", rnd % 2, c.rng.randint(2, 5), tag=f"o{rnd}")
+        if rnd % 4 == 1:  # the uncommitted reader takes it in before the abort
+            _transform(c, ru_c, step, "orders-enriched", commit=True)
+            log = c.log("orders", rnd % 2)
+            aborted += [
+                (rnd % 2, b)
+                for b in log.batches
+                if b.kind == TXN_DATA and log.txns[b.txn].outcome == "OPEN"
+            ]
+            c.tick(3000, 6000)
+            src.abort()
+        else:
+            src.commit()
+        _transform(c, ru_c, step, "orders-enriched", commit=True)
+        rc_c.poll()
+        rc_c.commit()
+        for p in range(2):
+            clicks.send("clicks", p, 3, tag=f"c{rnd}")
+        _poll_and_record(c, viewers, (0.9, 0.5, 0.3), commits, 2)
+    for p in (0, 1):
+        mine = [b for q, b in aborted if q == p]
+        if not mine:
+            continue
+        n = sum(b.records for b in mine)
+        truth.add("aborted_read_leak", topic="orders", partition=p, group_id="enricher",
+                  producer_id=src.producer_id, record_count=n)  # fmt: skip
+        truth.add("aborted_data_propagated", topic="orders", partition=p, group_id="enricher",
+                  producer_id=step.producer_id, transactional_id="enricher-tx", record_count=n)  # fmt: skip
+    _overwrites(truth, "clicks", "dashboards", commits)
+    # a duplicate after the broker lost the producer's state
+    c.log("clicks", 0).forget_producer(clicks.producer_id)
+    dup = clicks.retry("clicks", 0)
+    truth.add("duplicate_sequence", topic="clicks", partition=0, producer_id=clicks.producer_id,
+              producer_epoch=0, first_offset=dup[0], record_count=dup[1] - dup[0] + 1)  # fmt: skip
+    # a transaction whose coordinator never finishes it, while the partition moves on
+    stuck = TransactionalProducer(c, "orders-stuck", timeout_ms=10_000)
+    first, _ = stuck.send("orders", 1, 3)
+    for r in range(4):
+        clicks.send("orders", 1, 2, tag=f"late{r}")
+        c.clock.tick(5_000)
+    truth.add("hanging_transaction", topic="orders", partition=1, producer_id=stuck.producer_id,
+              transactional_id="orders-stuck", first_offset=first, record_count=3)  # fmt: skip
+    for tp in (src, step, stuck):
+        _txn_fact(truth, tp)
+    c.close()
+    truth.clean_group("billing", "read_committed")
+    return truth

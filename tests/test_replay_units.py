@@ -1,0 +1,301 @@
+"""The replay state machines on hand-built sequences (no Spark): each broker rule, each finding."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from decoders.constants import MAX_SEQUENCE
+from replay.coordinator import replay_transactional_id
+from replay.groups import replay_group
+from replay.leakage import judge_partition
+from replay.partition import PartitionReplay
+
+T0 = 1_700_000_000_000
+
+
+class Log:
+    """Batches of one partition, offsets assigned in order."""
+
+    def __init__(self, topic: str = "t") -> None:
+        self.topic, self.rows, self.next = topic, [], 0
+
+    def data(self, pid, epoch, seq, n=1, txn=False, ts=None, count=None, gap=0):
+        self.next += gap
+        last_seq = -1 if seq < 0 else (seq + n - 1) % (MAX_SEQUENCE + 1)
+        self.rows.append(self._row(pid, epoch, seq, last_seq, n, txn, False, None, ts, count))
+        return self.rows[-1]["base_offset"]
+
+    def marker(self, pid, epoch, commit=True, ts=None, coordinator_epoch=0, empty=False):
+        row = self._row(
+            pid,
+            epoch,
+            -1,
+            -1,
+            1,
+            True,
+            True,
+            "COMMIT" if commit else "ABORT",
+            ts,
+            0 if empty else 1,
+        )
+        row["coordinator_epoch"] = coordinator_epoch
+        self.rows.append(row)
+        return row["base_offset"]
+
+    def _row(self, pid, epoch, seq, last_seq, n, txn, control, ctype, ts, count):
+        base = self.next
+        self.next += n
+        return {
+            "topic": self.topic, "partition": 0, "base_offset": base, "last_offset": base + n - 1,
+            "producer_id": pid, "producer_epoch": epoch, "base_sequence": seq,
+            "last_sequence": last_seq, "record_count": n if count is None else count,
+            "is_transactional": txn, "is_control": control, "control_type": ctype,
+            "coordinator_epoch": None, "max_timestamp": T0 + base if ts is None else ts,
+            "magic": 2, "crc_valid": True, "has_delete_horizon": False, "file": "f.log",
+            "position": base * 100,
+        }  # fmt: skip
+
+    def replay(self, **kw) -> PartitionReplay:
+        return PartitionReplay(self.topic, 0, **kw).run(pa.Table.from_pylist(self.rows))
+
+
+def kinds(r: PartitionReplay) -> list[tuple[str, int]]:
+    return [(f["kind"], f["first_offset"]) for f in r.findings]
+
+
+def test_contiguous_sequences_and_wraparound_are_clean():
+    log = Log()
+    log.data(7, 0, 0, 5)
+    log.data(7, 0, 5, 3)
+    log.data(7, 0, 1000, 2)  # a jump forward: flagged below
+    clean = Log()
+    clean.data(7, 0, MAX_SEQUENCE - 3, 2)  # no state yet: any sequence (KIP-360)
+    clean.data(7, 0, MAX_SEQUENCE - 1, 2)
+    clean.data(7, 0, 0, 4)  # 0 follows 2147483647
+    clean.data(7, 0, 4, 1)
+    assert kinds(clean.replay()) == []
+    assert [k for k, _ in kinds(log.replay())] == ["sequence_gap"]
+
+
+def test_duplicate_gap_and_step_back():
+    log = Log()
+    log.data(1, 0, 0, 3)
+    log.data(1, 0, 3, 3)
+    dup = log.data(1, 0, 3, 3)  # the same range again
+    gap = log.data(1, 0, 10, 2)  # expected 6
+    back = log.data(1, 0, 8, 2)  # expected 12, and not an earlier range
+    r = log.replay()
+    assert kinds(r) == [
+        ("duplicate_sequence", dup),
+        ("sequence_gap", gap),
+        ("out_of_order_sequence", back),
+    ]
+    assert '"original_offset": 3' in r.findings[0]["evidence"]
+
+
+def test_epochs_fencing_and_epoch_start():
+    log = Log()
+    log.data(1, 0, 0, 2)
+    log.data(1, 1, 0, 2)  # a new epoch at 0: fine
+    zombie = log.data(1, 0, 2, 1)  # an older epoch: rejected by the leader, state unchanged
+    log.data(1, 1, 2, 2)  # continues epoch 1
+    bad = log.data(1, 2, 7, 1)  # a newer epoch not at 0
+    assert kinds(log.replay()) == [("fenced_epoch_write", zombie), ("invalid_epoch_start", bad)]
+
+
+def test_tv1_sequences_continue_across_markers_and_tv2_restart_at_zero():
+    tv1 = Log()
+    tv1.data(5, 3, 0, 2, txn=True)
+    tv1.marker(5, 3)
+    tv1.data(5, 3, 2, 2, txn=True)  # TV1: same epoch, the sequence goes on
+    tv1.marker(5, 3, commit=False)
+    r = tv1.replay()
+    assert kinds(r) == []
+    assert [(t["outcome"], t["first_offset"], t["marker_offset"]) for t in r.transactions] == [
+        ("COMMIT", 0, 2),
+        ("ABORT", 3, 5),
+    ]
+    tv2 = Log()
+    tv2.data(6, 0, 0, 2, txn=True)
+    tv2.marker(6, 1)  # TV2: the marker carries epoch + 1
+    tv2.data(6, 1, 0, 3, txn=True)  # and the next transaction starts at 0
+    tv2.marker(6, 2)
+    r = tv2.replay()
+    assert kinds(r) == [] and len(r.transactions) == 2
+    assert r.states()[6]["producer_epoch"] == 2 and r.states()[6]["last_sequence"] == -1
+
+
+def test_producer_expiry_forgets_the_sequence():
+    log = Log()
+    log.data(9, 0, 0, 2)
+    log.data(9, 0, 40, 2, ts=T0 + 86_400_000 + 10)  # idle past producer.id.expiration.ms
+    assert kinds(log.replay()) == []
+    short = Log()
+    short.data(9, 0, 0, 2)
+    short.data(9, 0, 40, 2, ts=T0 + 1000)
+    assert [k for k, _ in kinds(short.replay())] == ["sequence_gap"]
+
+
+def test_cleaner_leftovers_and_holes_are_not_judged():
+    log = Log()
+    log.data(4, 0, 0, 3)
+    log.data(4, 0, 3, 3, count=0)  # an empty batch kept by the cleaner
+    log.data(4, 0, 20, 2, gap=5)  # sequences removed with their records
+    log.marker(4, 0, empty=True)  # a cleaned control batch: ignored
+    r = log.replay()
+    assert kinds(r) == [] and r.cleaned_upto == 6
+    corrupt = Log()
+    corrupt.data(4, 0, 0, 3)
+    corrupt.data(4, 0, 9, 3, gap=4)  # offsets 3..6 unreadable (a corrupt region)
+    assert kinds(corrupt.replay()) == []
+
+
+def test_transactions_open_orphans_and_mixed_writes():
+    log = Log()
+    first = log.data(2, 0, 0, 2, txn=True)
+    mixed = log.data(2, 0, 2, 1)  # non-transactional while the transaction is open
+    log.data(3, 0, 0, 4)  # someone else, pinned behind the LSO
+    orphan = log.marker(8, 0)
+    r = log.replay()
+    assert kinds(r) == [("non_transactional_write_in_txn", mixed), ("orphan_marker", orphan)]
+    [t] = r.open_transactions()
+    assert t["first_offset"] == first and t["outcome"] == "OPEN"
+    assert t["record_count"] == 2 and t["pinned_records"] == 5
+    assert r.lso() == first and r.log_end == 8
+
+
+def test_internal_topics_get_no_sequence_checks():
+    log = Log("__consumer_offsets")
+    log.data(5, 0, 0, 1, txn=True)
+    log.data(5, 0, 0, 1, txn=True)  # TxnOffsetCommit batches: coordinator-written
+    log.marker(5, 0)
+    assert kinds(log.replay()) == []
+
+
+def test_zombie_coordinator_marker():
+    log = Log()
+    log.data(1, 0, 0, 1, txn=True)
+    log.marker(1, 0, coordinator_epoch=5)
+    log.data(1, 0, 1, 1, txn=True)
+    stale = log.marker(1, 0, coordinator_epoch=4)
+    assert kinds(log.replay()) == [("fenced_epoch_write", stale)]
+
+
+# -- the transaction coordinator ----------------------------------------------------------------
+def _txn(state, epoch=0, parts=None, ts=0, tv=0, tomb=False):
+    return {
+        "transactional_id": "tx", "producer_id": 11, "producer_epoch": epoch, "timeout_ms": 60000,
+        "state": state, "partitions": [{"topic": t, "partitions": ps} for t, ps in (parts or {}).items()],
+        "last_update_timestamp": T0 + ts, "start_timestamp": T0 + ts, "client_transaction_version": tv,
+        "is_tombstone": tomb, "log_partition": 3, "log_offset": ts,
+    }  # fmt: skip
+
+
+def test_coordinator_transactions_and_fencing():
+    rows = [
+        _txn("Empty"),
+        _txn("Ongoing", 0, {"a": [0]}, 1),
+        _txn("Ongoing", 0, {"a": [0], "b": [1]}, 2),
+        _txn("PrepareCommit", 0, {"a": [0], "b": [1]}, 3),
+        _txn("CompleteCommit", 0, {}, 4),
+        _txn("Ongoing", 0, {"a": [0]}, 5),
+        _txn("PrepareAbort", 1, {"a": [0]}, 6),  # epoch bumped: a timeout or a fence
+        _txn("CompleteAbort", 1, {}, 7),
+    ]
+    txns, findings = replay_transactional_id(rows)
+    assert findings == []
+    assert [(t["outcome"], t["data_epoch"], t["marker_epoch"], t["fenced"]) for t in txns] == [
+        ("COMMIT", 0, 0, False),
+        ("ABORT", 0, 1, True),
+    ]
+    assert txns[0]["partitions"] == [{"topic": "a", "partition": 0}, {"topic": "b", "partition": 1}]
+
+
+def test_coordinator_illegal_transition():
+    rows = [_txn("Empty"), _txn("PrepareCommit", 0, {"a": [0]}, 1)]
+    _, findings = replay_transactional_id(rows)
+    assert [f["kind"] for f in findings] == ["invalid_txn_transition"]
+
+
+# -- groups -------------------------------------------------------------------------------------
+def _meta(gen, members, off):
+    ms = [
+        {"member_id": m, "assigned_partitions": [{"topic": "t", "partitions": ps}]}
+        for m, ps in members.items()
+    ]
+    return {"event": "metadata", "generation": gen, "members": ms, "is_tombstone": False,
+            "protocol_type": "consumer", "protocol": "x", "leader": None,
+            "record_timestamp": T0 + off, "log_partition": 0, "log_offset": off}  # fmt: skip
+
+
+def _commit(p, o, off, pid=None):
+    return {"event": "commit", "topic": "t", "partition": p, "committed_offset": o,
+            "is_tombstone": False, "is_transactional": pid is not None, "producer_id": pid,
+            "commit_timestamp": T0 + off, "record_timestamp": T0 + off, "log_partition": 0,
+            "log_offset": off}  # fmt: skip
+
+
+def _marker(pid, commit, off):
+    return {"event": "marker", "producer_id": pid, "control_type": "COMMIT" if commit else "ABORT",
+            "record_timestamp": T0 + off, "log_partition": 0, "log_offset": off}  # fmt: skip
+
+
+def test_transactional_commits_take_effect_at_commit_markers_only():
+    res = replay_group(
+        "g",
+        [_meta(1, {"a": [0]}, 0), _commit(0, 10, 1), _commit(0, 20, 2, pid=5), _marker(5, False, 3),
+         _commit(0, 30, 4, pid=5), _marker(5, True, 6)],
+    )  # fmt: skip
+    assert [(r["committed_offset"], r["effective_log_offset"]) for r in res["timeline"]] == [
+        (10, 1),
+        (30, 6),
+    ]
+    assert res["findings"] == []
+
+
+def test_broadcast_overwrites_and_regressions():
+    bc = replay_group(
+        "g",
+        [_meta(1, {"a": [0], "b": [0], "c": [0]}, 0), _commit(0, 50, 1), _commit(0, 40, 2),
+         _commit(0, 30, 3), _commit(0, 60, 4), _commit(0, 55, 5)],
+    )  # fmt: skip
+    [f] = bc["findings"]
+    assert f["kind"] == "offset_overwrite" and f["record_count"] == 10 + 10 + 5
+    assert '"concurrent_committers_lower_bound": 3' in f["evidence"]
+    normal = replay_group(
+        "h",
+        [_meta(1, {"a": [0]}, 0), _commit(0, 50, 1), _meta(2, {}, 2), _commit(0, 0, 3),
+         _meta(3, {"b": [0]}, 4), _commit(0, 40, 5), _commit(0, 30, 6)],
+    )  # fmt: skip
+    assert [(f["kind"], f["severity"], f["record_count"]) for f in normal["findings"]] == [
+        ("offset_regression", "info", 50),
+        ("offset_regression", "warning", 10),
+    ]
+
+
+# -- leakage ------------------------------------------------------------------------------------
+def test_leak_needs_proof_or_a_declaration():
+    txns = [
+        {"producer_id": 1, "producer_epoch": 0, "first_offset": 10, "last_offset": 14,
+         "marker_offset": 15, "outcome": "ABORT", "record_count": 5, "marker_timestamp": T0 + 10_000},
+    ]  # fmt: skip
+
+    def commit(group, offset, ts, pid=None):
+        return {"group_id": group, "committed_offset": offset, "effective_timestamp": T0 + ts,
+                "effective_log_offset": ts, "producer_id": pid}  # fmt: skip
+
+    commits = [
+        commit("early", 12, 2_000),  # past the open transaction, long before its marker
+        commit("late", 20, 20_000),  # only after the abort: exposure
+        commit("declared", 20, 20_000),
+        commit("close", 12, 9_500),  # within the clock-skew tolerance: no proof
+    ]
+    out = judge_partition("t", 0, txns, commits, {"declared": "read_uncommitted"}, skew_ms=1000)
+    got = {(f["group_id"], f["kind"], f["severity"]) for f in out}
+    assert got == {
+        ("early", "aborted_read_leak", "error"),
+        ("late", "aborted_read_exposure", "info"),
+        ("declared", "aborted_read_leak", "error"),
+        ("close", "aborted_read_exposure", "info"),
+    }
+    assert all(f["record_count"] == 5 for f in out)
