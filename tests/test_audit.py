@@ -20,6 +20,13 @@ def _findings(tables) -> list[dict]:
     return [r.asDict() for r in tables["findings"].collect()]
 
 
+@pytest.fixture(autouse=True)
+def _release_cache(spark):
+    """Each audit caches its replayed tables; one session runs many audits here."""
+    yield
+    spark.catalog.clearCache()
+
+
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_every_injected_anomaly_is_found_and_nothing_else(spark, sim_all, scenario):
     root = sim_all / scenario
@@ -44,14 +51,16 @@ def test_the_real_corpus_has_no_warning_or_worse(spark, corpus):
     infos = {}
     for root in roots:
         findings = _findings(audit(spark, [root]))
+        spark.catalog.clearCache()
         bad = [(f["kind"], f["message"]) for f in findings if at_least(f["severity"], "warning")]
         assert bad == [], (root, bad)
         infos[os.path.relpath(root, corpus)] = sorted(
             {(f["kind"], f["group_id"]) for f in findings}
         )
-    # The only info findings: a Kafka 4.0 dev cluster whose consumer groups went back to earlier
-    # offsets while they had no members (offsets reset by a tool or a new deployment with
-    # auto.offset.reset), a real property of that dump.
+    # The only info findings: in a Kafka 4.0 development cluster, group adminService committed
+    # lower offsets of jwtCheckAnswer-0 while its latest generation had no members (its app
+    # restarting and committing before rejoining): a real property of that dump, judged as
+    # resets of an empty group.
     noted = {k: v for k, v in infos.items() if v}
     assert list(noted) == ["MashaKosher__Internship/kafka/data"]
     assert {kind for kind, _ in noted["MashaKosher__Internship/kafka/data"]} == {
