@@ -87,7 +87,37 @@ class PartitionReplay:
         self.snapshot_states: dict[int, dict[int, dict]] = {}
 
     # -- the walk ---------------------------------------------------------------------------------
-    def run(self, batches: pa.Table, snapshot_offsets: list[int] = ()) -> PartitionReplay:
+    def seed(self, entries: list[dict]) -> None:
+        """Start from a producer snapshot, as the broker does when it loads a log whose older
+        segments are gone (ProducerStateManager.loadFromSnapshot): epoch, last batch, coordinator
+        epoch and open transaction per producer."""
+        for e in entries:
+            p = self.producers[e["producer_id"]] = Producer(
+                epoch=e["producer_epoch"],
+                coordinator_epoch=e["coordinator_epoch"],
+                last_timestamp=e.get("timestamp") or -1,
+            )
+            if e["last_sequence"] >= 0:
+                first = e["last_sequence"] - e.get("offset_delta", 0)
+                p.batches.append(
+                    (first, e["last_sequence"], e["last_offset"], e.get("offset_delta", 0), -1)
+                )
+            if e["current_txn_first_offset"] >= 0:
+                p.txn = {
+                    "producer_epoch": e["producer_epoch"],
+                    "first_offset": e["current_txn_first_offset"],
+                    "last_offset": e["current_txn_first_offset"],
+                    "record_count": 0,
+                    "batches": 0,
+                    "first_timestamp": -1,
+                    "records_before": 0,
+                }
+
+    def run(
+        self, batches: pa.Table, snapshot_offsets: list[int] = (), seed: list[dict] | None = None
+    ) -> PartitionReplay:
+        if seed:
+            self.seed(seed)
         names = [c for c in BATCH_COLUMNS if c in batches.schema.names]
         cols = {
             c: (

@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 (pa.compute)
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
@@ -267,7 +268,8 @@ class Audit:
         )  # fmt: skip
         s = snapshots.select(
             "topic", "partition", "snapshot_offset", "producer_id", "producer_epoch",
-            "last_sequence", "last_offset", "coordinator_epoch", "current_txn_first_offset",
+            "last_sequence", "last_offset", "offset_delta", "coordinator_epoch",
+            "current_txn_first_offset", _ms("timestamp"),
         )  # fmt: skip
         return (
             b.groupBy("topic", "partition")
@@ -676,7 +678,12 @@ def replay_partition_tables(topic, partition, bt: pa.Table, st: pa.Table, cfg: C
     broker = bt.column("broker")[0].as_py() if bt.num_rows else None
     snaps = st.to_pylist()
     offsets = sorted({s["snapshot_offset"] for s in snaps})
-    r = PartitionReplay(topic, partition, cfg, cleaned_upto).run(bt, offsets)
+    # a log that starts mid-stream: seed producer state from the newest snapshot at or below
+    # its first offset (the broker's own starting point)
+    first = pa.compute.min(bt.column("base_offset")).as_py() if bt.num_rows else None
+    start = max((o for o in offsets if first is not None and 0 < o <= first), default=None)
+    seed = [s for s in snaps if s["snapshot_offset"] == start] if start is not None else None
+    r = PartitionReplay(topic, partition, cfg, cleaned_upto).run(bt, offsets, seed)
     newest = offsets[-1] if offsets else None
     at_newest = r.snapshot_states.get(newest, {}) if newest is not None else {}
     snap_rows = {s["producer_id"]: s for s in snaps if s["snapshot_offset"] == newest}

@@ -299,3 +299,23 @@ def test_leak_needs_proof_or_a_declaration():
         ("close", "aborted_read_exposure", "info"),
     }
     assert all(f["record_count"] == 5 for f in out)
+
+
+def test_a_log_starting_mid_stream_is_seeded_from_its_snapshot():
+    log = Log()
+    log.next = 100  # older segments deleted by retention
+    log.data(3, 2, 50, 5)
+    log.marker(4, 0, commit=False)
+    snapshot = [
+        {"producer_id": 3, "producer_epoch": 2, "last_sequence": 44, "last_offset": 99,
+         "offset_delta": 4, "coordinator_epoch": -1, "current_txn_first_offset": -1, "timestamp": T0},
+        {"producer_id": 4, "producer_epoch": 0, "last_sequence": 9, "last_offset": 97,
+         "offset_delta": 0, "coordinator_epoch": 0, "current_txn_first_offset": 90, "timestamp": T0},
+    ]  # fmt: skip
+    table = pa.Table.from_pylist(log.rows)
+    unseeded = PartitionReplay("t", 0).run(table)
+    assert unseeded.findings[0]["kind"] == "orphan_marker"  # no state: any sequence is fine
+    seeded = PartitionReplay("t", 0).run(table, seed=snapshot)
+    assert [f["kind"] for f in seeded.findings] == ["sequence_gap"]  # expected 45, got 50
+    [t] = seeded.transactions  # the transaction open in the snapshot, aborted in this log
+    assert (t["first_offset"], t["outcome"]) == (90, "ABORT")
