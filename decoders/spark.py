@@ -8,7 +8,9 @@
 Options: ``table`` (any of decoders.TABLES, default ``batches``), ``path`` / ``paths`` (one path
 or a JSON list; URIs allowed), ``topics`` and ``partitions`` (comma lists, pruned at planning),
 ``deep`` (default true; false is the header-only scan), ``verify_crc`` (default true),
-``range_bytes`` (default 128 MiB), ``window_bytes`` (default 8 MiB). Equality and IN filters
+``range_bytes`` (default 128 MiB), ``window_bytes`` (default 8 MiB), ``avro`` (records only:
+JSON of topic -> Avro encoding and schemas, see :func:`decoders.avro.to_option`; adds the
+``decoded`` and ``decode_error`` columns). Equality and IN filters
 on ``topic`` and ``partition`` in a query are pushed down and prune the same way.
 
 Each task decodes byte ranges of segments (see :mod:`decoders.planning`) and yields Arrow
@@ -38,6 +40,7 @@ from pyspark.sql.types import (
 )
 
 import decoders
+from decoders import avro
 from decoders.planning import DEFAULT_RANGE_BYTES, ByteRange, plan
 from decoders.schemas import TABLES
 
@@ -81,11 +84,19 @@ def spark_type(t: pa.DataType) -> DataType:
 
 
 def spark_schema(table: str) -> StructType:
-    doc = {f.name: (f.metadata or {}).get(b"doc", b"").decode() for f in TABLES[table]}
+    return _struct(TABLES[table])
+
+
+def _struct(schema: pa.Schema) -> StructType:
     return StructType(
         [
-            StructField(f.name, spark_type(f.type), True, {"comment": doc[f.name]})
-            for f in TABLES[table]
+            StructField(
+                f.name,
+                spark_type(f.type),
+                True,
+                {"comment": (f.metadata or {}).get(b"doc", b"").decode()},
+            )
+            for f in schema
         ]
     )
 
@@ -144,8 +155,12 @@ class KafkaSegmentsReader(DataSourceReader):
             if options.get("partitions")
             else None
         )
+        self.avro = _avro(options, self.table)
         self.target = pa.schema(
-            [pa.field(f.name, arrow_for_spark(f.type, time_zone)) for f in TABLES[self.table]]
+            [
+                pa.field(f.name, arrow_for_spark(f.type, time_zone))
+                for f in table_schema(self.table, self.avro is not None)
+            ]
         )
 
     def pushFilters(self, filters):  # noqa: N802 (Spark's name)
@@ -193,7 +208,24 @@ class KafkaSegmentsReader(DataSourceReader):
                 window_bytes=self.window_bytes,
             ):
                 if batch.num_rows:
+                    if self.avro is not None:
+                        batch = avro.decode_batch(batch, self.avro)
                     yield _spark_safe(batch).cast(self.target)
+
+
+def table_schema(table: str, with_avro: bool) -> pa.Schema:
+    schema = TABLES[table]
+    for f in avro.COLUMNS if with_avro else ():
+        schema = schema.append(f)
+    return schema
+
+
+def _avro(options, table: str) -> dict | None:
+    if not options.get("avro"):
+        return None
+    if table != "records":
+        raise ValueError("the avro option applies to the records table only")
+    return avro.from_option(options["avro"])
 
 
 # Spark timestamps are microseconds in years 1..9999; a garbage header (a CRC-failed batch) can
@@ -229,7 +261,7 @@ class KafkaSegmentsDataSource(DataSource):
         table = self.options.get("table", DEFAULT_TABLE)
         if table not in TABLES:
             raise ValueError(f"unknown table {table!r}; known: {', '.join(TABLES)}")
-        return spark_schema(table)
+        return _struct(table_schema(table, _avro(self.options, table) is not None))
 
     def reader(self, schema: StructType) -> KafkaSegmentsReader:
         return KafkaSegmentsReader(self.options, self.time_zone)

@@ -1,99 +1,126 @@
-"""`logreplay audit INPUT... --out DIR [--conf FILE]`: replay a dump and report findings.
+"""`logreplay audit INPUT... --out DIR [--conf FILE] [--set K=V] [--gate]`: replay a dump and
+report findings.
 
 Writes every audit table as Parquet under `DIR/<table>/` and `DIR/summary.json` (findings per
-kind and severity, inputs, bytes, run id). Output is staged and swapped in by rename, so a rerun
-with the same run id replaces it. Runs the same under `spark-submit jobs/audit.py ...`.
+kind and severity, inputs, bytes, run id, logical date, gate verdict). Output is staged and
+swapped in by rename, rows are written in a fixed order under stable file names, so a rerun with
+the same run id leaves the same bytes. With `--gate`, the gate of :mod:`validations` runs on
+the staged tables and writes `DIR/gate/`; exit 1 when it fails. Runs the same under
+`spark-submit jobs/audit.py ...`.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import shutil
 import sys
-import uuid
+
+# tables small enough for one file each (one row per partition, group generation, file...)
+SINGLE_FILE = {
+    "findings", "partitions", "coordinator_transactions", "group_generations", "segments",
+    "errors",
+}  # fmt: skip
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from jobs.session import add_job_arguments
+
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="dump roots: paths or URIs")
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--conf", default=None, help="YAML file with an `audit:` section")
-    p.add_argument("--master", default=None, help="Spark master (default: local mode)")
-    p.add_argument("--run-id", default=None, help="identifies the run (default: generated)")
+    p.add_argument(
+        "--gate", action="store_true", help="run the data-quality gate; exit 1 if it fails"
+    )
+    add_job_arguments(p)
 
 
 def run(args) -> int:
     import decoders
+    from jobs.session import job_conf
 
+    conf = job_conf(args)
     missing = [p for p in args.inputs if "://" not in p and not os.path.exists(p)]
     if missing:
         print(f"logreplay audit: no such path: {', '.join(missing)}", file=sys.stderr)
-        return 2
-    if args.conf and not os.path.exists(args.conf):
-        print(f"logreplay audit: --conf {args.conf}: no such file", file=sys.stderr)
         return 2
     files = decoders.discover(args.inputs)
     if not files:
         print(f"logreplay audit: no Kafka files under {', '.join(args.inputs)}", file=sys.stderr)
         return 2
-    from replay import load_conf
-
-    conf = load_conf(args.conf)
 
     from pyspark.sql import functions as F
 
-    from jobs.decode import _publish, _versions
+    from jobs.output import publish, run_dir, run_id_of, staging_dir, versions, write_parquet
     from jobs.session import spark_session
     from replay.spark import audit
 
-    spark = spark_session(args.master, "logreplay-audit")
-    run_id = args.run_id or f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
-    out = os.path.abspath(args.out)
-    staging = os.path.join(out, f".staging-{run_id}")
-    shutil.rmtree(staging, ignore_errors=True)
-    os.makedirs(staging)
+    spark = spark_session(args.master, "logreplay-audit", conf)
+    run_id = run_id_of(args.run_id, args.logical_date)
+    out = run_dir(args.out, run_id, conf["output"]["layout"])
+    staging = staging_dir(args.out, run_id)
     tables = audit(spark, args.inputs, conf)
+    spread = int(spark.conf.get("spark.sql.shuffle.partitions"))
     rows = {}
     for name, df in tables.items():
-        path = os.path.join(staging, name)
-        df.write.mode("overwrite").parquet(path)
-        rows[name] = spark.read.parquet(path).count()
+        written = write_parquet(
+            df, os.path.join(staging, name), 1 if name in SINGLE_FILE else spread
+        )
+        rows[name] = sum(written.values())
     findings = spark.read.parquet(os.path.join(staging, "findings"))
     by_kind = findings.groupBy("kind", "severity").count().collect()  # a few rows
     summary = {
         "run_id": run_id,
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "logical_date": args.logical_date,
         "inputs": args.inputs,
         "files": len(files),
         "bytes": sum(f.size for f in files),
         "rows": rows,
-        "findings": {
-            "total": rows["findings"],
-            "by_kind": {r["kind"]: 0 for r in by_kind},
-            "by_severity": {},
-        },
+        "findings": _counts(by_kind, rows["findings"]),
         "conf": conf,
-        "versions": _versions(spark),
+        "versions": versions(spark),
+        "gate": None,
     }
-    for r in by_kind:
-        summary["findings"]["by_kind"][r["kind"]] += r["count"]
-        sev = summary["findings"]["by_severity"]
-        sev[r["severity"]] = sev.get(r["severity"], 0) + r["count"]
+    names = [*tables, "summary.json"]
+    verdict = None
+    if args.gate:
+        from jobs.gate import GATE
+        from validations.gate import run_gate
+
+        os.makedirs(os.path.join(staging, GATE))
+        verdict = run_gate(
+            spark, staging, os.path.join(staging, GATE), conf, run_id, args.logical_date, rows
+        )
+        summary["gate"] = verdict.summary()
+        names.append(GATE)
     top = (
         findings.orderBy(
-            F.desc(F.expr("array_position(array('info','warning','error','critical'), severity)"))
-        )
+            F.desc(F.expr("array_position(array('info','warning','error','critical'), severity)")),
+            "kind",
+            "topic",
+            "partition",
+            "first_offset",
+        )  # fmt: skip
         .limit(30)
         .select("severity", "kind", "topic", "partition", "group_id", "message")
         .collect()
     )
     with open(os.path.join(staging, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2, sort_keys=True, default=str)
-    _publish(staging, out, [*tables, "summary.json"], run_id)
+    publish(staging, out, names, run_id)
     _print(summary, top)
+    if verdict is not None:
+        print(verdict.verdict(), file=sys.stderr)
+        return 0 if verdict.success else 1
     return 0
+
+
+def _counts(by_kind, total: int) -> dict:
+    counts = {"total": total, "by_kind": {}, "by_severity": {}}
+    for r in by_kind:
+        counts["by_kind"][r["kind"]] = counts["by_kind"].get(r["kind"], 0) + r["count"]
+        sev = counts["by_severity"]
+        sev[r["severity"]] = sev.get(r["severity"], 0) + r["count"]
+    return counts
 
 
 def _print(summary: dict, top) -> None:
@@ -108,14 +135,16 @@ def _print(summary: dict, top) -> None:
         t.add_row(kind, str(n))
     console.print(t)
     for r in top:
-        console.print(f"[{r['severity']}] {r['kind']}: {r['message']}")
+        console.print(f"[{r['severity']}] {r['kind']}: {r['message']}", markup=False)
     print(json.dumps({"run_id": summary["run_id"], "findings": summary["findings"]}))
 
 
 def main(argv: list[str] | None = None) -> int:
+    from jobs.cli import guarded
+
     p = argparse.ArgumentParser(prog="audit", description=__doc__.splitlines()[0])
     add_arguments(p)
-    return run(p.parse_args(argv))
+    return guarded(run, p.parse_args(argv))
 
 
 if __name__ == "__main__":  # spark-submit jobs/audit.py INPUT... --out DIR

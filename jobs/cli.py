@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     aud = sub.add_parser("audit", help="replay a dump with Spark and report findings")
     audit_arguments(aud)
 
+    from jobs.gate import add_arguments as gate_arguments
+
+    gate = sub.add_parser("gate", help="run the data-quality gate over an audit's output")
+    gate_arguments(gate)
+
     from jobs.synth import add_arguments as synth_arguments
 
     syn = sub.add_parser("synth", help="simulate a cluster and write a dump with its truth.json")
@@ -60,36 +65,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    return guarded(_dispatch, args)
+
+
+def guarded(job, args) -> int:
+    """Run a job with the exit codes of DESIGN.md: a configuration error is 2 and names the
+    key; anything unexpected is 3 with its traceback."""
+    from replay.config import ConfigError
+
     try:
-        if args.command == "dump":
-            missing = [p for p in args.paths if not os.path.exists(p)]
-            if missing:
-                print(
-                    f"logreplay dump: no such file or directory: {', '.join(missing)}",
-                    file=sys.stderr,
-                )
-                return EXIT_USAGE
-            from jobs.dump import run
-
-            return run(args.paths, args.deep, args.json, args.verify, args.limit)
-        if args.command == "decode":
-            from jobs.decode import run as decode
-
-            return decode(args)
-        if args.command == "audit":
-            from jobs.audit import run as audit
-
-            return audit(args)
-        if args.command == "synth":
-            from jobs.synth import run as synth
-
-            return synth(args)
-        if args.command == "schema":
-            return _schema(args.tables)
-        if args.command == "demo":
-            from jobs.demo import run as demo
-
-            return demo(args.out, args.json, spark=not args.no_spark, master=args.master)
+        return job(args)
+    except ConfigError as e:
+        print(f"logreplay: configuration error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK
     except KeyboardInterrupt:
@@ -97,6 +85,36 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:  # the job's last line of defence: say what broke, exit 3
         traceback.print_exc()
         return EXIT_UNEXPECTED
+
+
+def _dispatch(args) -> int:
+    if args.command == "dump":
+        missing = [p for p in args.paths if not os.path.exists(p)]
+        if missing:
+            print(
+                f"logreplay dump: no such file or directory: {', '.join(missing)}",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        from jobs.dump import run
+
+        return run(args.paths, args.deep, args.json, args.verify, args.limit)
+    if args.command == "schema":
+        return _schema(args.tables)
+    if args.command == "demo":
+        from jobs.demo import run as demo
+
+        return demo(args.out, args.json, spark=not args.no_spark, master=args.master)
+    jobs = {
+        "decode": "jobs.decode",
+        "audit": "jobs.audit",
+        "gate": "jobs.gate",
+        "synth": "jobs.synth",
+    }
+    if args.command in jobs:
+        import importlib
+
+        return importlib.import_module(jobs[args.command]).run(args)
     return EXIT_USAGE
 
 

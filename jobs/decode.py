@@ -9,13 +9,9 @@ never duplicates it. Runs the same under `spark-submit jobs/decode.py ...` with 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
-import shutil
 import sys
-import uuid
 
 DEFAULT_TABLES = (
     "segments",
@@ -37,22 +33,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--tables", nargs="+", default=list(DEFAULT_TABLES), metavar="TABLE")
     p.add_argument(
-        "--master", default=None, help="Spark master (default: conf/default.yaml, local mode)"
-    )
-    p.add_argument(
         "--header-only", action="store_true", help="scan batch headers only (no records tables)"
     )
     p.add_argument(
         "--range-bytes", type=int, default=None, help="bytes of segment per task (default 128 MiB)"
     )
-    p.add_argument(
-        "--run-id", default=None, help="identifies this run in the manifest (default: generated)"
-    )
+    from jobs.session import add_job_arguments
+
+    add_job_arguments(p)
 
 
 def run(args) -> int:
     import decoders
     from decoders.schemas import TABLES
+    from jobs.session import job_conf
+
+    conf = job_conf(args)
 
     unknown = [t for t in args.tables if t not in TABLES]
     if unknown:
@@ -71,40 +67,46 @@ def run(args) -> int:
         print(f"logreplay decode: no Kafka files under {', '.join(args.inputs)}", file=sys.stderr)
         return 2
 
+    from jobs.output import publish, run_dir, run_id_of, staging_dir, versions, write_parquet
     from jobs.session import spark_session
 
-    spark = spark_session(args.master, "logreplay-decode")
-    run_id = args.run_id or f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
-    out = os.path.abspath(args.out)
-    staging = os.path.join(out, f".staging-{run_id}")
-    shutil.rmtree(staging, ignore_errors=True)
-    os.makedirs(staging)
+    spark = spark_session(args.master, "logreplay-decode", conf)
+    run_id = run_id_of(args.run_id, args.logical_date)
+    out = run_dir(args.out, run_id, conf["output"]["layout"])
+    staging = staging_dir(args.out, run_id)
+    decode = conf["decode"]
+    from decoders.avro import load_topics, to_option
+
+    avro_topics = load_topics(conf["topics"])
 
     def reader(table: str):
         r = (
             spark.read.format("kafka-segments")
             .option("table", table)
             .option("paths", json.dumps(args.inputs))
+            .option("window_bytes", str(decode["window_bytes"]))
+            .option("verify_crc", str(decode["verify_crc"]).lower())
+            .option("range_bytes", str(args.range_bytes or decode["range_bytes"]))
         )
         if args.header_only:
             r = r.option("deep", "false")
-        if args.range_bytes:
-            r = r.option("range_bytes", str(args.range_bytes))
+        if table == "records" and avro_topics:
+            r = r.option("avro", to_option(avro_topics))
         return r.load()
 
     counts = {}
     for table in args.tables:
         df = reader(table)
-        writer = df.write.mode("overwrite")
-        if "topic" in df.columns:
-            writer = writer.partitionBy("topic")
-        writer.parquet(os.path.join(staging, table))
-        counts[table] = spark.read.schema(df.schema).parquet(os.path.join(staging, table)).count()
+        # each task decodes fixed byte ranges in order: rows come out in the same order on
+        # every run, so no shuffle is needed for stable bytes, only stable file names
+        path = os.path.join(staging, table)
+        written = write_parquet(df, path, 0, "topic" if "topic" in df.columns else None)
+        counts[table] = sum(written.values())
 
     accounting = _accounting(spark, staging, reader, "segments" in args.tables)
     manifest = {
         "run_id": run_id,
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "logical_date": args.logical_date,
         "inputs": args.inputs,
         "files": [
             {"file": f.info.file, "kind": f.kind, "broker": f.info.broker, "size": f.size}
@@ -113,11 +115,11 @@ def run(args) -> int:
         "bytes": accounting,
         "rows": counts,
         "deep": not args.header_only,
-        "versions": _versions(spark),
+        "versions": versions(spark),
     }
     with open(os.path.join(staging, "_manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2, sort_keys=True)
-    _publish(staging, out, [*args.tables, "_manifest.json"], run_id)
+    publish(staging, out, [*args.tables, "_manifest.json"], run_id)
     print(json.dumps({"out": out, "run_id": run_id, "rows": counts, "bytes": accounting}))
     return 0
 
@@ -140,36 +142,12 @@ def _accounting(spark, staging: str, reader, have_segments: bool) -> dict:
     return {k: int(v or 0) for k, v in row.asDict().items()}
 
 
-def _versions(spark) -> dict:
-    from importlib.metadata import version
-
-    import pyarrow
-
-    return {
-        "logreplay": version("logreplay"),
-        "spark": spark.version,
-        "pyarrow": pyarrow.__version__,
-        "python": platform.python_version(),
-    }
-
-
-def _publish(staging: str, out: str, names: list[str], run_id: str) -> None:
-    """Swap each staged output in by rename; the previous run's copy is removed afterwards."""
-    trash = os.path.join(out, f".replaced-{run_id}")
-    os.makedirs(trash, exist_ok=True)
-    for name in names:
-        target = os.path.join(out, name)
-        if os.path.lexists(target):
-            os.replace(target, os.path.join(trash, name))
-        os.replace(os.path.join(staging, name), target)
-    shutil.rmtree(trash, ignore_errors=True)
-    shutil.rmtree(staging, ignore_errors=True)
-
-
 def main(argv: list[str] | None = None) -> int:
+    from jobs.cli import guarded
+
     p = argparse.ArgumentParser(prog="decode", description=__doc__.splitlines()[0])
     add_arguments(p)
-    return run(p.parse_args(argv))
+    return guarded(run, p.parse_args(argv))
 
 
 if __name__ == "__main__":  # spark-submit jobs/decode.py INPUT... --out DIR

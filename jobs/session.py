@@ -4,25 +4,18 @@ command line (or spark-submit), and the kafka-segments source registered."""
 from __future__ import annotations
 
 import os
-import pathlib
 import sys
 
-import yaml
 
-DEFAULT_CONF = pathlib.Path(__file__).resolve().parents[1] / "conf" / "default.yaml"
-
-
-def load_defaults(path: pathlib.Path = DEFAULT_CONF) -> dict:
-    with open(path) as f:
-        return yaml.safe_load(f) or {}
-
-
-def spark_session(master: str | None = None, app_name: str | None = None):
+def spark_session(master: str | None = None, app_name: str | None = None, conf: dict | None = None):
     """getOrCreate a session. Under spark-submit the submitted master wins; in a plain Python
-    process the embedded default (local mode) applies unless `master` is given."""
+    process the configured master (embedded default: local mode) applies unless `master` is
+    given. ``conf``: a validated configuration (replay.config.load)."""
     from pyspark.sql import SparkSession
 
-    conf = load_defaults().get("spark", {})
+    from replay.config import load
+
+    conf = (conf or load()).get("spark", {})
     # Python workers must import this project: run them with this interpreter.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -40,3 +33,30 @@ def spark_session(master: str | None = None, app_name: str | None = None):
 
     register(spark)
     return spark
+
+
+def add_job_arguments(p, conf: bool = True) -> None:
+    """The arguments every Spark job takes, the same under `logreplay` and `spark-submit`."""
+    if conf:
+        p.add_argument("--conf", default=None, help="YAML file laid over conf/default.yaml")
+        p.add_argument(
+            "--set",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override one key, e.g. --set audit.clock_skew_ms=500 (repeatable)",
+        )
+    p.add_argument("--master", default=None, help="Spark master (default: local mode)")
+    p.add_argument(
+        "--run-id", default=None, help="the run's id, e.g. Airflow's {{ run_id }}: a rerun replaces"
+    )
+    p.add_argument(
+        "--logical-date", default=None, help="the data interval's date, e.g. Airflow's {{ ds }}"
+    )
+
+
+def job_conf(args) -> dict:
+    """The validated configuration of a job's arguments (raises replay.config.ConfigError)."""
+    from replay.config import load
+
+    return load(getattr(args, "conf", None), getattr(args, "set", None) or ())

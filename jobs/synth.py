@@ -62,3 +62,20 @@ def run(args) -> int:
             table.add_row(t.scenario, a.kind, a.severity, where, str(a.record_count or ""))
     console.print(table)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from jobs.cli import guarded
+
+    p = argparse.ArgumentParser(prog="synth", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    return guarded(run, p.parse_args(argv))
+
+
+if __name__ == "__main__":  # spark-submit jobs/synth.py --scenario NAME --out DIR (no Spark used)
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.exit(main())

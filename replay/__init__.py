@@ -13,22 +13,20 @@ from typing import Any
 __all__ = ["audit", "committed_offsets_at", "load_conf", "lso_at"]
 
 
-def load_conf(conf: str | dict | None) -> dict[str, Any]:
-    """The `audit:` settings: embedded defaults, overlaid by a YAML file (path) or a dict."""
-    import yaml
+def load_conf(
+    conf: str | dict | None = None, overrides: list[str] | tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The validated configuration: embedded defaults, a YAML file (path) or a dict of the same
+    shape over them, then `key=value` overrides. Raises replay.config.ConfigError."""
+    from replay.config import load
 
-    from jobs.session import load_defaults
-
-    merged = dict(load_defaults().get("audit") or {})
-    if isinstance(conf, str):
-        with open(conf) as f:
-            conf = (yaml.safe_load(f) or {}).get("audit") or {}
-    merged.update(conf or {})
-    return merged
+    return load(conf, overrides)
 
 
 def audit(spark, paths, conf: str | dict | None = None):
-    """Replay a dump; DataFrames by table name (see :mod:`replay.tables`)."""
+    """Replay a dump; DataFrames by table name (see :mod:`replay.tables`). ``conf``: a YAML
+    path or a dict shaped like conf/default.yaml (e.g. ``{"groups": {"g": {"isolation":
+    "read_uncommitted"}}}``), validated."""
     from replay.spark import audit as run
 
     return run(spark, list(paths), load_conf(conf))

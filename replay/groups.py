@@ -26,11 +26,18 @@ def _owners(members: list[dict] | None) -> dict[tuple[str, int], list[str]]:
     return out
 
 
-def replay_group(group_id: str, events: list[dict[str, Any]]) -> dict[str, list[dict]]:
-    """events: rows with ``event`` in (metadata, commit, marker) in log order."""
+def replay_group(
+    group_id: str, events: list[dict[str, Any]], declared_broadcast: bool = False
+) -> dict[str, list[dict]]:
+    """events: rows with ``event`` in (metadata, commit, marker) in log order.
+
+    ``declared_broadcast``: the configuration says the group's assignor hands every member
+    every partition; its commits are judged as a broadcast group's even where the group
+    metadata that would show it is gone (expired, compacted, or outside the dump)."""
     generations: list[dict] = []
     timeline: list[dict] = []
     gen = {"generation": None, "state": "Empty", "broadcast": False, "owners": {}}
+    declared = declared_broadcast
     offsets: dict[tuple[str, int], int] = {}
     pending: dict[int, list[dict]] = {}
     for e in events:
@@ -68,12 +75,15 @@ def replay_group(group_id: str, events: list[dict[str, Any]]) -> dict[str, list[
                 pending.setdefault(e["producer_id"], []).append(e)
                 continue
             _apply(group_id, e, e["record_timestamp"], e["log_offset"], gen, offsets, timeline)
+            if declared:
+                timeline[-1]["broadcast"] = True
         elif kind == "marker":
             for c in pending.pop(e["producer_id"], []):
                 if e["control_type"] == "COMMIT":
                     _apply(
                         group_id, c, e["record_timestamp"], e["log_offset"], gen, offsets, timeline
                     )
+                    timeline[-1]["broadcast"] |= declared
     return {
         "generations": generations,
         "timeline": timeline,

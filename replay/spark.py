@@ -30,20 +30,47 @@ INTEGRITY_KINDS = ("crc_mismatch", "truncated_batch", "corrupt_bytes", "unknown_
 
 @dataclass
 class AuditConfig:
+    """The settings the replay uses, taken from a validated configuration (replay.config)."""
+
     clock_skew_ms: int = 1000
     producer_id_expiration_ms: int = 86_400_000
     default_transaction_timeout_ms: int = 900_000  # transaction.max.timeout.ms
-    groups: dict[str, dict] = field(default_factory=dict)  # group -> {isolation: ...}
+    groups: dict[str, dict] = field(default_factory=dict)  # group -> {isolation, assignor}
+    topics: dict[str, dict] = field(default_factory=dict)  # topic -> {cleanup_policy, ...}
     range_bytes: int | None = None
+    window_bytes: int | None = None
+    verify_crc: bool = True
 
     @classmethod
-    def from_dict(cls, d: dict | None) -> AuditConfig:
-        d = dict(d or {})
-        known = {k: d.pop(k) for k in list(d) if k in cls.__dataclass_fields__}
-        return cls(**known)
+    def from_conf(cls, conf: dict | None) -> AuditConfig:
+        conf = conf or {}
+        decode = conf.get("decode") or {}
+        return cls(
+            **(conf.get("audit") or {}),
+            groups=conf.get("groups") or {},
+            topics=conf.get("topics") or {},
+            range_bytes=decode.get("range_bytes"),
+            window_bytes=decode.get("window_bytes"),
+            verify_crc=decode.get("verify_crc", True),
+        )
 
     def declared_isolation(self) -> dict[str, str]:
         return {g: v["isolation"] for g, v in self.groups.items() if v and v.get("isolation")}
+
+    def declared_broadcast(self) -> set[str]:
+        return {g for g, v in self.groups.items() if v and v.get("assignor") == "broadcast"}
+
+    def compacted_topics(self) -> set[str]:
+        return {
+            t for t, v in self.topics.items() if "compact" in (v or {}).get("cleanup_policy", "")
+        }
+
+    def topic_timeouts(self) -> dict[str, int]:
+        return {
+            t: v["transaction_timeout_ms"]
+            for t, v in self.topics.items()
+            if v and v.get("transaction_timeout_ms")
+        }
 
 
 def struct_type(schema: pa.Schema) -> StructType:
@@ -52,6 +79,15 @@ def struct_type(schema: pa.Schema) -> StructType:
 
 def _split(df: DataFrame, out: str, schema: pa.Schema) -> DataFrame:
     return df.filter(F.col("out") == out).select(*[f.name for f in schema])
+
+
+def _topic_timeout(config: AuditConfig):
+    """The transaction timeout declared for the topic in conf (topics.<t>), else null."""
+    timeouts = config.topic_timeouts()
+    if not timeouts:
+        return F.lit(None).cast("long")
+    pairs = [x for t, ms in sorted(timeouts.items()) for x in (F.lit(t), F.lit(ms).cast("long"))]
+    return F.element_at(F.create_map(*pairs), F.col("topic"))
 
 
 def _ms(col: str):
@@ -70,6 +106,9 @@ class Audit:
             r = r.option("topics", topics)
         if self.config.range_bytes:
             r = r.option("range_bytes", str(self.config.range_bytes))
+        if self.config.window_bytes:
+            r = r.option("window_bytes", str(self.config.window_bytes))
+        r = r.option("verify_crc", str(self.config.verify_crc).lower())
         return r.load()
 
     # -- the plan ---------------------------------------------------------------------------------
@@ -157,7 +196,12 @@ class Audit:
             "group_generations": _split(groups, "generation", T.GENERATIONS),
             "offset_timeline": timeline,
         }
-        return {name: _timestamps(df) for name, df in out.items()}
+        out = {name: _timestamps(df) for name, df in out.items()}
+        # the decoding accounting, for the gate's data expectations: one row per file, one
+        # per rejected byte range
+        out["segments"] = self.read("segments")
+        out["errors"] = self.read("errors")
+        return out
 
     # -- replicas -------------------------------------------------------------------------------
     def _chosen_replicas(self, batches: DataFrame) -> DataFrame:
@@ -253,11 +297,15 @@ class Audit:
         schema = T.union(T.FINDINGS, T.TRANSACTIONS, T.PRODUCER_STATES, T.LSO_CHANGES, T.PARTITIONS)
         cfg = Config(producer_id_expiration_ms=self.config.producer_id_expiration_ms)
         cleaned = self.cleaner_checkpoints()
+        compacted = self.config.compacted_topics()
 
         def replay(key, bt, st):  # no hints: Spark infers its UDF type from them
             topic, partition = key[0].as_py(), key[1].as_py()
             broker = bt.column("broker")[0].as_py() if bt.num_rows else None
             upto = cleaned.get(f"{broker}|{topic}|{partition}", 0)
+            if not upto and topic in compacted and bt.num_rows:
+                # declared compacted, no cleaner checkpoint: the cleaner may have been anywhere
+                upto = pa.compute.max(bt.column("last_offset")).as_py() + 1
             return replay_partition_tables(topic, partition, bt, st, cfg, schema, upto)
 
         b = batches.select(
@@ -463,7 +511,7 @@ class Audit:
             pt.filter("outcome = 'OPEN' AND NOT in_cleaned_range AND pinned_records > 0")
             .join(timeouts, "producer_id", "left")
             .join(ids.select(F.col("producer_id"), F.col("tid")), "producer_id", "left")
-            .withColumn("timeout", F.coalesce("timeout_ms", F.lit(self.config.default_transaction_timeout_ms)))
+            .withColumn("timeout", F.coalesce("timeout_ms", _topic_timeout(self.config), F.lit(self.config.default_transaction_timeout_ms)))
             .filter(F.col("open_ms") > F.col("timeout"))
             .select(
                 F.lit("hanging_transaction").alias("kind"),
@@ -533,12 +581,14 @@ class Audit:
         self, commits: DataFrame, metadata: DataFrame, batches: DataFrame
     ) -> DataFrame:
         schema = T.union(T.FINDINGS, T.GENERATIONS, T.TIMELINE)
+        broadcast = self.config.declared_broadcast()
 
         def replay(key, t):  # no hints: Spark infers its UDF type from them
             rows = sorted(
                 t.to_pylist(), key=lambda r: (r["log_partition"], r["log_offset"], r["_order"])
             )
-            res = replay_group(key[0].as_py(), rows)
+            group = key[0].as_py()
+            res = replay_group(group, rows, declared_broadcast=group in broadcast)
             return pa.concat_tables([
                 T.rows_table(schema, "generation", res["generations"]),
                 T.rows_table(schema, "timeline", res["timeline"]),
@@ -741,6 +791,7 @@ def audit(
     spark: SparkSession, paths: list[str], conf: dict | AuditConfig | None = None
 ) -> dict[str, DataFrame]:
     """Replay a dump; DataFrames by table name (findings, transactions, producer_states,
-    lso_changes, partitions, coordinator_transactions, group_generations, offset_timeline)."""
-    config = conf if isinstance(conf, AuditConfig) else AuditConfig.from_dict(conf)
+    lso_changes, partitions, coordinator_transactions, group_generations, offset_timeline,
+    plus the decoded segments and errors)."""
+    config = conf if isinstance(conf, AuditConfig) else AuditConfig.from_conf(conf)
     return Audit(spark, list(paths), config).run()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 from spark_submit import spark_submit
@@ -142,3 +143,32 @@ def test_spark_submit_runs_the_audit(sim_all, tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     summary = json.loads(res.stdout.strip().splitlines()[-1])
     assert summary["findings"]["total"] == 5
+
+
+def test_declared_facts_change_the_judgement(spark, sim_all, tmp_path):
+    """conf topics.<t> and groups.<g>: facts the dump does not hold."""
+    # the ledger partitions alone: no coordinator log, so no transaction timeout from it
+    partial = tmp_path / "ledger-only" / "broker-1"
+    partial.mkdir(parents=True)
+    for d in (sim_all / "transaction_faults" / "broker-1").iterdir():
+        if d.name.startswith("ledger-"):
+            shutil.copytree(d, partial / d.name)
+
+    def kinds(conf):
+        found = _findings(audit(spark, [str(partial.parent)], conf))
+        spark.catalog.clearCache()
+        return {f["kind"] for f in found}
+
+    # open ~25 s: not hanging under the default 15 min timeout, hanging under a declared 5 s
+    assert "hanging_transaction" not in kinds(None)
+    assert "hanging_transaction" in kinds({"topics": {"ledger": {"transaction_timeout_ms": 5000}}})
+    # a compacted topic with no cleaner checkpoint: the marker may have been cleaned away
+    compacted = {
+        "topics": {"ledger": {"transaction_timeout_ms": 5000, "cleanup_policy": "compact"}}
+    }
+    assert "hanging_transaction" not in kinds(compacted)
+
+    resets = str(sim_all / "offset_resets")
+    declared = {"groups": {"auditors": {"assignor": "broadcast"}}}
+    found = _findings(audit(spark, [resets], declared))
+    assert {f["kind"] for f in found if f["group_id"] == "auditors"} == {"offset_overwrite"}

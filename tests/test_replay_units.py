@@ -273,6 +273,19 @@ def test_broadcast_overwrites_and_regressions():
     ]
 
 
+def test_a_group_declared_broadcast_is_judged_as_one_without_metadata():
+    """conf groups.<g>.assignor=broadcast: the commits of a group whose metadata is gone (or
+    never in the dump) are judged as a broadcast group's: overwrites, not regressions."""
+    events = [_commit(0, 50, 1), _commit(0, 40, 2), _commit(0, 60, 3, pid=9), _marker(9, True, 4),
+              _commit(0, 45, 5)]  # fmt: skip
+    undeclared = replay_group("g", events)
+    assert {f["kind"] for f in undeclared["findings"]} == {"offset_regression"}
+    declared = replay_group("g", events, declared_broadcast=True)
+    [f] = declared["findings"]
+    assert f["kind"] == "offset_overwrite" and f["record_count"] == 10 + 15
+    assert all(r["broadcast"] for r in declared["timeline"])
+
+
 # -- leakage ------------------------------------------------------------------------------------
 def test_leak_needs_proof_or_a_declaration():
     txns = [

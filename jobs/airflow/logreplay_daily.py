@@ -1,0 +1,64 @@
+"""Daily exactly-once audit of a Kafka dump, then the data-quality gate.
+
+Each run audits the day's dump into a run-specific directory (`<out_root>/<ds>`), with
+Airflow's run id and logical date passed on: a retry or a backfill of the same date reruns the
+same command, and the job swaps its output in atomically, so it replaces rather than
+duplicates. The gate task fails (exit 1) when the policy's findings or a data expectation fail,
+which stops everything downstream; `summary.json` in the run directory carries the verdict.
+
+Params (defaults below; override them per run or in a copy of this file): `dump_root` (where
+each day's dump lands as `<dump_root>/<ds>`, a path or an s3:// / hdfs:// URI), `out_root`
+(output root) and `conf` (a YAML file laid over the defaults). `LOGREPLAY_HOME` is a checkout
+of this project on the workers (default: the one holding this file).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pendulum
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG
+
+HOME = os.environ.get(
+    "LOGREPLAY_HOME", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)
+
+RUN = [
+    "--run-id", "{{ run_id }}",
+    "--logical-date", "{{ ds }}",
+    "--conf", "{{ params.conf }}",
+]  # fmt: skip
+OUT = "{{ params.out_root }}/{{ ds }}"
+
+with DAG(
+    dag_id="logreplay_daily_audit",
+    description="Replay yesterday's Kafka dump: exactly-once findings, then the gate",
+    schedule="@daily",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 2, "retry_delay": pendulum.duration(minutes=5)},
+    params={
+        "dump_root": "/data/kafka-dumps",
+        "out_root": "/data/logreplay",
+        "conf": HOME + "/conf/default.yaml",
+    },
+    tags=["kafka", "exactly-once", "data-quality"],
+) as dag:
+    audit = SparkSubmitOperator(
+        task_id="audit",
+        conn_id="spark_default",
+        application=HOME + "/jobs/audit.py",
+        name="logreplay-audit-{{ ds_nodash }}",
+        application_args=["{{ params.dump_root }}/{{ ds }}", "--out", OUT, *RUN],
+    )
+    gate = SparkSubmitOperator(
+        task_id="gate",
+        conn_id="spark_default",
+        application=HOME + "/jobs/gate.py",
+        name="logreplay-gate-{{ ds_nodash }}",
+        application_args=[OUT, *RUN],
+        retries=0,  # a failed gate is a verdict, not a flake
+    )
+    audit >> gate

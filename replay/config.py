@@ -1,0 +1,283 @@
+"""The job configuration: embedded defaults (`conf/default.yaml`), a user YAML file over them,
+then `--set key=value` overrides, validated before any work starts.
+
+A scheduled job that runs for an hour on a misspelt key is worse than one that refuses to
+start, so every key is declared here with its type: an unknown key, a wrong type or a missing
+path raises :class:`ConfigError` naming the key and how to fix it (the CLI exits 2 on it).
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import os
+import pathlib
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from replay.findings import KINDS, SEVERITIES
+
+DEFAULT_CONF = pathlib.Path(__file__).resolve().parents[1] / "conf" / "default.yaml"
+
+
+class ConfigError(ValueError):
+    """A configuration problem: the dotted key, what is wrong, and how to fix it."""
+
+    def __init__(self, key: str, problem: str, fix: str) -> None:
+        self.key, self.problem, self.fix = key, problem, fix
+        super().__init__(f"configuration key {key!r}: {problem}. {fix}")
+
+
+# -- the declared keys -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Int:
+    minimum: int | None = 0
+
+    def check(self, key: str, v: Any, base: pathlib.Path) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ConfigError(key, f"expected an integer, got {v!r}", f"Set it like {key}=1000.")
+        if self.minimum is not None and v < self.minimum:
+            raise ConfigError(key, f"must be >= {self.minimum}, got {v}", "Use a larger value.")
+        return v
+
+
+@dataclass(frozen=True)
+class Bool:
+    def check(self, key: str, v: Any, base: pathlib.Path) -> bool:
+        if not isinstance(v, bool):
+            raise ConfigError(key, f"expected true or false, got {v!r}", f"Set {key}=true.")
+        return v
+
+
+@dataclass(frozen=True)
+class Str:
+    def check(self, key: str, v: Any, base: pathlib.Path) -> str:
+        if not isinstance(v, str) or not v:
+            raise ConfigError(key, f"expected a non-empty string, got {v!r}", "Quote the value.")
+        return v
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A Spark setting: Spark takes every value as a string."""
+
+    def check(self, key: str, v: Any, base: pathlib.Path) -> str:
+        if isinstance(v, dict | list) or v is None:
+            raise ConfigError(key, f"expected a single value, got {v!r}", "Give a string.")
+        return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+@dataclass(frozen=True)
+class Enum:
+    values: tuple[str, ...]
+
+    def check(self, key: str, v: Any, base: pathlib.Path) -> str:
+        if v not in self.values:
+            near = difflib.get_close_matches(str(v), self.values, n=1)
+            hint = f"Did you mean {near[0]!r}? " if near else ""
+            raise ConfigError(
+                key,
+                f"expected one of {', '.join(self.values)}; got {v!r}",
+                f"{hint}Use one of the listed values.",
+            )
+        return v
+
+
+@dataclass(frozen=True)
+class Path:
+    """A local file that must exist; relative paths are relative to the file that names them."""
+
+    def check(self, key: str, v: Any, base: pathlib.Path) -> str:
+        Str().check(key, v, base)
+        if "://" in v:
+            return v
+        p = (base / v).resolve() if not os.path.isabs(v) else pathlib.Path(v)
+        if not p.exists():
+            raise ConfigError(
+                key, f"no such file or directory: {v} (looked at {p})", "Fix the path."
+            )
+        return str(p)
+
+
+@dataclass(frozen=True)
+class Section:
+    fields: dict[str, Any]
+
+    def check(self, key: str, v: Any, base: pathlib.Path) -> dict:
+        if v is None:
+            v = {}
+        if not isinstance(v, dict):
+            raise ConfigError(key, f"expected a mapping, got {v!r}", "Indent its keys under it.")
+        out = {}
+        for k, sub in v.items():
+            where = f"{key}.{k}" if key else str(k)
+            if k not in self.fields:
+                near = difflib.get_close_matches(str(k), list(self.fields), n=1)
+                hint = f"Did you mean {near[0]!r}? " if near else ""
+                raise ConfigError(
+                    where,
+                    "unknown key",
+                    f"{hint}Known keys here: {', '.join(self.fields)}.",
+                )
+            out[k] = self.fields[k].check(where, sub, base)
+        return out
+
+
+@dataclass(frozen=True)
+class MapOf:
+    """Entries named by the user (topics, groups, Spark settings)."""
+
+    value: Any
+    keys: tuple[str, ...] | None = None
+
+    def check(self, key: str, v: Any, base: pathlib.Path) -> dict:
+        if v is None:
+            return {}
+        if not isinstance(v, dict):
+            raise ConfigError(key, f"expected a mapping, got {v!r}", "Indent its entries.")
+        if self.keys is not None:
+            for k in v:
+                Enum(self.keys).check(f"{key}.{k}", k, base)
+        return {str(k): self.value.check(f"{key}.{k}", sub, base) for k, sub in v.items()}
+
+
+GATE_THRESHOLDS = (*SEVERITIES, "never")
+ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky", "broadcast", "other")
+
+SCHEMA = Section(
+    {
+        "spark": Section(
+            {"master": Str(), "app_name": Str(), "config": MapOf(Scalar())},
+        ),
+        "decode": Section(
+            {
+                "window_bytes": Int(minimum=65536),
+                "range_bytes": Int(minimum=1 << 20),
+                "verify_crc": Bool(),
+            }
+        ),
+        "output": Section({"layout": Enum(("flat", "per_run"))}),
+        "audit": Section(
+            {
+                "clock_skew_ms": Int(),
+                "producer_id_expiration_ms": Int(minimum=1),
+                "default_transaction_timeout_ms": Int(minimum=1),
+            }
+        ),
+        "gate": Section(
+            {
+                "fail_at": Enum(GATE_THRESHOLDS),
+                "kinds": MapOf(Enum(GATE_THRESHOLDS), keys=tuple(KINDS)),
+                "data_expectations": Bool(),
+                "data_docs": Bool(),
+                "sample_findings": Int(minimum=1),
+            }
+        ),
+        "topics": MapOf(
+            Section(
+                {
+                    "cleanup_policy": Enum(("delete", "compact", "compact,delete")),
+                    "transaction_timeout_ms": Int(minimum=1),
+                    "avro": Section(
+                        {
+                            "encoding": Enum(("schemaless", "confluent")),
+                            "schema": Path(),
+                            "schema_dir": Path(),
+                            "field": Enum(("value", "key")),
+                        }
+                    ),
+                }
+            )
+        ),
+        "groups": MapOf(
+            Section(
+                {
+                    "isolation": Enum(("read_committed", "read_uncommitted")),
+                    "assignor": Enum(ASSIGNORS),
+                }
+            )
+        ),
+    }
+)
+
+
+# -- loading ---------------------------------------------------------------------------------
+
+
+def load(
+    user: str | os.PathLike | dict | None = None, overrides: list[str] | tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Defaults, then the user's file (or dict), then `key=value` overrides; validated."""
+    with open(DEFAULT_CONF) as f:
+        merged = SCHEMA.check("", yaml.safe_load(f) or {}, DEFAULT_CONF.parent)
+    if user is not None:
+        if isinstance(user, dict):
+            doc, base = user, pathlib.Path.cwd()
+        else:
+            doc, base = _read_user_file(pathlib.Path(user)), pathlib.Path(user).resolve().parent
+        merged = _merge(merged, SCHEMA.check("", doc, base))
+    for item in overrides:
+        merged = _merge(merged, SCHEMA.check("", _override(item), pathlib.Path.cwd()))
+    _check_avro(merged)
+    return merged
+
+
+def _read_user_file(path: pathlib.Path) -> dict:
+    if not path.exists():
+        raise ConfigError("--conf", f"no such file: {path}", "Give the path of a YAML file.")
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError("--conf", f"{path} is not valid YAML ({e})", "Fix its syntax.") from e
+    if doc is not None and not isinstance(doc, dict):
+        raise ConfigError("--conf", f"{path} must hold a mapping", "Start it with `audit:`.")
+    return doc or {}
+
+
+def _override(item: str) -> dict:
+    """`a.b.c=value` as the nested mapping {a: {b: {c: value}}}; the value is read as YAML so
+    numbers and booleans keep their types."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(
+            item, "an override must look like key=value", "E.g. audit.clock_skew_ms=500."
+        )
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    doc: Any = value
+    for part in reversed(key.strip().split(".")):
+        doc = {part: doc}
+    return doc
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _check_avro(conf: dict) -> None:
+    for topic, facts in conf.get("topics", {}).items():
+        avro = facts.get("avro")
+        if not avro:
+            continue
+        key = f"topics.{topic}.avro"
+        encoding = avro.setdefault("encoding", "schemaless")
+        avro.setdefault("field", "value")
+        if encoding == "schemaless" and "schema" not in avro:
+            raise ConfigError(
+                f"{key}.schema", "a schemaless topic needs its writer schema", "Give an .avsc path."
+            )
+        if encoding == "confluent" and "schema_dir" not in avro and "schema" not in avro:
+            raise ConfigError(
+                f"{key}.schema_dir",
+                "the Confluent wire format needs schemas by id",
+                "Give a directory of <id>.avsc files (or one schema for every id).",
+            )

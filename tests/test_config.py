@@ -1,0 +1,89 @@
+"""Configuration layering and validation, the gate policy, and the CLI's exit 2 on bad keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.cli import main
+from replay.config import ConfigError, load
+from validations.policy import GatePolicy
+
+
+def test_defaults_are_valid_and_complete():
+    conf = load()
+    assert conf["spark"]["master"] == "local[2]"
+    assert conf["audit"]["clock_skew_ms"] == 1000
+    assert conf["gate"]["fail_at"] == "error"
+    assert conf["output"]["layout"] == "flat"
+    assert conf["topics"] == {} and conf["groups"] == {}
+
+
+def test_user_file_then_overrides_are_layered(tmp_path):
+    user = tmp_path / "site.yaml"
+    user.write_text(
+        "audit: {clock_skew_ms: 250}\n"
+        "groups: {billing: {isolation: read_uncommitted, assignor: broadcast}}\n"
+        "topics: {orders: {cleanup_policy: compact, transaction_timeout_ms: 60000}}\n"
+    )
+    conf = load(str(user), ["audit.clock_skew_ms=500", "gate.kinds.offset_regression=warning"])
+    assert conf["audit"]["clock_skew_ms"] == 500  # the override wins over the file
+    assert conf["audit"]["producer_id_expiration_ms"] == 86_400_000  # defaults stay
+    assert conf["groups"]["billing"] == {"isolation": "read_uncommitted", "assignor": "broadcast"}
+    assert conf["topics"]["orders"]["transaction_timeout_ms"] == 60000
+    assert conf["gate"]["kinds"] == {"offset_regression": "warning"}
+
+
+@pytest.mark.parametrize(
+    "override, key, words",
+    [
+        ("audit.clock_skew=5", "audit.clock_skew", "clock_skew_ms"),
+        ("audit.clock_skew_ms=soon", "audit.clock_skew_ms", "integer"),
+        ("audit.clock_skew_ms=-1", "audit.clock_skew_ms", ">= 0"),
+        ("gate.fail_at=erorr", "gate.fail_at", "'error'"),
+        (
+            "gate.kinds.duplicate_sequenc=warning",
+            "gate.kinds.duplicate_sequenc",
+            "duplicate_sequence",
+        ),
+        ("groups.g.isolation=read_dirty", "groups.g.isolation", "read_uncommitted"),
+        ("decode.verify_crc=maybe", "decode.verify_crc", "true or false"),
+        ("topics.t.avro.schema=missing.avsc", "topics.t.avro.schema", "no such file"),
+        ("topics.t.avro.encoding=confluent", "topics.t.avro.schema_dir", "schemas by id"),
+        ("nonsense", "nonsense", "key=value"),
+    ],
+)
+def test_bad_configuration_names_the_key_and_the_fix(override, key, words):
+    with pytest.raises(ConfigError) as e:
+        load(None, [override])
+    assert e.value.key == key
+    assert words in str(e.value)
+
+
+def test_a_bad_user_file_is_refused(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("audit: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load(str(bad))
+    with pytest.raises(ConfigError, match="no such file"):
+        load(str(tmp_path / "absent.yaml"))
+
+
+@pytest.mark.parametrize("command", ["audit", "decode", "gate"])
+def test_jobs_exit_2_naming_the_key_before_any_work(tmp_path, capsys, command):
+    args = [str(tmp_path)] + (["--out", str(tmp_path / "out")] if command != "gate" else [])
+    assert main([command, *args, "--set", "audit.clock_skew=5"]) == 2
+    err = capsys.readouterr().err
+    assert "audit.clock_skew" in err and "clock_skew_ms" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_gate_policy_maps_kinds_and_severities():
+    p = GatePolicy.from_conf(load(None, ["gate.kinds.offset_regression=warning",
+                                         "gate.kinds.split_outcome=never"]))  # fmt: skip
+    assert p.fails("duplicate_sequence", "error") and p.fails("hanging_transaction", "critical")
+    assert not p.fails("duplicate_sequence", "warning")
+    assert p.fails("offset_regression", "warning") and not p.fails("offset_regression", "info")
+    assert not p.fails("split_outcome", "critical")
+    assert p.blocking_severities("split_outcome") == []
+    lenient = GatePolicy.from_conf(load(None, ["gate.fail_at=never"]))
+    assert not lenient.fails("crc_mismatch", "critical")

@@ -1,0 +1,179 @@
+"""The gate end to end: audits of simulated scenarios with `--gate`, `logreplay gate` with a
+policy, idempotent reruns (byte-identical outputs across processes), and the Data Docs
+rendered by headless Chromium."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from jobs.cli import main
+from replay.findings import at_least
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = ["--run-id", "scheduled__2026-11-21T00:00:00+00:00", "--logical-date", "2026-11-21"]
+
+
+@pytest.fixture(autouse=True)
+def _release_cache(spark):
+    yield
+    spark.catalog.clearCache()
+
+
+@pytest.fixture(scope="module")
+def gated(spark, sim_all, tmp_path_factory):
+    """scenario -> (exit code, output directory) of `logreplay audit --gate`."""
+    done = {}
+
+    def run(scenario: str):
+        if scenario not in done:
+            out = tmp_path_factory.mktemp("gate") / scenario
+            code = main(["audit", str(sim_all / scenario), "--out", str(out), "--gate", *RUN])
+            spark.catalog.clearCache()
+            done[scenario] = (code, out)
+        return done[scenario]
+
+    return run
+
+
+def _blocking_truth(sim_all, scenario: str) -> set[str]:
+    truth = json.loads((sim_all / scenario / "truth.json").read_text())
+    return {a["kind"] for a in truth["anomalies"] if at_least(a["severity"], "error")}
+
+
+@pytest.mark.parametrize("scenario", ["transaction_faults", "idempotence_faults", "aborted_reads"])
+def test_the_gate_fails_on_anomalies_and_names_the_findings(sim_all, gated, scenario, capsys):
+    code, out = gated(scenario)
+    assert code == 1
+    result = json.loads((out / "gate" / "result.json").read_text())
+    assert result["success"] is False
+    failed = {f["description"].split()[1] for f in result["failures"] if f["table"] == "findings"}
+    assert failed == _blocking_truth(sim_all, scenario)
+    for f in result["failures"]:
+        assert f["unexpected_count"] >= 1 and f["behind"], f  # the findings behind it, by name
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["gate"]["success"] is False
+    assert summary["run_id"] == "scheduled__2026-11-21T00_00_00_00_00"
+    assert (out / "gate" / "data_docs" / "index.html").is_file()
+
+
+@pytest.mark.parametrize("scenario", ["clean_transactions", "clean_eos_pipeline"])
+def test_the_gate_passes_clean_scenarios(gated, scenario):
+    code, out = gated(scenario)
+    assert code == 0
+    result = json.loads((out / "gate" / "result.json").read_text())
+    assert result["success"] and result["failures"] == [] and result["evaluated"] > 20
+    assert json.loads((out / "summary.json").read_text())["gate"]["success"] is True
+
+
+def test_logreplay_gate_applies_the_policy(sim_all, gated, tmp_path, capsys):
+    code, out = gated("transaction_faults")
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    shutil.rmtree(copy / "gate")
+    assert main(["gate", str(copy), "--set", "gate.data_docs=false"]) == 1
+    err = capsys.readouterr().err
+    assert "failed [findings] no split_outcome finding of severity error or above" in err
+    assert "ledger-split" in err  # the finding behind it
+    exempt = [f"--set=gate.kinds.{k}=never" for k in _blocking_truth(sim_all, "transaction_faults")]
+    assert main(["gate", str(copy), "--set", "gate.data_docs=false", *exempt]) == 0
+    summary = json.loads((copy / "summary.json").read_text())
+    assert summary["gate"]["success"] is True
+    # a stricter default threshold turns the same dump's warnings into failures too
+    assert main(["gate", str(copy), "--set", "gate.data_docs=false", *exempt,
+                 "--set", "gate.fail_at=info"]) in (0, 1)  # fmt: skip
+
+
+def test_the_gate_checks_the_decoded_tables(sim_all, tmp_path, capsys):
+    out = tmp_path / "decoded"
+    dump = str(sim_all / "corrupt_segments")
+    assert (
+        main(["decode", dump, "--out", str(out), "--tables", "segments", "errors", "batches"]) == 0
+    )
+    assert main(["gate", str(out), "--set", "gate.data_docs=false"]) == 1
+    result = json.loads((out / "gate" / "result.json").read_text())
+    failed = {(f["table"], f["description"]) for f in result["failures"]}
+    assert ("segments", "no corrupt bytes in any file") in failed
+    assert ("errors", "every CRC valid") in failed
+    assert all(f["behind"] for f in result["failures"])
+    clean = tmp_path / "clean"
+    dump = str(sim_all / "clean_idempotent")
+    assert (
+        main(["decode", dump, "--out", str(clean), "--tables", "segments", "errors", "batches"])
+        == 0
+    )
+    assert main(["gate", str(clean), "--set", "gate.data_docs=false"]) == 0
+
+
+def _digest(root) -> dict[str, str]:
+    out = {}
+    for folder, _dirs, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+def test_a_rerun_of_the_same_run_leaves_identical_bytes(gated, sim_all):
+    """The retry runs in a new process (a new JVM too), as an Airflow retry would."""
+    code, out = gated("broadcast_groups")
+    before = _digest(out)
+    assert any(p.startswith("findings/") for p in before)
+    rerun = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "audit", str(sim_all / "broadcast_groups"),
+         "--out", str(out), "--gate", *RUN],
+        cwd=REPO, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert rerun.returncode == code, rerun.stderr[-3000:]
+    assert _digest(out) == before
+    assert sorted(os.listdir(out.parent)) == [out.name]  # no staging or replaced copies left
+
+
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--window-size=1280,1000",
+]  # fmt: skip
+
+
+def test_the_data_docs_render_in_headless_chromium(gated, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "Debian's chromium is needed: ./dev test installs it"
+    _code, out = gated("transaction_faults")
+    index = out / "gate" / "data_docs" / "index.html"
+    pages = sorted((out / "gate" / "data_docs" / "validations").rglob("findings-findings.html"))
+    assert pages
+    for i, page in enumerate([index, pages[0]]):
+        shot = tmp_path / f"page{i}.png"
+        profile = tmp_path / f"profile{i}"
+        args = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}"]
+        subprocess.run([*args, f"--screenshot={shot}", page.as_uri()],
+                       capture_output=True, timeout=120, check=True)  # fmt: skip
+        png = shot.read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000  # a page, not a blank
+        dom = subprocess.run([*args, "--dump-dom", page.as_uri()],
+                             capture_output=True, text=True, timeout=120, check=True).stdout  # fmt: skip
+        if page == index:
+            assert "logreplay.findings" in dom  # the suites' validation results are listed
+        else:
+            assert "no split_outcome finding of severity error or above" in dom
+
+
+def test_spark_submit_runs_the_gate(gated, tmp_path):
+    from spark_submit import spark_submit
+
+    _code, out = gated("clean_transactions")
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    shutil.rmtree(copy / "gate")
+    done = spark_submit("gate.py", str(copy), "--set", "gate.data_docs=false", *RUN)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["gate"]["success"] is True
+    assert (copy / "gate" / "result.json").is_file()

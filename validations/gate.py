@@ -1,0 +1,299 @@
+"""The gate: Great Expectations checkpoints over the tables of an audit (or decode) output.
+
+Each table is a Spark DataFrame read from the output's Parquet and validated by a GE 1.x
+checkpoint (Spark data source with ``persist`` off, so a big table is scanned, never cached).
+The checkpoints update one Data Docs site under ``<gate dir>/data_docs``; the verdict, with the
+findings behind each failed expectation, goes to ``<gate dir>/result.json``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+
+from validations.policy import GatePolicy
+from validations.suites import BLOCKING, Suite, data_suites, findings_suite
+
+DOCS = "data_docs"
+RESULT = "result.json"
+
+
+@dataclass
+class Failure:
+    table: str
+    expectation: str
+    description: str
+    unexpected_count: int | None
+    observed: object
+    behind: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GateResult:
+    success: bool
+    run_id: str
+    evaluated: int
+    failures: list[Failure]
+    docs_index: str | None
+
+    def verdict(self) -> str:
+        head = "PASS" if self.success else "FAIL"
+        lines = [
+            f"gate {head}: {self.evaluated - len(self.failures)}/{self.evaluated} expectations met"
+        ]
+        for f in self.failures:
+            count = f" ({f.unexpected_count} rows)" if f.unexpected_count else ""
+            lines.append(f"  failed [{f.table}] {f.description}{count}")
+            lines += [f"    - {b}" for b in f.behind]
+        return "\n".join(lines)
+
+    def summary(self) -> dict:
+        return {
+            "success": self.success,
+            "evaluated": self.evaluated,
+            "failed": [f"[{f.table}] {f.description}" for f in self.failures],
+        }
+
+
+def run_gate(
+    spark,
+    tables_dir: str,
+    gate_dir: str,
+    conf: dict,
+    run_id: str,
+    logical_date: str | None = None,
+    rows: dict[str, int] | None = None,
+) -> GateResult:
+    """Validate the tables under ``tables_dir``; write result.json and Data Docs in ``gate_dir``."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # no network calls from a gate
+    from pyspark.sql import functions as F
+
+    policy = GatePolicy.from_conf(conf)
+    frames = {
+        name: spark.read.parquet(os.path.join(tables_dir, name))
+        for name in sorted(os.listdir(tables_dir))
+        if _is_table(os.path.join(tables_dir, name))
+    }
+    rows = rows or {}
+    suites: list[Suite] = []
+    if "findings" in frames:
+        findings = frames["findings"]
+        kinds = sorted(policy.thresholds())
+        frames["findings"] = findings.withColumn(BLOCKING, _blocking(policy, kinds, F))
+        suites.append(findings_suite(policy, kinds, rows.get("findings")))
+    if policy.data_expectations:
+        suites += data_suites({t: df.columns for t, df in frames.items()}, rows)
+
+    context = _context(gate_dir, policy)
+    run = _run_identifier(run_id, logical_date)
+    failures, evaluated, described = [], 0, []
+    for suite in suites:
+        result = _validate(context, suite, frames[suite.table], run)
+        described.append(result.describe_dict())
+        by_description = _expectation_results(result)
+        for check in suite.checks:
+            r = by_description[check.description]
+            evaluated += 1
+            if r.success:
+                continue
+            failures.append(_failure(suite, check, r, frames[suite.table], policy))
+    docs = None
+    if policy.data_docs:
+        settle_docs(os.path.join(gate_dir, DOCS), run.run_time)
+        docs = os.path.join(gate_dir, DOCS, "index.html")
+    result = GateResult(not failures, run_id, evaluated, failures, docs)
+    with open(os.path.join(gate_dir, RESULT), "w") as f:
+        json.dump(
+            {
+                "run_id": run_id,
+                "logical_date": logical_date,
+                "success": result.success,
+                "evaluated": evaluated,
+                "failures": [asdict(x) for x in failures],
+                "policy": {"fail_at": policy.fail_at, "kinds": policy.kinds},
+                "great_expectations": described,
+            },
+            f,
+            indent=2,
+            sort_keys=True,
+            default=str,
+        )
+    return result
+
+
+GE_LOGO = re.compile(
+    r"https://great-expectations-web-assets\.s3[^\"']*/logo-long\.png\?d=[0-9TZ.]*"
+)
+STAMP = re.compile(r"\d{8}T\d{6}\.\d{6}Z")
+COLLAPSE = re.compile(
+    r"collapse-body-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+)
+
+
+def settle_docs(site: str, run_time: dt.datetime) -> None:
+    """Make the Data Docs a function of the results alone: GE stamps each page with the clock
+    (the batch's ge_load_time, a cache-busting query on a remote logo) and random element ids.
+    The logo becomes the site's own copy (the page needs no network), times become the run's
+    time and ids are numbered in page order, so a rerun writes the same pages."""
+    when = run_time.strftime("%Y%m%dT%H%M%S.%fZ")
+    for folder, _dirs, names in os.walk(site):
+        for name in names:
+            if not name.endswith(".html"):
+                continue
+            path = os.path.join(folder, name)
+            with open(path, encoding="utf-8") as f:
+                html = f.read()
+            logo = os.path.relpath(os.path.join(site, "static", "images", "logo-long.png"), folder)
+            html = GE_LOGO.sub(logo, html)
+            html = STAMP.sub(when, html)
+            html = _number_ids(html)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(html)
+
+
+def _number_ids(html: str) -> str:
+    ids: dict[str, str] = {}
+    return COLLAPSE.sub(
+        lambda m: "collapse-body-" + ids.setdefault(m.group(1), f"n{len(ids)}"), html
+    )
+
+
+def _is_table(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.basename(path).startswith((".", "_", "gate"))
+
+
+def _blocking(policy: GatePolicy, kinds: list[str], F):
+    """The kind of a finding that fails the gate, else null."""
+    expr = None
+    for kind in kinds:
+        sevs = policy.blocking_severities(kind)
+        if not sevs:
+            continue
+        cond = (F.col("kind") == kind) & F.col("severity").isin(*sevs)
+        expr = F.when(cond, F.col("kind")) if expr is None else expr.when(cond, F.col("kind"))
+    # a kind this version does not know falls under the default threshold
+    default = policy.blocking_severities("")
+    unknown = ~F.col("kind").isin(*kinds) & F.col("severity").isin(*(default or ["-"]))
+    expr = F.when(unknown, F.col("kind")) if expr is None else expr.when(unknown, F.col("kind"))
+    return expr.otherwise(F.lit(None).cast("string"))
+
+
+def _context(gate_dir: str, policy: GatePolicy):
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import (
+        DataContextConfig,
+        InMemoryStoreBackendDefaults,
+        ProgressBarsConfig,
+    )
+
+    sites = {}
+    if policy.data_docs:
+        sites["logreplay"] = {
+            "class_name": "SiteBuilder",
+            "show_how_to_buttons": False,
+            "store_backend": {
+                "class_name": "TupleFilesystemStoreBackend",
+                "base_directory": os.path.join(os.path.abspath(gate_dir), DOCS),
+            },
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        }
+    config = DataContextConfig(
+        store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
+        data_docs_sites=sites,
+        analytics_enabled=False,
+        progress_bars=ProgressBarsConfig(globally=False),
+    )
+    return gx.get_context(project_config=config, mode="ephemeral")
+
+
+def _run_identifier(run_id: str, logical_date: str | None):
+    """GE stamps results and Data Docs paths with a run time: use the logical date (or a
+    fixed epoch), never the clock, so a rerun of the same run writes the same files."""
+    from great_expectations.core.run_identifier import RunIdentifier
+
+    when = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    if logical_date:
+        try:
+            when = dt.datetime.fromisoformat(logical_date)
+            when = when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+        except ValueError:
+            pass
+    return RunIdentifier(run_name=run_id, run_time=when)
+
+
+def _validate(context, suite: Suite, df, run):
+    import great_expectations as gx
+
+    source = context.data_sources.add_spark(name=suite.table, persist=False)
+    batch = source.add_dataframe_asset(name=suite.table).add_batch_definition_whole_dataframe(
+        "whole"
+    )
+    gx_suite = context.suites.add(gx.ExpectationSuite(name=f"logreplay.{suite.table}"))
+    for check in suite.checks:
+        gx_suite.add_expectation(check.expectation)
+    definition = context.validation_definitions.add(
+        gx.ValidationDefinition(data=batch, suite=gx_suite, name=suite.table)
+    )
+    actions = []
+    if context.list_data_docs_sites():
+        actions.append(gx.checkpoint.UpdateDataDocsAction(name="data_docs"))
+    checkpoint = context.checkpoints.add(
+        gx.Checkpoint(
+            name=f"gate.{suite.table}",
+            validation_definitions=[definition],
+            actions=actions,
+            result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5},
+        )
+    )
+    return checkpoint.run(batch_parameters={"dataframe": df}, run_id=run)
+
+
+def _expectation_results(result) -> dict:
+    """The checkpoint's expectation results by description (unique within a suite)."""
+    (validation,) = result.run_results.values()
+    return {r.expectation_config.description: r for r in validation.results}
+
+
+def _failure(suite: Suite, check, r, df, policy: GatePolicy) -> Failure:
+    res = r.result or {}
+    behind: list[str] = []
+    if check.culprits:
+        label = "message" if "message" in df.columns else None
+        if label is None and {"file", "position", "reason"} <= set(df.columns):
+            from pyspark.sql import functions as F
+
+            df = df.withColumn(
+                "message", F.format_string("%s at byte %d: %s", "file", "position", "reason")
+            )
+            label = "message"
+        if label is None and {"topic", "partition", "offset", "decode_error"} <= set(df.columns):
+            from pyspark.sql import functions as F
+
+            df = df.withColumn(
+                "message",
+                F.format_string("%s-%d@%d: %s", "topic", "partition", "offset", "decode_error"),
+            )
+            label = "message"
+        if label is None and "file" in df.columns:
+            label = "file"
+        if label:
+            order = [c for c in ("first_offset", "offset", "file", "position") if c in df.columns]
+            rows = (
+                df.filter(check.culprits)
+                .orderBy(*order, label)
+                .limit(policy.sample_findings)
+                .select(label)
+                .collect()  # a handful of sentences
+            )
+            behind = [r[0] for r in rows]
+    return Failure(
+        table=suite.table,
+        expectation=r.expectation_config.type,
+        description=check.description,
+        unexpected_count=res.get("unexpected_count"),
+        observed=res.get("observed_value"),
+        behind=behind,
+    )

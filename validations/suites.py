@@ -1,0 +1,129 @@
+"""The expectation suites of the gate, one per table of an output directory.
+
+- ``findings``: one expectation per finding kind, "no finding of this kind at or above its
+  threshold" (the gate policy), over a ``gate_blocking`` column that names the kind of each
+  finding the policy blocks on; plus the row count that `summary.json` promised.
+- data expectations on the decoded tables: every CRC valid, no corrupt bytes, no unknown
+  record versions, no undecodable Avro payloads, and every table's row count as the run's
+  `summary.json` / `_manifest.json` recorded it (a partial or duplicated output fails).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from validations.policy import GatePolicy
+
+BLOCKING = "gate_blocking"
+
+
+@dataclass
+class Check:
+    """One expectation, the sentence the verdict uses for it (also its GE description, unique
+    within a suite) and a Spark SQL condition selecting the rows behind a failure."""
+
+    expectation: object
+    description: str
+    culprits: str | None = None
+
+
+def check(name: str, description: str, culprits: str | None = None, **kwargs) -> Check:
+    import great_expectations as gx
+
+    cls = getattr(gx.expectations, name)
+    return Check(cls(description=description, **kwargs), description, culprits)
+
+
+@dataclass
+class Suite:
+    table: str
+    checks: list[Check] = field(default_factory=list)
+
+
+def findings_suite(policy: GatePolicy, kinds: list[str], rows: int | None) -> Suite:
+    suite = Suite("findings")
+    for kind in kinds:
+        if policy.blocking_severities(kind):
+            suite.checks.append(
+                check(
+                    "ExpectColumnValuesToNotBeInSet",
+                    policy.describe(kind),
+                    f"{BLOCKING} = '{kind}'",
+                    column=BLOCKING,
+                    value_set=[kind],
+                )
+            )
+    _row_count(suite, rows)
+    return suite
+
+
+ERROR_KINDS = (
+    ("crc_mismatch", "every CRC valid"),
+    ("corrupt_bytes", "no corrupt byte ranges"),
+    ("unknown_version", "no unknown record versions"),
+)
+
+
+def data_suites(columns: dict[str, list[str]], rows: dict[str, int]) -> list[Suite]:
+    """Suites for the decoded tables present (``columns``: table -> its column names)."""
+    suites = []
+    for table, cols in sorted(columns.items()):
+        if table == "findings":
+            continue
+        suite = Suite(table)
+        if table == "segments":
+            suite.checks.append(
+                check(
+                    "ExpectColumnValuesToBeBetween",
+                    "no corrupt bytes in any file",
+                    "bytes_corrupt > 0",
+                    column="bytes_corrupt",
+                    min_value=0,
+                    max_value=0,
+                )
+            )
+        if table == "errors":
+            for kind, words in ERROR_KINDS:
+                suite.checks.append(
+                    check(
+                        "ExpectColumnValuesToNotBeInSet",
+                        words,
+                        f"kind = '{kind}'",
+                        column="kind",
+                        value_set=[kind],
+                    )
+                )
+        if table == "batches" and "crc_valid" in cols:
+            suite.checks.append(
+                check(
+                    "ExpectColumnValuesToBeInSet",
+                    "every batch CRC valid",
+                    "NOT crc_valid",
+                    column="crc_valid",
+                    value_set=[True],
+                )
+            )
+        if table == "records" and "decode_error" in cols:
+            suite.checks.append(
+                check(
+                    "ExpectColumnValuesToBeNull",
+                    "every Avro payload decodes",
+                    "decode_error IS NOT NULL",
+                    column="decode_error",
+                )
+            )
+        _row_count(suite, rows.get(table))
+        if suite.checks:
+            suites.append(suite)
+    return suites
+
+
+def _row_count(suite: Suite, rows: int | None) -> None:
+    if rows is not None:
+        suite.checks.append(
+            check(
+                "ExpectTableRowCountToEqual",
+                f"{suite.table} holds the {rows} rows the run recorded",
+                value=rows,
+            )
+        )
