@@ -29,12 +29,13 @@ def run(out: str, as_json: bool, spark: bool = True, master: str | None = None) 
     )
     if not spark:
         return status
-    console.rule("2. logreplay audit (Spark): replay the dump, write tables and findings")
+    console.rule("2. logreplay audit --gate (Spark): replay the dump, findings, the gate")
     from jobs.audit import main as audit
     from replay.truthcheck import compare
 
     audited = os.path.join(out, "audit")
-    if audit([sim, "--out", audited, *(["--master", master] if master else [])]) != 0:
+    gated = audit([sim, "--out", audited, "--gate", *(["--master", master] if master else [])])
+    if gated not in (0, 1):
         return 3
     import pyarrow.parquet as pq
 
@@ -56,4 +57,9 @@ def run(out: str, as_json: bool, spark: bool = True, master: str | None = None) 
         f"{len(res['found'])}/{len(truth.anomalies)} injected anomalies found, "
         f"{len(res['unexpected'])} unexpected findings; tables under {audited}/"
     )
-    return 0 if not res["missed"] and not res["unexpected"] else 1
+    console.print(
+        f"gate: {'passed' if gated == 0 else 'FAILED (exit 1): a pipeline would stop here'}; "
+        f"Data Docs at {os.path.join(audited, 'gate', 'data_docs', 'index.html')}"
+    )
+    # the demo dump holds injected anomalies, so the gate is expected to fail on it
+    return 0 if not res["missed"] and not res["unexpected"] and gated == 1 else 1

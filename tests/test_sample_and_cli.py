@@ -134,6 +134,8 @@ def test_console_script_runs_demo(tmp_path):
         f"{len(truth['anomalies'])}/{len(truth['anomalies'])} injected anomalies found"
         in res.stderr
     )
+    assert summary["gate"]["success"] is False and "a pipeline would stop here" in res.stderr
+    assert (tmp_path / "demo" / "audit" / "gate" / "data_docs" / "index.html").is_file()
 
 
 def test_kraft_control_records_decode_in_every_corpus_metadata_log(corpus, capsys):
