@@ -70,9 +70,9 @@ def gate(spark, tables_dir: str, out: str, conf: dict, run_id: str, logical_date
     )
     publish(staging, out, [GATE], f"gate-{run_id}")
     if result.docs_index:
-        result.docs_index = os.path.join(
-            out, GATE, os.path.relpath(result.docs_index, staging + "/" + GATE)
-        )
+        from validations.gate import DOCS
+
+        result.docs_index = os.path.join(out, GATE, DOCS, "index.html")
     return result
 
 

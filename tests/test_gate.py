@@ -85,9 +85,23 @@ def test_logreplay_gate_applies_the_policy(sim_all, gated, tmp_path, capsys):
     assert main(["gate", str(copy), "--set", "gate.data_docs=false", *exempt]) == 0
     summary = json.loads((copy / "summary.json").read_text())
     assert summary["gate"]["success"] is True
-    # a stricter default threshold turns the same dump's warnings into failures too
-    assert main(["gate", str(copy), "--set", "gate.data_docs=false", *exempt,
-                 "--set", "gate.fail_at=info"]) in (0, 1)  # fmt: skip
+
+
+def test_a_stricter_threshold_turns_warnings_into_failures(gated, tmp_path):
+    code, out = gated("offset_resets")  # offset_regression: info (resets) and warning (a rewind)
+    assert code == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    strict = ["--set", "gate.data_docs=false", "--set", "gate.kinds.offset_regression=warning"]
+    assert main(["gate", str(copy), *strict]) == 1
+    (failure,) = json.loads((copy / "gate" / "result.json").read_text())["failures"]
+    assert (
+        failure["unexpected_count"] == 1 and "while members were consuming" in failure["behind"][0]
+    )
+    assert (
+        main(["gate", str(copy), "--set", "gate.data_docs=false", "--set", "gate.fail_at=info"])
+        == 1
+    )
 
 
 def test_the_gate_checks_the_decoded_tables(sim_all, tmp_path, capsys):
