@@ -18,7 +18,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from replay.sim import synth  # noqa: E402
+from simulator import synth  # noqa: E402
 
 
 def main() -> None:

@@ -3,7 +3,7 @@ decoders (kafka-python, aiokafka's compiled reader), all in one run so ratios ar
 
     ./dev bench [--mb 200] [--repeat 3] [--skip-kafka-python]
 
-Data: segments of ~N MB generated with decoders.writer (100 records per batch, key 16 B,
+Data: segments of ~N MB generated with simulator.writer (100 records per batch, key 16 B,
 value ~100 B, no headers), uncompressed, lz4 and zstd, cached under benchmarks/data/.
 Times are CPU seconds of this process (median of --repeat runs); MB/s are file bytes / CPU s.
 Finally a 1 GiB segment is streamed in a child process to report its peak RSS.
@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from decoders.segment import SegmentDecoder  # noqa: E402
-from decoders.writer import Record, build_batch  # noqa: E402
+from simulator.writer import Record, build_batch  # noqa: E402
 
 DATA = os.path.join(HERE, "data")
 RECORDS_PER_BATCH = 100

@@ -15,7 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from replay.sim import synth  # noqa: E402
+from simulator import synth  # noqa: E402
 
 
 def cpu_seconds() -> float:

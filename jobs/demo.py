@@ -14,7 +14,7 @@ from jobs import dump
 
 
 def run(out: str, as_json: bool, spark: bool = True, master: str | None = None) -> int:
-    from replay.sim import synth
+    from simulator import synth
 
     console = Console(stderr=True, width=140)
     sim = os.path.join(out, "dump")

@@ -1,6 +1,6 @@
 """A small, hand-built dump that exercises every format the decoders read.
 
-Used by `logreplay demo` and the tests. It is written with :mod:`decoders.writer` only, so
+Used by `logreplay demo` and the tests. It is written with :mod:`simulator.writer` only, so
 decoding it back checks the writer and the readers against each other; the broker-faithful
 scenario simulator with ground truth is a separate component.
 """
@@ -24,7 +24,7 @@ from decoders.constants import (
     COMPRESSION_ZSTD,
 )
 from decoders.partitioning import partition_for
-from decoders.writer import (
+from simulator.writer import (
     PartitionWriter,
     Record,
     SnapshotEntry,

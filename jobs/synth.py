@@ -10,7 +10,7 @@ from rich.table import Table
 
 
 def add_arguments(p) -> None:
-    from replay.sim import SCENARIOS
+    from simulator import SCENARIOS
 
     p.add_argument("--scenario", required=True, help=f"all, or one of: {', '.join(SCENARIOS)}")
     p.add_argument("--out", required=True, help="directory to write (replaced)")
@@ -24,7 +24,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from replay.sim import SCENARIOS, synth
+    from simulator import SCENARIOS, synth
 
     console = Console(stderr=True)
     if args.scenario != "all" and args.scenario not in SCENARIOS:

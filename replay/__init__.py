@@ -1,5 +1,5 @@
 """Replay of decoded Kafka logs: the state machines (pure Python over Arrow), the Spark plans
-that run them (:mod:`replay.spark`) and the scenario simulator (:mod:`replay.sim`).
+that run them (:mod:`replay.spark`); the scenario simulator is the top-level package :mod:`simulator`.
 
     from replay import audit
     tables = audit(spark, ["s3://bucket/dump/"], conf="conf/default.yaml")

@@ -13,8 +13,8 @@ from spark_submit import spark_submit
 from jobs.cli import main
 from replay import audit, committed_offsets_at, lso_at
 from replay.findings import at_least
-from replay.sim import SCENARIOS
 from replay.truthcheck import compare
+from simulator import SCENARIOS
 
 
 def _findings(tables) -> list[dict]:

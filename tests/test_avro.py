@@ -14,7 +14,7 @@ import pytest
 
 import decoders
 from decoders.avro import TopicAvro, decode_batch
-from decoders.writer import PartitionWriter, Record, build_batch
+from simulator.writer import PartitionWriter, Record, build_batch
 
 PAYMENT = {
     "type": "record",

@@ -15,7 +15,7 @@ import decoders
 from decoders import consumer_offsets as co
 from decoders.constants import CONSUMER_OFFSETS_TOPIC
 from decoders.segment import FileInfo
-from decoders.writer import (
+from simulator.writer import (
     Record,
     SnapshotEntry,
     build_batch,
@@ -297,7 +297,7 @@ def test_arbitrary_bytes_never_raise_and_are_accounted(prefix, cut, noise):
 
 def test_cleaned_empty_batches_keep_their_header():
     """The cleaner keeps a header-only batch (recordsCount 0) for producer state (kafka-formats 3.7)."""
-    from decoders.writer import empty_batch
+    from simulator.writer import empty_batch
 
     full = build_batch(
         [Record(b"k", b"v", (), T0 + i) for i in range(4)],

@@ -14,7 +14,7 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 import decoders
-from decoders.writer import Record, build_batch
+from simulator.writer import Record, build_batch
 
 CODECS = [0, 1, 2, 3, 4]
 T0 = 1_700_000_000_000

@@ -1,4 +1,4 @@
-"""The simulator's index writer (decoders.writer.SegmentIndexer) against the broker's own files.
+"""The simulator's index writer (simulator.writer.SegmentIndexer) against the broker's own files.
 
 For every real segment with a non-empty .index or .timeindex, the indexes are rebuilt from the
 .log alone and must equal the broker's bytes. Two broker facts are modelled: clean restarts
@@ -13,7 +13,7 @@ import os
 import struct
 
 from decoders import iter_file
-from decoders.writer import SegmentIndexer
+from simulator.writer import SegmentIndexer
 
 # Segments the model cannot rebuild from the log alone, each for a known broker reason.
 NOT_REBUILDABLE = {

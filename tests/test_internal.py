@@ -16,7 +16,7 @@ from decoders import transaction_log as tl
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from decoders.primitives import ByteWriter
 from decoders.segment import FileInfo
-from decoders.writer import Record, build_batch
+from simulator.writer import Record, build_batch
 
 T0 = 1_700_000_000_000
 

@@ -12,8 +12,8 @@ import pyarrow.compute as pc
 
 import decoders
 from decoders.verify import verify
-from decoders.writer import offset_index_bytes
 from jobs.cli import main
+from simulator.writer import offset_index_bytes
 
 
 def test_sample_dump_decodes_to_what_was_written(sample_dump):

@@ -13,10 +13,10 @@ import decoders
 from decoders.verify import verify
 from jobs.cli import main
 from replay.findings import KINDS
-from replay.sim import CLEAN, SCENARIOS, synth
-from replay.sim.clients import Consumer, Producer, TransactionalProducer
-from replay.sim.cluster import Cluster, TopicConfig
-from replay.sim.log import READ_COMMITTED, READ_UNCOMMITTED
+from simulator import CLEAN, SCENARIOS, synth
+from simulator.clients import Consumer, Producer, TransactionalProducer
+from simulator.cluster import Cluster, TopicConfig
+from simulator.log import READ_COMMITTED, READ_UNCOMMITTED
 
 
 def _logs(root):

@@ -10,7 +10,7 @@ from decoders import transaction_log as tl
 from decoders.compression import compress
 from decoders.constants import COMMIT
 from decoders.partitioning import java_string_hash, partition_for
-from decoders.writer import control_batch
+from simulator.writer import control_batch
 
 
 def h(s: str) -> bytes:

@@ -11,9 +11,9 @@ from decoders.constants import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
 )
-from decoders.writer import Record
-from replay.sim.coordinators import Group, Member
-from replay.sim.log import READ_COMMITTED, BatchMeta
+from simulator.coordinators import Group, Member
+from simulator.log import READ_COMMITTED, BatchMeta
+from simulator.writer import Record
 
 TP = tuple[str, int]
 

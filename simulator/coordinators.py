@@ -15,7 +15,7 @@ from decoders import consumer_protocol as cp
 from decoders import transaction_log as tl
 from decoders.constants import CONSUMER_OFFSETS_TOPIC
 from decoders.partitioning import partition_for
-from decoders.writer import Record
+from simulator.writer import Record
 
 VALID_PREVIOUS = {  # kafka-formats.md 8.4: state <- allowed previous states
     "Empty": {"Empty", "CompleteCommit", "CompleteAbort"},
@@ -174,7 +174,7 @@ class GroupCoordinator:
 
     def rebalance(self, group: Group) -> None:
         """Complete a rebalance: next generation, the leader's assignment, the group record."""
-        from replay.sim.assignors import assign
+        from simulator.assignors import assign
 
         group.generation += 1
         if not group.members:

@@ -12,7 +12,7 @@ import struct
 import crc32c
 
 from decoders.constants import COMPRESSION_NONE, MAX_SEQUENCE
-from decoders.writer import Record, build_batch
+from simulator.writer import Record, build_batch
 
 SCALE_UNIT_BYTES = 8 << 20  # --scale 1 adds about 8 MiB of background data per scenario
 RECORDS_PER_BATCH = 200
@@ -64,7 +64,7 @@ def background(cluster, topic: str, total_bytes: int) -> int:
     partitions; returns the bytes written."""
     if total_bytes <= 0:
         return 0
-    from replay.sim.clients import Producer
+    from simulator.clients import Producer
 
     cfg = cluster.topics[topic]
     template = BatchTemplate(cfg.codec)

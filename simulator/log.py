@@ -1,6 +1,6 @@
 """One simulated partition: the leader's log with the broker's bookkeeping around it.
 
-The bytes go through :class:`decoders.writer.PartitionWriter` (segments, indexes); this module
+The bytes go through :class:`simulator.writer.PartitionWriter` (segments, indexes); this module
 adds what UnifiedLog keeps beside them: producer state as ProducerStateManager holds it (for the
 duplicate check a healthy broker applies and for `.snapshot` files at each roll), open
 transactions (the LSO and the `.txnindex`), and compact per-batch metadata so that simulated
@@ -24,7 +24,7 @@ from decoders.constants import (
     NO_SEQUENCE,
     last_sequence,
 )
-from decoders.writer import (
+from simulator.writer import (
     PartitionWriter,
     Record,
     SnapshotEntry,

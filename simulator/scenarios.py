@@ -20,12 +20,12 @@ from decoders.constants import (
     COMPRESSION_SNAPPY,
     COMPRESSION_ZSTD,
 )
-from decoders.writer import legacy_message, legacy_wrapper
-from replay.sim.bulk import SCALE_UNIT_BYTES, background
-from replay.sim.clients import Consumer, Producer, TransactionalProducer
-from replay.sim.cluster import Cluster, TopicConfig
-from replay.sim.log import READ_COMMITTED, READ_UNCOMMITTED, TXN_DATA
-from replay.sim.truth import Truth
+from simulator.bulk import SCALE_UNIT_BYTES, background
+from simulator.clients import Consumer, Producer, TransactionalProducer
+from simulator.cluster import Cluster, TopicConfig
+from simulator.log import READ_COMMITTED, READ_UNCOMMITTED, TXN_DATA
+from simulator.truth import Truth
+from simulator.writer import legacy_message, legacy_wrapper
 
 CODECS = [COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD]
 SCENARIOS: dict[str, Callable[[str, int, float], Truth]] = {}
@@ -288,7 +288,7 @@ def clean_compaction(out: str, seed: int, scale: float) -> Truth:
 
 
 def _keyed(c: Cluster, key: str, value: str):
-    from decoders.writer import Record
+    from simulator.writer import Record
 
     return Record(key.encode(), value.encode(), (), c.tick(1, 3))
 

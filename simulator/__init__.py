@@ -1,7 +1,7 @@
 """The scenario simulator: a small broker model that writes broker-faithful dumps with truth.
 
 :func:`synth` writes one scenario (or all of them) and its ``truth.json``; see
-:mod:`replay.sim.scenarios` for what each scenario holds.
+:mod:`simulator.scenarios` for what each scenario holds.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import os
 
-from replay.sim.scenarios import CLEAN, SCENARIOS
-from replay.sim.truth import Truth
+from simulator.scenarios import CLEAN, SCENARIOS
+from simulator.truth import Truth
 
 __all__ = ["CLEAN", "SCENARIOS", "synth"]
 

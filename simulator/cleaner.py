@@ -19,7 +19,7 @@ import shutil
 import pyarrow as pa
 
 from decoders import iter_file
-from decoders.writer import PartitionWriter, Record, build_batch, empty_batch
+from simulator.writer import PartitionWriter, Record, build_batch, empty_batch
 
 DELETE_RETENTION_MS = 86_400_000  # delete.retention.ms
 

@@ -25,12 +25,12 @@ from decoders.partitioning import (
     DEFAULT_TXN_TOPIC_PARTITIONS,
     partition_for,
 )
-from decoders.writer import (
+from simulator.log import PartitionLog
+from simulator.writer import (
     Record,
     meta_properties_text,
     offset_checkpoint_text,
 )
-from replay.sim.log import PartitionLog
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 INTERNAL_SEGMENT_BYTES = 100 << 20  # offsets.topic.segment.bytes / transaction log default
@@ -100,7 +100,7 @@ class Cluster:
                     delete_retention_ms=self.delete_retention_ms,
                 )
             )
-        from replay.sim.coordinators import GroupCoordinator, TransactionCoordinator
+        from simulator.coordinators import GroupCoordinator, TransactionCoordinator
 
         self.txn_coordinator = TransactionCoordinator(self)
         self.group_coordinator = GroupCoordinator(self)
@@ -184,7 +184,7 @@ class Cluster:
     # -- the end ----------------------------------------------------------------------------------
     def close(self) -> None:
         """Clean shutdown: every partition's files, then the log-dir checkpoints."""
-        from replay.sim.cleaner import clean_twice
+        from simulator.cleaner import clean_twice
 
         for (topic, _), log in sorted(self.logs.items()):
             cfg = self.topics[topic]
