@@ -52,7 +52,7 @@ def run(args) -> int:
 
     from jobs.output import publish, run_dir, run_id_of, staging_dir, versions, write_parquet
     from jobs.session import spark_session
-    from replay.spark import audit
+    from replay.spark import audit, audit_summary
 
     spark = spark_session(args.master, "logreplay-audit", conf)
     run_id = run_id_of(args.run_id, args.logical_date)
@@ -76,6 +76,7 @@ def run(args) -> int:
         "bytes": sum(f.size for f in files),
         "rows": rows,
         "findings": _counts(by_kind, rows["findings"]),
+        **audit_summary(tables),
         "conf": conf,
         "versions": versions(spark),
         "gate": None,

@@ -44,7 +44,7 @@ def add_job_arguments(p, conf: bool = True) -> None:
             action="append",
             default=[],
             metavar="KEY=VALUE",
-            help="override one key, e.g. --set audit.clock_skew_ms=500 (repeatable)",
+            help="override one key, e.g. --set audit.clock_tolerance_ms=500 (repeatable)",
         )
     p.add_argument("--master", default=None, help="Spark master (default: local mode)")
     p.add_argument(

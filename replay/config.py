@@ -163,7 +163,9 @@ SCHEMA = Section(
         "output": Section({"layout": Enum(("flat", "per_run"))}),
         "audit": Section(
             {
-                "clock_skew_ms": Int(),
+                "clock_tolerance_ms": Int(),
+                "order_window_ms": Int(minimum=1),
+                "cluster": Str(),
                 "producer_id_expiration_ms": Int(minimum=1),
                 "default_transaction_timeout_ms": Int(minimum=1),
             }
@@ -244,7 +246,7 @@ def _override(item: str) -> dict:
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
         raise ConfigError(
-            item, "an override must look like key=value", "E.g. audit.clock_skew_ms=500."
+            item, "an override must look like key=value", "E.g. audit.clock_tolerance_ms=500."
         )
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""

@@ -27,13 +27,33 @@ def _partitions(value: list[dict] | None) -> set[tuple[str, int]]:
     return {(e["topic"], p) for e in value or [] for p in e["partitions"] or []}
 
 
-def replay_transactional_id(rows: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
-    """rows: one transactional id's txn_log rows in log order. Returns (transactions, findings)."""
+def replay_transactional_id(
+    rows: list[dict[str, Any]], complete_from: dict[int, int] | None = None
+) -> tuple[list[dict], list[dict]]:
+    """rows: one transactional id's txn_log rows in log order; complete_from: per
+    `__transaction_state` partition, the offset from which its history is whole (below it the
+    log cleaner kept only the latest record of each transactional id). Returns (transactions,
+    findings).
+
+    A transaction whose Prepare record is gone and whose first surviving record lies in the
+    cleaned range has partitions nobody can know (``maybe``): the cross-log checks may align
+    it with anything and judge nothing by it (docs/cross-log.md)."""
+    complete_from = complete_from or {}
     txns: list[dict] = []
     findings: list[dict] = []
     state = None
     current: dict | None = None
+    first_of: dict[int, dict] = {}  # producer id -> its first surviving record
+    latest_epoch: dict[int, int] = {}
+
+    def whole(r: dict) -> bool:
+        return (r.get("log_offset") or 0) >= complete_from.get(r.get("log_partition"), 0)
+
     for r in rows:
+        pid = r["producer_id"]
+        if pid is not None and pid >= 0:
+            first_of.setdefault(pid, r)
+            latest_epoch[pid] = max(latest_epoch.get(pid, -1), r["producer_epoch"] or 0)
         new = "Dead" if r["is_tombstone"] else r["state"]
         tid = r["transactional_id"]
         if state is not None and new in VALID_PREVIOUS and state not in VALID_PREVIOUS[new]:
@@ -73,16 +93,33 @@ def replay_transactional_id(rows: list[dict[str, Any]]) -> tuple[list[dict], lis
                     "timeout_ms": r["timeout_ms"],
                     "transaction_version": r.get("client_transaction_version") or 0,
                     "fenced": False,
+                    "maybe": not whole(r),
+                    "log_partition": r.get("log_partition"),
+                    "first_log_offset": r.get("log_offset"),
                 }
                 txns.append(current)
             current["partitions"] |= _partitions(r["partitions"])
+        elif new in ("PrepareCommit", "PrepareAbort") and current is None:
+            current = _surviving(r, tid, ts, "COMMIT" if new == "PrepareCommit" else "ABORT")
+            current["partitions"] |= _partitions(r["partitions"])
+            current["maybe"] = False  # a Prepare record lists every partition
+            current["prepare_timestamp"] = ts
+            txns.append(current)
+        elif new in ("CompleteCommit", "CompleteAbort") and current is None:
+            # only the Complete record survived (compaction): which partitions, nobody knows
+            t = _surviving(r, tid, ts, "COMMIT" if new == "CompleteCommit" else "ABORT")
+            t["complete_timestamp"] = ts
+            txns.append(t)
         elif new in ("PrepareCommit", "PrepareAbort") and current is not None:
+            current["maybe"] = False  # a Prepare record lists every partition
             current["outcome"] = "COMMIT" if new == "PrepareCommit" else "ABORT"
             current["marker_epoch"] = r["producer_epoch"]
             current["prepare_timestamp"] = ts
             current["partitions"] |= _partitions(r["partitions"])
             # TV0/1: an abort with a bumped epoch is the coordinator fencing or timing out (10.4)
-            bumped = r["producer_epoch"] > current["data_epoch"]
+            bumped = (current["data_epoch"] is not None) and r["producer_epoch"] > current[
+                "data_epoch"
+            ]
             current["fenced"] = (
                 new == "PrepareAbort" and bumped and current["transaction_version"] < 2
             )
@@ -91,9 +128,43 @@ def replay_transactional_id(rows: list[dict[str, Any]]) -> tuple[list[dict], lis
             current = None
         state = new
     for t in txns:
+        pid = t["producer_id"]
+        first = first_of.get(pid)
+        # the producer's history starts inside the whole part of the log: at its very start,
+        # or at the producer's initialisation (an Empty record at epoch 0)
+        t["history_from_start"] = bool(
+            first is not None
+            and whole(first)
+            and (
+                complete_from.get(first.get("log_partition"), 0) == 0
+                or (first["state"] == "Empty" and first["producer_epoch"] == 0)
+            )
+        )
+        t["latest_epoch"] = latest_epoch.get(pid, -1)
         t["state_at_end"] = (
             "Complete" if t["complete_timestamp"] is not None
             else "Prepare" if t["outcome"] else "Ongoing"
         )  # fmt: skip
         t["partitions"] = [{"topic": tp, "partition": p} for tp, p in sorted(t["partitions"])]
     return txns, findings
+
+
+def _surviving(r: dict, tid: str, ts: int, outcome: str) -> dict:
+    """A transaction whose earlier records the log cleaner removed."""
+    return {
+        "transactional_id": tid,
+        "producer_id": r["producer_id"],
+        "data_epoch": None,
+        "marker_epoch": r["producer_epoch"],
+        "outcome": outcome,
+        "partitions": set(),
+        "start_timestamp": r["start_timestamp"] if r["start_timestamp"] >= 0 else None,
+        "prepare_timestamp": None,
+        "complete_timestamp": None,
+        "timeout_ms": r["timeout_ms"],
+        "transaction_version": r.get("client_transaction_version") or 0,
+        "fenced": False,
+        "maybe": True,
+        "log_partition": r.get("log_partition"),
+        "first_log_offset": r.get("log_offset"),
+    }

@@ -84,6 +84,8 @@ class PartitionReplay:
         self.data_records = 0
         self.cleaned_upto = cleaned_upto  # below: cleaned (checkpoint or leftovers seen)
         self.hole_end = 0  # first offset after the latest run of missing offsets
+        self.last_marker_timestamp: int | None = None  # the leader's clock
+        self.last_batch_timestamp: int | None = None  # of the last batch in offset order
         self.snapshot_states: dict[int, dict[int, dict]] = {}
 
     # -- the walk ---------------------------------------------------------------------------------
@@ -152,6 +154,10 @@ class PartitionReplay:
         self.log_end = max(self.log_end, b["last_offset"] + 1)
         ts = _ms(b["max_timestamp"])
         self.last_timestamp = max(self.last_timestamp, ts)
+        self.last_batch_timestamp = ts
+        if b["is_control"] and b["record_count"]:
+            self.last_marker_timestamp = ts
+            self._bound_open_transactions(ts)
         pid = b["producer_id"]
         if b["magic"] < 2 or pid is None or pid < 0:
             self.data_records += 0 if b["is_control"] else b["record_count"]
@@ -224,6 +230,7 @@ class PartitionReplay:
                     "batches": 0,
                     "first_timestamp": ts,
                     "records_before": self.data_records - b["record_count"],
+                    "bound_timestamp": None,
                 }
                 self._lso_changed(ts)
             p.txn["last_offset"] = b["last_offset"]
@@ -322,18 +329,34 @@ class PartitionReplay:
                     "coordinator_epoch": coord,
                     "pinned_records": None,
                     "in_cleaned_range": t["first_offset"] < self.cleaned_upto,
+                    "marker_file": b.get("file"),
                 }
             )
             p.txn = None
             self._lso_changed(ts)
-        elif b["base_offset"] >= self.cleaned_upto:
-            self.findings.append(
-                finding(
-                    "orphan_marker",
-                    f"{b['control_type']} marker of producer {pid} with no open transaction",
-                    self._evidence(b),
-                    **common,
-                )
+        else:
+            # no open transaction: a partition the coordinator added without data, or a marker
+            # written again after a coordinator failover; the coordinator's log decides
+            # (replay.crosslog), so it is kept as a transaction without data
+            self.transactions.append(
+                {
+                    "topic": self.topic,
+                    "partition": self.partition,
+                    "producer_id": pid,
+                    "producer_epoch": epoch,
+                    "marker_epoch": epoch,
+                    "first_offset": None,
+                    "last_offset": None,
+                    "marker_offset": b["base_offset"],
+                    "outcome": b["control_type"],
+                    "record_count": 0,
+                    "batch_count": 0,
+                    "first_timestamp": None,
+                    "marker_timestamp": ts,
+                    "coordinator_epoch": coord,
+                    "pinned_records": None,
+                    "in_cleaned_range": b["base_offset"] < self.cleaned_upto,
+                }
             )
         if epoch > p.epoch:
             p.batches.clear()
@@ -342,7 +365,24 @@ class PartitionReplay:
         p.coordinator_epoch = max(p.coordinator_epoch, coord if coord is not None else -1)
         p.last_timestamp = ts
 
+    def _bound_open_transactions(self, ts: int) -> None:
+        """A marker appended after an open transaction's first batch: that batch was appended
+        before ``ts`` of the leader's clock (an upper bound for the cross-log checks)."""
+        for p in self.producers.values():
+            if p.txn is not None and p.txn.get("bound_timestamp") is None:
+                p.txn["bound_timestamp"] = ts
+
     # -- results ----------------------------------------------------------------------------------
+    def complete_from(self) -> int:
+        """Offsets from here on are all in the dump; 0: the partition's whole history is."""
+        return max(self.cleaned_upto, self.hole_end, self.log_start or 0)
+
+    def copy_end_timestamp(self) -> int | None:
+        """The latest moment this copy of the log is known to reach (last marker, stamped by
+        the leader, or the last batch in offset order)."""
+        ts = [t for t in (self.last_marker_timestamp, self.last_batch_timestamp) if t is not None]
+        return max(ts) if ts else None
+
     def lso(self) -> int:
         firsts = [p.txn["first_offset"] for p in self.producers.values() if p.txn]
         return min(firsts, default=self.log_end)
@@ -378,6 +418,7 @@ class PartitionReplay:
                     "coordinator_epoch": None,
                     "pinned_records": self.data_records - t["records_before"] - t["record_count"],
                     "open_ms": self.last_timestamp - t["first_timestamp"],
+                    "bound_timestamp": t.get("bound_timestamp"),
                     "in_cleaned_range": t["first_offset"] < self.cleaned_upto,
                 }
             )

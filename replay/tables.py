@@ -52,6 +52,12 @@ TRANSACTIONS = pa.schema(
         _f("pinned_records", I64, "OPEN only: later data records held behind the LSO"),
         _f("open_ms", I64, "OPEN only: from its first batch to the partition's last timestamp"),
         _f("in_cleaned_range", BOOL, "starts where the log cleaner has been (not judged)"),
+        _f(
+            "bound_timestamp",
+            I64,
+            "OPEN only: time of the first marker after its first batch (leader's clock), an "
+            "upper bound of when that batch was appended",
+        ),
     ]
 )
 
@@ -94,6 +100,18 @@ PARTITIONS = pa.schema(
         _f("cleaned_upto", I64, "offsets below show log-cleaner leftovers"),
         _f("data_records", I64, "data records replayed"),
         _f("last_timestamp", I64, "largest batch timestamp"),
+        _f(
+            "complete_from",
+            I64,
+            "offsets from here on are all in the dump (0: the whole history is; above: "
+            "retention, cleaning or missing offsets took what is below)",
+        ),
+        _f(
+            "copy_end_timestamp",
+            I64,
+            "the latest moment this copy is known to reach: its last marker (leader's clock) "
+            "or its last batch",
+        ),
     ]
 )
 
@@ -116,6 +134,19 @@ COORDINATOR_TXNS = pa.schema(
         _f("timeout_ms", I32, "transaction timeout"),
         _f("transaction_version", I32, "ClientTransactionVersion tag (0 when absent)"),
         _f("fenced", BOOL, "aborted by the coordinator with an epoch bump (timeout or fencing)"),
+        _f(
+            "maybe",
+            BOOL,
+            "its partitions are unknown: only records after cleaning survived (no Prepare)",
+        ),
+        _f("log_partition", I32, "__transaction_state partition holding it"),
+        _f("first_log_offset", I64, "offset of its first surviving record there"),
+        _f(
+            "history_from_start",
+            BOOL,
+            "the producer's whole coordinator history is in the dump (not compacted away)",
+        ),
+        _f("latest_epoch", I32, "highest epoch the coordinator recorded for the producer id"),
     ]
 )
 
@@ -160,6 +191,15 @@ TIMELINE = pa.schema(
         _f("committers", I32, "members the partition was assigned to"),
         _f("is_transactional", BOOL, "a TxnOffsetCommit"),
         _f("producer_id", I64, "its producer, for transactional commits"),
+    ]
+)
+
+CHECK_COUNTS = pa.schema(
+    [
+        _f("topic", STR, "partition the count is about, if any"),
+        _f("partition", I32, "partition"),
+        _f("check", STR, "what was counted: checked, or could not be checked and why"),
+        _f("count", I64, "how many"),
     ]
 )
 

@@ -705,7 +705,7 @@ def corrupt_segments(out: str, seed: int, scale: float) -> Truth:
         f.seek(pos + size - 5)
         f.write(bytes([b[0] ^ 0xFF]))
     truth.add("crc_mismatch", topic="clicks", partition=0, first_offset=base,
-              last_offset=spans[0][5][1], note=f"byte {pos + size - 5} flipped")  # fmt: skip
+              note=f"byte {pos + size - 5} flipped")  # fmt: skip
     p1 = positions(seg(1))
     pos, base, size = p1[-1]
     with open(seg(1), "r+b") as f:
@@ -719,8 +719,12 @@ def corrupt_segments(out: str, seed: int, scale: float) -> Truth:
     with open(seg(2), "r+b") as f:
         f.seek(pos + 20)
         f.write(bytes(c.rng.getrandbits(8) for _ in range(size + 40)))
-    truth.add("corrupt_bytes", topic="clicks", partition=2, first_offset=base,
-              note=f"garbage from byte {pos + 20}")  # fmt: skip
+    # the garbage starts inside batch 8: its header survives and its CRC fails; what follows
+    # up to the next valid batch is unreadable
+    truth.add("crc_mismatch", topic="clicks", partition=2, first_offset=base,
+              note=f"garbage from byte {pos + 20}, inside this batch")  # fmt: skip
+    truth.add("corrupt_bytes", topic="clicks", partition=2,
+              note="the rest of the garbage, up to the next valid batch")  # fmt: skip
     truth.clean_partition("clicks", 3, "intact")
     return truth
 

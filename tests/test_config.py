@@ -12,7 +12,7 @@ from validations.policy import GatePolicy
 def test_defaults_are_valid_and_complete():
     conf = load()
     assert conf["spark"]["master"] == "local[2]"
-    assert conf["audit"]["clock_skew_ms"] == 1000
+    assert conf["audit"]["clock_tolerance_ms"] == 2000
     assert conf["gate"]["fail_at"] == "error"
     assert conf["output"]["layout"] == "flat"
     assert conf["topics"] == {} and conf["groups"] == {}
@@ -21,12 +21,12 @@ def test_defaults_are_valid_and_complete():
 def test_user_file_then_overrides_are_layered(tmp_path):
     user = tmp_path / "site.yaml"
     user.write_text(
-        "audit: {clock_skew_ms: 250}\n"
+        "audit: {clock_tolerance_ms: 250}\n"
         "groups: {billing: {isolation: read_uncommitted, assignor: broadcast}}\n"
         "topics: {orders: {cleanup_policy: compact, transaction_timeout_ms: 60000}}\n"
     )
-    conf = load(str(user), ["audit.clock_skew_ms=500", "gate.kinds.offset_regression=warning"])
-    assert conf["audit"]["clock_skew_ms"] == 500  # the override wins over the file
+    conf = load(str(user), ["audit.clock_tolerance_ms=500", "gate.kinds.offset_regression=warning"])
+    assert conf["audit"]["clock_tolerance_ms"] == 500  # the override wins over the file
     assert conf["audit"]["producer_id_expiration_ms"] == 86_400_000  # defaults stay
     assert conf["groups"]["billing"] == {"isolation": "read_uncommitted", "assignor": "broadcast"}
     assert conf["topics"]["orders"]["transaction_timeout_ms"] == 60000
@@ -36,9 +36,9 @@ def test_user_file_then_overrides_are_layered(tmp_path):
 @pytest.mark.parametrize(
     "override, key, words",
     [
-        ("audit.clock_skew=5", "audit.clock_skew", "clock_skew_ms"),
-        ("audit.clock_skew_ms=soon", "audit.clock_skew_ms", "integer"),
-        ("audit.clock_skew_ms=-1", "audit.clock_skew_ms", ">= 0"),
+        ("audit.clock_skew=5", "audit.clock_skew", "clock_tolerance_ms"),
+        ("audit.clock_tolerance_ms=soon", "audit.clock_tolerance_ms", "integer"),
+        ("audit.clock_tolerance_ms=-1", "audit.clock_tolerance_ms", ">= 0"),
         ("gate.fail_at=erorr", "gate.fail_at", "'error'"),
         (
             "gate.kinds.duplicate_sequenc=warning",
@@ -73,7 +73,7 @@ def test_jobs_exit_2_naming_the_key_before_any_work(tmp_path, capsys, command):
     args = [str(tmp_path)] + (["--out", str(tmp_path / "out")] if command != "gate" else [])
     assert main([command, *args, "--set", "audit.clock_skew=5"]) == 2
     err = capsys.readouterr().err
-    assert "audit.clock_skew" in err and "clock_skew_ms" in err
+    assert "audit.clock_skew" in err and "clock_tolerance_ms" in err
     assert not (tmp_path / "out").exists()
 
 

@@ -1,0 +1,409 @@
+"""Every partition's transactions against the transaction coordinator's log, by order, not clocks.
+
+The two sides are written by different machines: markers carry the partition leader's clock,
+`__transaction_state` records the coordinator's, and clocks disagree by hundreds of
+milliseconds (seconds on VMs without NTP). A Streams-style producer under transaction version
+0/1 commits every 100 ms (or faster) with one producer epoch, so "the coordinator transaction
+nearest in time" is not an answer. What both logs do agree on is *order* and *identity*
+(docs/cross-log.md):
+
+- the coordinator lists a partition in the Ongoing and Prepare records of every transaction that
+  added it (Complete records list none), and writes one marker per listed partition between its
+  Prepare and its Complete record (TransactionMarkerChannelManager); the partition appends them
+  in that order, so per producer id and partition the coordinator's transactions listing it and
+  the partition's markers are two sequences of the same events;
+- a marker's producer epoch is the Prepare record's epoch, the data's epoch the Ongoing records'
+  (equal under TV0/1 except for a fencing abort; every transaction has its own epoch under TV2);
+- a coordinator failover may legally write the same marker twice (a retry, no data between).
+
+:func:`judge_producer` aligns the two sequences per (producer id, partition) by dynamic
+programming. A step that is an anomaly (outcomes that differ: split outcome; a coordinator
+transaction without its marker, or a marker or open data without a coordinator transaction,
+where the logs prove it should be there) costs much more than a step that rests on an
+assumption the logs cannot check (history compacted away; a copy taken earlier or later than
+the other one, as the copies of different brokers are). Timestamps only *bound*: a match must
+fall within a coarse window (minutes), and "this log's copy extends past that event" needs a
+margin larger than the clock tolerance. A finding is reported only when every cheapest
+alignment makes it: where two explanations with as many anomalies and assumptions tie, the
+event is counted as undecidable, never guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from replay.findings import finding
+
+INF = 1 << 40
+# Costs of an alignment step: an anomaly, and an assumption the logs cannot check (a copy
+# taken at another moment, history compacted away). Among the alignments with the fewest
+# anomalies, the one resting on the fewest assumptions is preferred.
+ANOMALY = 1000
+ASSUME = 1
+DEFAULT_TOLERANCE_MS = 2_000  # audit.clock_tolerance_ms (conf/default.yaml)
+DEFAULT_WINDOW_MS = 600_000  # audit.order_window_ms: coarse bound of a match, minutes
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Clock facts of one judgement: the tolerance any two clocks may differ by, and the coarse
+    window a marker may sit from its coordinator transaction."""
+
+    tolerance_ms: int = DEFAULT_TOLERANCE_MS
+    window_ms: int = DEFAULT_WINDOW_MS
+
+
+@dataclass
+class Side:
+    """One partition's view: its history is complete from the start (log start 0, never
+    cleaned, no offsets missing) and the latest time its copy is known to reach."""
+
+    complete_from_start: bool
+    copy_end_ts: int | None  # leader clock (markers) or the last batch's timestamp
+
+
+@dataclass
+class Coordinator:
+    """The coordinator's view of one producer id."""
+
+    complete_from_start: bool  # its first record of this producer is the producer's start
+    copy_end_ts: int | None  # last record of its `__transaction_state` partition
+    latest_epoch: int  # highest producer epoch recorded for this producer id
+
+
+# -- the per-partition sequences -------------------------------------------------------------------
+
+
+def _b_entries(txns: list[dict]) -> list[dict]:
+    """The partition's transactions of one producer in offset order; marker-only entries (a
+    partition added with no data, or a retried marker) included, flagged ``retry`` when they
+    repeat the previous marker with nothing in between."""
+    out = []
+    prev = None
+    for t in sorted(txns, key=_position):
+        e = dict(t)
+        e["retry"] = bool(
+            prev is not None
+            and not t["record_count"]
+            and t["outcome"] != "OPEN"
+            and prev["outcome"] == t["outcome"]
+            and prev.get("marker_epoch") == t.get("marker_epoch")
+        )
+        out.append(e)
+        prev = e
+    return out
+
+
+def _position(t: dict) -> int:
+    return t["first_offset"] if t["first_offset"] is not None else t["marker_offset"]
+
+
+def _compatible(a: dict, b: dict, bounds: Bounds) -> bool:
+    """Identity first (epochs), then the coarse time window."""
+    if b["record_count"] and a["data_epoch"] is not None and b["producer_epoch"] != a["data_epoch"]:
+        return False
+    if (
+        b["outcome"] != "OPEN"
+        and a["marker_epoch"] is not None
+        and b["marker_epoch"] != a["marker_epoch"]
+    ):
+        return False
+    w = bounds.window_ms
+    lo = a["start_timestamp"] if a["start_timestamp"] is not None else a["prepare_timestamp"]
+    hi = a["complete_timestamp"] if a["complete_timestamp"] is not None else a["prepare_timestamp"]
+    ts = b["marker_timestamp"] if b["outcome"] != "OPEN" else b["first_timestamp"]
+    if ts is None or ts < 0:
+        return True
+    if lo is not None and lo >= 0 and ts < lo - w:
+        return False
+    return not (hi is not None and hi >= 0 and ts > hi + w)
+
+
+class _Costs:
+    """The cost of each alignment step for one (producer, partition)."""
+
+    def __init__(self, A, B, side: Side, coord: Coordinator, bounds: Bounds) -> None:
+        self.A, self.B, self.side, self.coord, self.bounds = A, B, side, coord, bounds
+
+    def _partition_reaches_past(self, ts: int | None) -> bool:
+        e = self.side.copy_end_ts
+        return ts is not None and e is not None and e > ts + self.bounds.tolerance_ms
+
+    def _coordinator_reaches_past(self, ts: int | None) -> bool:
+        e = self.coord.copy_end_ts
+        return ts is not None and ts >= 0 and e is not None and e > ts + self.bounds.tolerance_ms
+
+    def match(self, k: int, i: int) -> tuple[int, str | None]:
+        a, b = self.A[k], self.B[i]
+        if not _compatible(a, b, self.bounds):
+            return INF, None
+        if a["maybe"]:
+            return ASSUME, None  # its partitions are unknown: it may have listed this one
+        if b["outcome"] == "OPEN":
+            if a["outcome"] is None or a["complete_timestamp"] is None:
+                return 0, None  # still in flight when the coordinator's copy was taken
+            if self._partition_reaches_past(a["complete_timestamp"]):
+                return ANOMALY, "missing_marker"
+            return ASSUME, None  # the partition's copy may predate the marker
+        if a["outcome"] is None:
+            return ASSUME, None  # decided after the coordinator's copy
+        return (0, None) if a["outcome"] == b["outcome"] else (ANOMALY, "split_outcome")
+
+    def skip_a(self, k: int, i: int) -> tuple[int, str | None]:
+        """A coordinator transaction listing the partition without an entry there; ``i``
+        entries of the partition lie before it."""
+        a = self.A[k]
+        if a["maybe"]:
+            return ASSUME, None
+        if i == 0 and not self.side.complete_from_start:
+            return ASSUME, None  # before the partition's surviving history
+        if i == len(self.B):  # nothing after it in the partition: a copy taken earlier?
+            if a["outcome"] is not None and self._partition_reaches_past(
+                a["complete_timestamp"] or a["prepare_timestamp"]
+            ):
+                return ANOMALY, "missing_marker"
+            return ASSUME, None
+        if a["outcome"] is None:
+            return ASSUME, None  # in flight: its partitions may still be written
+        return ANOMALY, "missing_marker"  # markers of later transactions are there, not this
+
+    def skip_b(self, i: int, k: int) -> tuple[int, str | None]:
+        """A partition entry no coordinator transaction listing the partition explains; ``k``
+        coordinator transactions lie before it."""
+        b = self.B[i]
+        if b["retry"]:
+            return ASSUME, None  # a marker written again after a coordinator failover
+        kind = "write_outside_transaction" if b["record_count"] else "orphan_marker"
+        if b["in_cleaned_range"]:
+            return ASSUME, None
+        if k == 0 and not self.coord.complete_from_start:
+            return ASSUME, None  # before the coordinator's surviving history
+        if k == len(self.A):  # after everything the coordinator's copy lists here
+            if b["record_count"] and b["producer_epoch"] < self.coord.latest_epoch:
+                return ANOMALY, kind  # the producer moved to a newer epoch since
+            ts = b["marker_timestamp"] if b["outcome"] != "OPEN" else b.get("bound_timestamp")
+            if self._coordinator_reaches_past(ts):
+                return ANOMALY, kind
+            return ASSUME, None  # the coordinator's copy may predate its transaction
+        return ANOMALY, kind
+
+
+def _align(costs: _Costs) -> tuple[int, list, list, list]:
+    """Forward and backward minimal costs; the cheapest alignment's steps."""
+    n, m = len(costs.A), len(costs.B)
+    F = [[INF] * (m + 1) for _ in range(n + 1)]
+    F[0][0] = 0
+    for k in range(n + 1):
+        for i in range(m + 1):
+            f = F[k][i]
+            if f >= INF:
+                continue
+            if k < n and i < m:
+                c, _ = costs.match(k, i)
+                if f + c < F[k + 1][i + 1]:
+                    F[k + 1][i + 1] = f + c
+            if k < n:
+                c, _ = costs.skip_a(k, i)
+                if f + c < F[k + 1][i]:
+                    F[k + 1][i] = f + c
+            if i < m:
+                c, _ = costs.skip_b(i, k)
+                if f + c < F[k][i + 1]:
+                    F[k][i + 1] = f + c
+    G = [[INF] * (m + 1) for _ in range(n + 1)]
+    G[n][m] = 0
+    for k in range(n, -1, -1):
+        for i in range(m, -1, -1):
+            best = G[k][i]
+            if k < n and i < m:
+                best = min(best, costs.match(k, i)[0] + G[k + 1][i + 1])
+            if k < n:
+                best = min(best, costs.skip_a(k, i)[0] + G[k + 1][i])
+            if i < m:
+                best = min(best, costs.skip_b(i, k)[0] + G[k][i + 1])
+            G[k][i] = best
+    return F[n][m], F, G
+
+
+def _certain(costs: _Costs, total: int, F, G) -> tuple[dict[int, str], dict[int, str], int]:
+    """Entries that cost in every minimal alignment: partition entries (by index) and
+    coordinator transactions (by index) with their finding kind, and how many entries could
+    go either way (undecidable)."""
+    n, m = len(costs.A), len(costs.B)
+    b_free = [False] * m
+    b_kind: dict[int, str] = {}
+    a_free = [False] * n
+    a_kind: dict[int, str] = {}
+    for k in range(n + 1):
+        for i in range(m + 1):
+            f = F[k][i]
+            if f >= INF:
+                continue
+            if k < n and i < m:
+                c, kind = costs.match(k, i)
+                if c < INF and f + c + G[k + 1][i + 1] == total:
+                    if c < ANOMALY:
+                        b_free[i] = a_free[k] = True
+                    else:
+                        b_kind.setdefault(i, kind)
+                        a_free[k] = True  # the finding is the partition entry's
+            if k < n:
+                c, kind = costs.skip_a(k, i)
+                if f + c + G[k + 1][i] == total:
+                    if c < ANOMALY:
+                        a_free[k] = True
+                    else:
+                        a_kind.setdefault(k, kind)
+            if i < m:
+                c, kind = costs.skip_b(i, k)
+                if f + c + G[k][i + 1] == total:
+                    if c < ANOMALY:
+                        b_free[i] = True
+                    else:
+                        b_kind.setdefault(i, kind)
+    bs = {i: kd for i, kd in b_kind.items() if not b_free[i]}
+    as_ = {k: kd for k, kd in a_kind.items() if not a_free[k]}
+    undecided = sum(1 for i in b_kind if b_free[i]) + sum(1 for k in a_kind if a_free[k])
+    return bs, as_, undecided
+
+
+# -- one producer ------------------------------------------------------------------------------
+
+
+def judge_producer(
+    producer_id: int,
+    partition_txns: list[dict[str, Any]],
+    coordinator_txns: list[dict[str, Any]],
+    sides: dict[tuple[str, int], Side],
+    coordinator: Coordinator | None,
+    bounds: Bounds = Bounds(),
+) -> tuple[list[dict], dict[str, int]]:
+    """partition_txns: this producer's rows of the `transactions` table in every partition
+    (COMMIT, ABORT, OPEN and marker-only rows with ``bound_timestamp`` for OPEN ones);
+    coordinator_txns: its coordinator transactions in log order, with ``maybe`` (partitions
+    unknown: history compacted); sides: what each partition's copy covers.
+
+    Returns the findings and counts: ``judged`` (partition transactions aligned with the
+    coordinator's), ``undecidable`` (either explanation fits), ``unjudged`` (no coordinator
+    history for this producer)."""
+    stats = {"judged": 0, "undecidable": 0, "unjudged": 0}
+    data = [t for t in partition_txns if t["outcome"] != "OPEN" or t["record_count"]]
+    if coordinator is None or not coordinator_txns:
+        stats["unjudged"] = sum(1 for t in data if t["record_count"])
+        return [], stats
+    tid = next((a["transactional_id"] for a in coordinator_txns if a["transactional_id"]), None)
+    by_partition: dict[tuple[str, int], list[dict]] = {}
+    for t in data:
+        by_partition.setdefault((t["topic"], t["partition"]), []).append(t)
+    listing: dict[tuple[str, int], list[int]] = {}
+    for k, a in enumerate(coordinator_txns):
+        for tp in a["partitions"] or []:
+            listing.setdefault((tp["topic"], tp["partition"]), []).append(k)
+    maybes = [k for k, a in enumerate(coordinator_txns) if a["maybe"]]
+    findings: list[dict] = []
+    for tp in sorted(set(by_partition) | set(listing)):
+        side = sides.get(tp)
+        if side is None:
+            continue  # the partition is not in the dump: cannot tell
+        ks = sorted(set(listing.get(tp, [])) | set(maybes))
+        A = [coordinator_txns[k] for k in ks]
+        B = _b_entries(by_partition.get(tp, []))
+        costs = _Costs(A, B, side, coordinator, bounds)
+        total, F, G = _align(costs)
+        if total >= INF:
+            stats["undecidable"] += len(B)
+            continue
+        bad_b, bad_a, undecided = _certain(costs, total, F, G)
+        stats["undecidable"] += undecided
+        stats["judged"] += sum(1 for b in B if b["record_count"])
+        for i, kind in sorted(bad_b.items()):
+            findings.append(_b_finding(kind, B[i], tp, producer_id, tid, A, bounds))
+        for k, kind in sorted(bad_a.items()):
+            findings.append(_a_finding(kind, A[k], tp, producer_id, tid))
+    return findings, stats
+
+
+def _b_finding(kind, b, tp, pid, tid, A, bounds) -> dict:
+    topic, partition = tp
+    evidence = {
+        k: b.get(k)
+        for k in (
+            "first_offset",
+            "last_offset",
+            "marker_offset",
+            "outcome",
+            "producer_epoch",
+            "marker_epoch",
+            "coordinator_epoch",
+            "first_timestamp",
+            "marker_timestamp",
+            "record_count",
+        )  # fmt: skip
+    }
+    evidence["clock_tolerance_ms"] = bounds.tolerance_ms
+    evidence["coordinator_transactions_listing_partition"] = sum(1 for a in A if not a["maybe"])
+    where = {
+        "topic": topic,
+        "partition": partition,
+        "producer_id": pid,
+        "producer_epoch": b["producer_epoch"],
+        "transactional_id": tid,
+        "first_offset": b["first_offset"] if b["record_count"] else b["marker_offset"],
+        "last_offset": b["marker_offset"] if b["marker_offset"] is not None else b["last_offset"],
+        "record_count": b["record_count"],
+    }
+    if kind == "split_outcome":
+        msg = (
+            f"a transaction of {tid} (producer {pid}, epoch {b['producer_epoch']}) has a "
+            f"{b['outcome']} marker in {topic}-{partition} at offset {b['marker_offset']}, but "
+            f"the coordinator decided otherwise for the transaction it aligns with by order"
+        )
+        return finding(kind, msg, evidence, **where)
+    if kind == "missing_marker":
+        evidence["reason"] = "the partition's copy extends past the coordinator's completion"
+        msg = (
+            f"the coordinator completed {tid}'s transaction (producer {pid}) listing "
+            f"{topic}-{partition}, whose data from offset {b['first_offset']} never got a marker"
+        )
+        return finding(kind, msg, evidence, **where)
+    if kind == "write_outside_transaction":
+        msg = (
+            f"producer {pid} (epoch {b['producer_epoch']}) wrote {b['record_count']} "
+            f"transactional records to {topic}-{partition} at {b['first_offset']}.."
+            f"{b['last_offset']} outside any transaction the coordinator added that partition to"
+        )
+        return finding(kind, msg, evidence, **where)
+    msg = (
+        f"{b['outcome']} marker of producer {pid} at {topic}-{partition} offset "
+        f"{b['marker_offset']} matches no transaction of the coordinator and no open data"
+    )
+    return finding("orphan_marker", msg, evidence, **where)
+
+
+def _a_finding(kind, a, tp, pid, tid) -> dict:
+    topic, partition = tp
+    evidence = {
+        k: a.get(k)
+        for k in (
+            "outcome",
+            "data_epoch",
+            "marker_epoch",
+            "start_timestamp",
+            "prepare_timestamp",
+            "complete_timestamp",
+        )  # fmt: skip
+    }
+    return finding(
+        kind,
+        f"the coordinator completed {tid}'s transaction ({a['outcome']}, producer {pid}) "
+        f"listing {topic}-{partition}, but the partition has no marker for it although later "
+        f"ones are there",
+        evidence,
+        severity="warning",
+        topic=topic,
+        partition=partition,
+        producer_id=pid,
+        producer_epoch=a["data_epoch"],
+        transactional_id=tid,
+    )

@@ -1,0 +1,289 @@
+"""The functions the audit runs per group, over Arrow tables in and out.
+
+Spark runs each per key with ``applyInArrow`` (:mod:`replay.spark`); :mod:`replay.local` runs
+the same functions in one process (tests, small dumps). Pure Python: no Spark import here.
+Rows leave as one table per call holding several output tables' columns, ``out`` naming the
+table of each row (:func:`replay.tables.union`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from replay import tables as T
+from replay.coordinator import replay_transactional_id
+from replay.crosslog import Bounds, Coordinator, Side, judge_producer
+from replay.findings import finding
+from replay.partition import Config, PartitionReplay
+
+PARTITION_SCHEMA = T.union(
+    T.FINDINGS, T.TRANSACTIONS, T.PRODUCER_STATES, T.LSO_CHANGES, T.PARTITIONS, T.CHECK_COUNTS
+)
+COORDINATOR_SCHEMA = T.union(T.FINDINGS, T.COORDINATOR_TXNS)
+CROSSLOG_SCHEMA = T.union(T.FINDINGS, T.CHECK_COUNTS)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the configuration tells the replay that the dump cannot (replay.config)."""
+
+    producer_id_expiration_ms: int = 86_400_000
+    default_transaction_timeout_ms: int = 900_000
+    topic_timeouts: dict[str, int] = field(default_factory=dict)
+    bounds: Bounds = Bounds()
+
+
+# -- partitions ------------------------------------------------------------------------------------
+
+
+def partition_tables(
+    topic: str,
+    partition: int,
+    bt: pa.Table,
+    side: list[dict],
+    facts: Facts,
+    cleaned_upto: int = 0,
+) -> pa.Table:
+    """Replay one partition's batches; compare with the newest `.snapshot` and with the
+    `.txnindex` files that exist. ``side``: rows of ``_row`` snapshot (producer snapshot
+    entries), txnindex_file (an existing `.txnindex`, by its path) and aborted (its entries)."""
+    snaps = [s for s in side if s["_row"] == "snapshot"]
+    broker = bt.column("broker")[0].as_py() if bt.num_rows else None
+    offsets = sorted({s["snapshot_offset"] for s in snaps})
+    # a log that starts mid-stream: seed producer state from the newest snapshot at or below
+    # its first offset (the broker's own starting point)
+    first = pc.min(bt.column("base_offset")).as_py() if bt.num_rows else None
+    start = max((o for o in offsets if first is not None and 0 < o <= first), default=None)
+    seed = [s for s in snaps if s["snapshot_offset"] == start] if start is not None else None
+    cfg = Config(producer_id_expiration_ms=facts.producer_id_expiration_ms)
+    r = PartitionReplay(topic, partition, cfg, cleaned_upto).run(bt, offsets, seed)
+    findings = list(r.findings)
+    counts = []
+    states = _snapshot_check(topic, partition, r, snaps, offsets, findings, counts)
+    transactions = r.transactions + r.open_transactions()
+    counts += _txn_index_check(topic, partition, r, side, findings)
+    summary = {
+        "topic": topic, "partition": partition, "broker": broker,
+        "log_start_offset": r.log_start, "log_end_offset": r.log_end, "lso": r.lso(),
+        "cleaned_upto": r.cleaned_upto, "data_records": r.data_records,
+        "last_timestamp": r.last_timestamp, "complete_from": r.complete_from(),
+        "copy_end_timestamp": r.copy_end_timestamp(),
+    }  # fmt: skip
+    lso = [{"topic": topic, "partition": partition, "timestamp": ts, "log_end_offset": end, "lso": v}
+           for ts, end, v in r.lso_changes]  # fmt: skip
+    return pa.concat_tables([
+        T.rows_table(PARTITION_SCHEMA, "finding", findings),
+        T.rows_table(PARTITION_SCHEMA, "transaction", [_public(t) for t in transactions]),
+        T.rows_table(PARTITION_SCHEMA, "producer_state", states),
+        T.rows_table(PARTITION_SCHEMA, "lso", lso),
+        T.rows_table(PARTITION_SCHEMA, "partition", [summary]),
+        T.rows_table(PARTITION_SCHEMA, "count", counts),
+    ])  # fmt: skip
+
+
+def _public(t: dict) -> dict:
+    return {k: v for k, v in t.items() if k != "marker_file"}
+
+
+def _snapshot_check(topic, partition, r, snaps, offsets, findings, counts) -> list[dict]:
+    """The replayed producer state against the newest `.snapshot`, where one exists. A
+    snapshot beyond the end of the surviving log (a crash cut the log short; the broker itself
+    would delete it on recovery, ProducerStateManager.truncateAndReload) describes a state the
+    log never reached here: not compared, counted."""
+    newest = offsets[-1] if offsets else None
+    if newest is not None and newest > r.log_end:
+        counts.append(
+            _count(topic, partition, "snapshots beyond the end of the log (not compared)", 1)
+        )
+        newest = max((o for o in offsets if o <= r.log_end), default=None)
+    at_newest = r.snapshot_states.get(newest, {}) if newest is not None else {}
+    snap_rows = {s["producer_id"]: s for s in snaps if s["snapshot_offset"] == newest}
+    states = []
+    for pid, s in sorted(r.states().items()):
+        row = {"topic": topic, "partition": partition, "producer_id": pid, **s,
+               "snapshot_offset": newest, "snapshot_matches": None, "snapshot_diff": None}  # fmt: skip
+        theirs, ours = snap_rows.get(pid), at_newest.get(pid)
+        if theirs is not None and ours is not None:
+            fields = ("producer_epoch", "last_sequence", "last_offset", "coordinator_epoch",
+                      "current_txn_first_offset")  # fmt: skip
+            diff = {
+                f: {"snapshot": theirs[f], "replay": ours[f]}
+                for f in fields
+                if theirs[f] != ours[f]
+            }
+            row["snapshot_matches"] = not diff
+            row["snapshot_diff"] = json.dumps(diff) if diff else None
+            if diff:
+                findings.append(
+                    finding(
+                        "index_inconsistent",
+                        f"snapshot {newest} of {topic}-{partition} disagrees with the log for "
+                        f"producer {pid}",
+                        {"snapshot_offset": newest, "diff": diff},
+                        topic=topic, partition=partition, producer_id=pid,
+                    )
+                )  # fmt: skip
+        states.append(row)
+    return states
+
+
+def _txn_index_check(topic, partition, r: PartitionReplay, side, findings) -> list[dict]:
+    """The aborted-transaction index recomputed from the log (every ABORT that closed data,
+    kafka-formats.md 10.4) against the `.txnindex` of the segment holding the marker
+    (LogSegment.updateTxnIndex), only where that file exists: an absent file proves nothing
+    and is counted instead. Outside cleaned ranges."""
+    existing = {s["file"] for s in side if s["_row"] == "txnindex_file"}
+    entries = [s for s in side if s["_row"] == "aborted"]
+    ours = {}
+    unchecked = 0
+    for t in r.transactions:
+        if t["outcome"] != "ABORT" or not t["record_count"] or t["in_cleaned_range"]:
+            continue
+        index_file = _txnindex_of(t["marker_file"])
+        if index_file in existing:
+            ours[(t["producer_id"], t["first_offset"], t["marker_offset"])] = index_file
+        else:
+            unchecked += 1
+    theirs = {}
+    for e in entries:
+        if e["first_offset"] is not None and e["first_offset"] >= r.cleaned_upto:
+            theirs[(e["producer_id"], e["first_offset"], e["last_offset"])] = e
+    for key in sorted(set(ours) - set(theirs)):
+        pid, first, last = key
+        findings.append(
+            finding(
+                "index_inconsistent",
+                f"the ABORT of producer {pid} at {first}..{last} in {topic}-{partition} is "
+                f"missing from {ours[key]}",
+                {"file": ours[key], "first_offset": first, "last_offset": last},
+                topic=topic, partition=partition, producer_id=pid,
+                first_offset=first, last_offset=last,
+            )
+        )  # fmt: skip
+    for key in sorted(set(theirs) - set(ours)):
+        pid, first, last = key
+        e = theirs[key]
+        findings.append(
+            finding(
+                "index_inconsistent",
+                f"{e['file']} has an aborted transaction of producer {pid} at {first}..{last} "
+                f"that the log does not show",
+                {"file": e["file"], "last_stable_offset": e.get("last_stable_offset")},
+                topic=topic, partition=partition, producer_id=pid,
+                first_offset=first, last_offset=last,
+            )
+        )  # fmt: skip
+    return [
+        _count(topic, partition, "aborted transactions checked against a .txnindex", len(ours)),
+        _count(topic, partition, "aborted transactions in segments without a .txnindex", unchecked),
+    ]
+
+
+def _txnindex_of(log_file: str | None) -> str | None:
+    if not log_file or not log_file.endswith(".log"):
+        return None
+    return log_file[: -len(".log")] + ".txnindex"
+
+
+def _count(topic, partition, what: str, n: int) -> dict:
+    return {"topic": topic, "partition": partition, "check": what, "count": n}
+
+
+# -- the transaction coordinator ------------------------------------------------------------------
+
+
+def coordinator_tables(rows: list[dict], complete_from: dict[int, int]) -> pa.Table:
+    """One transactional id's `__transaction_state` rows."""
+    rows = sorted(rows, key=lambda r: (r["log_partition"], r["log_offset"]))
+    txns, findings = replay_transactional_id(rows, complete_from)
+    return pa.concat_tables([
+        T.rows_table(COORDINATOR_SCHEMA, "coord_txn", txns),
+        T.rows_table(COORDINATOR_SCHEMA, "finding", findings),
+    ])  # fmt: skip
+
+
+# -- partitions against the coordinator -----------------------------------------------------------
+
+
+def crosslog_tables(
+    producer_id: int, left: list[dict], coord: list[dict], facts: Facts
+) -> pa.Table:
+    """One producer id: its partition transactions (``_row`` txn) and what each partition's copy
+    covers (``_row`` side), against its coordinator transactions (with ``copy_end_ts``, the end
+    of their `__transaction_state` partition's copy). Findings: split_outcome, missing_marker,
+    write_outside_transaction, orphan_marker (replay.crosslog) and hanging_transaction."""
+    txns = [r for r in left if r["_row"] == "txn"]
+    sides = {
+        (r["topic"], r["partition"]): Side(
+            complete_from_start=r["complete_from"] == 0, copy_end_ts=r["copy_end_timestamp"]
+        )
+        for r in left
+        if r["_row"] == "side"
+    }
+    coord = sorted(coord, key=lambda a: (a["log_partition"] or 0, a["first_log_offset"] or 0))
+    coordinator = None
+    if coord:
+        ends = [a["copy_end_ts"] for a in coord if a.get("copy_end_ts") is not None]
+        coordinator = Coordinator(
+            complete_from_start=bool(coord[0]["history_from_start"]),
+            copy_end_ts=max(ends) if ends else None,
+            latest_epoch=max(a["latest_epoch"] for a in coord),
+        )
+    findings, stats = judge_producer(producer_id, txns, coord, sides, coordinator, facts.bounds)
+    findings += _hanging(producer_id, txns, coord, facts)
+    counts = [
+        _count(None, None, "partition transactions judged against the coordinator", stats["judged"]),
+        _count(None, None, "partition transactions order could not decide", stats["undecidable"]),
+        _count(None, None, "partition transactions without coordinator history", stats["unjudged"]),
+    ]  # fmt: skip
+    return pa.concat_tables([
+        T.rows_table(CROSSLOG_SCHEMA, "finding", findings),
+        T.rows_table(CROSSLOG_SCHEMA, "count", counts),
+    ])  # fmt: skip
+
+
+def _hanging(pid: int, txns: list[dict], coord: list[dict], facts: Facts) -> list[dict]:
+    """An open transaction older than the transaction timeout (plus the clock tolerance: its
+    age compares different clients' clocks) that holds later records behind the LSO (10.6)."""
+    tid = next((a["transactional_id"] for a in coord if a["transactional_id"]), None)
+    known = [a["timeout_ms"] for a in coord if a.get("timeout_ms") is not None]
+    out = []
+    for t in txns:
+        if t["outcome"] != "OPEN" or t["in_cleaned_range"] or not (t["pinned_records"] or 0) > 0:
+            continue
+        timeout = (
+            max(known)
+            if known
+            else facts.topic_timeouts.get(t["topic"], facts.default_transaction_timeout_ms)
+        )
+        if (t["open_ms"] or 0) <= timeout + facts.bounds.tolerance_ms:
+            continue
+        out.append(
+            finding(
+                "hanging_transaction",
+                f"transaction of producer {pid} open since offset {t['first_offset']} for "
+                f"{t['open_ms']} ms (timeout {timeout} ms) pins {t['pinned_records']} later "
+                f"records behind the LSO of {t['topic']}-{t['partition']}",
+                {
+                    "first_offset": t["first_offset"],
+                    "first_timestamp": t["first_timestamp"],
+                    "open_ms": t["open_ms"],
+                    "timeout": timeout,
+                    "pinned_records": t["pinned_records"],
+                    "clock_tolerance_ms": facts.bounds.tolerance_ms,
+                },
+                topic=t["topic"],
+                partition=t["partition"],
+                producer_id=pid,
+                producer_epoch=t["producer_epoch"],
+                transactional_id=tid,
+                first_offset=t["first_offset"],
+                last_offset=t["last_offset"],
+                record_count=t["record_count"],
+            )
+        )
+    return out

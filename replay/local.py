@@ -1,0 +1,284 @@
+"""The audit in one process, without Spark: the same grouped functions as :mod:`replay.spark`,
+grouped here in Python over the decoded tables.
+
+For tests (a property test replays dozens of simulated dumps in seconds) and small dumps; the
+Spark plan is the audit for real sizes. Both must give the same findings: the test suite runs
+scenarios through both.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+import pyarrow as pa
+
+import decoders
+from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from replay.dumpinfo import broker_clusters, cleaner_checkpoints
+from replay.findings import KINDS, finding
+from replay.grouped import coordinator_tables, crosslog_tables, partition_tables
+from replay.groups import replay_group
+from replay.leakage import judge_partition
+from replay.settings import AuditConfig
+
+INTERNAL = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
+INTEGRITY = ("crc_mismatch", "truncated_batch", "corrupt_bytes", "unknown_version", "index_inconsistent")  # fmt: skip
+READ = ("batches", "producer_snapshots", "segments", "aborted_txns", "txn_log", "offset_commits",
+        "group_metadata", "errors")  # fmt: skip
+
+
+def _rows(table: pa.Table) -> list[dict]:
+    """Rows with timestamps as int64 milliseconds (as the Spark plan hands them over)."""
+    cols = {}
+    for f in table.schema:
+        c = table.column(f.name)
+        if pa.types.is_timestamp(f.type):
+            c = c.cast(pa.int64())
+        cols[f.name] = c.to_pylist()
+    return [dict(zip(cols, v, strict=True)) for v in zip(*cols.values(), strict=True)]
+
+
+def _by(rows: list[dict], *keys: str) -> dict[tuple, list[dict]]:
+    out: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        out[tuple(r[k] for k in keys)].append(r)
+    return out
+
+
+def _split(table: pa.Table, out: str) -> list[dict]:
+    return [r for r in table.to_pylist() if r["out"] == out]
+
+
+def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dict[str, list[dict]]:
+    """Replay a dump in this process; rows by table name (findings, transactions, partitions,
+    coordinator_transactions, offset_timeline, checks), each row with its ``cluster``."""
+    config = conf if isinstance(conf, AuditConfig) else AuditConfig.from_conf(conf)
+    facts = config.facts()
+    clusters = broker_clusters(paths, config.cluster)
+    raw = decoders.read_dump(paths, READ, verify_crc=config.verify_crc)
+    t = {name: _rows(table) for name, table in raw.items()}
+    for rows in t.values():
+        for r in rows:
+            r["cluster"] = clusters.get(r.get("broker"), "")
+    batches = [b for b in t["batches"] if b["topic"] is not None]
+
+    # replicas: per partition of a cluster the most complete one
+    chosen: dict[tuple, str] = {}
+    for key, rows in _by(batches, "cluster", "topic", "partition").items():
+        per = _by(rows, "broker")
+        (chosen[key],) = min(
+            per,
+            key=lambda b: (
+                -max(r["last_offset"] for r in per[b]),
+                -sum(bool(r["crc_valid"]) for r in per[b]),
+                b,
+            ),
+        )
+
+    def replayed(r: dict) -> bool:
+        return chosen.get((r["cluster"], r["topic"], r["partition"])) == r["broker"]
+
+    cleaned = cleaner_checkpoints(paths)
+    compacted = config.compacted_topics()
+    side = (
+        [{**r, "_row": "snapshot"} for r in t["producer_snapshots"] if replayed(r)]
+        + [{**r, "_row": "txnindex_file"} for r in t["segments"]
+           if r["kind"] == "txnindex" and r["topic"] is not None and replayed(r)]
+        + [{**r, "_row": "aborted"} for r in t["aborted_txns"] if replayed(r)]
+    )  # fmt: skip
+    side_by = _by(side, "cluster", "topic", "partition")
+    findings, transactions, partitions, checks = [], [], [], []
+    for (cluster, topic, partition), rows in sorted(_by(batches, "cluster", "topic", "partition").items()):  # fmt: skip
+        mine = [r for r in rows if replayed(r)]
+        bt = pa.Table.from_pylist(mine)
+        broker = mine[0]["broker"]
+        upto = cleaned.get(f"{broker}|{topic}|{partition}", 0)
+        if not upto and topic in compacted:
+            upto = max(r["last_offset"] for r in mine) + 1
+        out = partition_tables(
+            topic, partition, bt, side_by.get((cluster, topic, partition), []), facts, upto
+        )
+        for name, acc in (("finding", findings), ("transaction", transactions),
+                          ("partition", partitions), ("count", checks)):  # fmt: skip
+            acc.extend({**r, "cluster": cluster} for r in _split(out, name))
+
+    # the transaction coordinator
+    complete = {(p["cluster"], p["partition"]): p["complete_from"] for p in partitions
+                if p["topic"] == TRANSACTION_STATE_TOPIC}  # fmt: skip
+    txn_log = [
+        r for r in t["txn_log"]
+        if r["transactional_id"] is not None
+        and chosen.get((r["cluster"], TRANSACTION_STATE_TOPIC, r["log_partition"])) == r["broker"]
+    ]  # fmt: skip
+    coord_txns = []
+    for (cluster, _tid), rows in sorted(_by(txn_log, "cluster", "transactional_id").items()):
+        for r in rows:
+            r["start_timestamp"] = -1 if r["start_timestamp"] is None else r["start_timestamp"]
+            if r["last_update_timestamp"] is None:
+                r["last_update_timestamp"] = -1
+        whole = {p: c for (cl, p), c in complete.items() if cl == cluster}
+        out = coordinator_tables(rows, whole)
+        coord_txns += [{**r, "cluster": cluster} for r in _split(out, "coord_txn")]
+        findings += [{**r, "cluster": cluster} for r in _split(out, "finding")]
+
+    # partitions against the coordinator, per producer id
+    ends = {(p["cluster"], p["partition"]): p["copy_end_timestamp"] for p in partitions
+            if p["topic"] == TRANSACTION_STATE_TOPIC}  # fmt: skip
+    sides = {(p["cluster"], p["topic"], p["partition"]): p for p in partitions}
+    by_pid_txn = _by(transactions, "cluster", "producer_id")
+    by_pid_coord = _by(coord_txns, "cluster", "producer_id")
+    for cluster, pid in sorted(set(by_pid_txn) | set(by_pid_coord)):
+        txns = by_pid_txn.get((cluster, pid), [])
+        coord = [
+            {**a, "copy_end_ts": ends.get((cluster, a["log_partition"]))}
+            for a in by_pid_coord.get((cluster, pid), [])
+        ]
+        touched = {(x["topic"], x["partition"]) for x in txns} | {
+            (tp["topic"], tp["partition"]) for a in coord for tp in a["partitions"] or []
+        }
+        left = [{**x, "_row": "txn"} for x in txns] + [
+            {"_row": "side", "topic": tp[0], "partition": tp[1],
+             "complete_from": sides[(cluster, *tp)]["complete_from"],
+             "copy_end_timestamp": sides[(cluster, *tp)]["copy_end_timestamp"]}
+            for tp in sorted(touched) if (cluster, *tp) in sides
+        ]  # fmt: skip
+        out = crosslog_tables(pid, left, coord, facts)
+        findings += [{**r, "cluster": cluster} for r in _split(out, "finding")]
+        checks += [{**r, "cluster": cluster} for r in _split(out, "count")]
+
+    # groups
+    group_rows: list[dict] = []
+    for c in t["offset_commits"]:
+        if chosen.get((c["cluster"], CONSUMER_OFFSETS_TOPIC, c["log_partition"])) == c["broker"]:
+            group_rows.append({**c, "event": "commit", "_order": 1})
+    for m in t["group_metadata"]:
+        if chosen.get((m["cluster"], CONSUMER_OFFSETS_TOPIC, m["log_partition"])) == m["broker"]:
+            members = [
+                {"member_id": x["member_id"], "assigned_partitions": x["assigned_partitions"]}
+                for x in m["members"] or []
+            ]
+            group_rows.append({**m, "event": "metadata", "_order": 0, "members": members})
+    pairs = defaultdict(set)
+    for r in group_rows:
+        if r["event"] == "commit" and r["is_transactional"]:
+            pairs[(r["cluster"], r["log_partition"], r["producer_id"])].add(r["group_id"])
+    for b in batches:
+        if (b["topic"] == CONSUMER_OFFSETS_TOPIC and b["is_control"] and b["record_count"]
+                and replayed(b)):  # fmt: skip
+            for g in pairs.get((b["cluster"], b["partition"], b["producer_id"]), ()):
+                group_rows.append({
+                    "cluster": b["cluster"], "event": "marker", "group_id": g,
+                    "log_partition": b["partition"], "log_offset": b["base_offset"],
+                    "record_timestamp": b["max_timestamp"], "producer_id": b["producer_id"],
+                    "control_type": b["control_type"], "_order": 2,
+                })  # fmt: skip
+    broadcast = config.declared_broadcast()
+    timeline: list[dict] = []
+    groups = [r for r in group_rows if r.get("group_id") is not None]
+    for (cluster, group), rows in sorted(_by(groups, "cluster", "group_id").items()):
+        rows.sort(key=lambda r: (r["log_partition"], r["log_offset"], r["_order"]))
+        res = replay_group(group, rows, declared_broadcast=group in broadcast)
+        timeline += [{**r, "cluster": cluster} for r in res["timeline"]]
+        findings += [{**r, "cluster": cluster} for r in res["findings"]]
+
+    # leakage and its propagation
+    declared = config.declared_isolation()
+    data_txns = [x for x in transactions if x["record_count"] and x["topic"] not in INTERNAL]
+    leaks = []
+    commits_by = _by(timeline, "cluster", "topic", "partition")
+    for (cluster, topic, partition), txns in sorted(_by(data_txns, "cluster", "topic", "partition").items()):  # fmt: skip
+        rows = judge_partition(
+            topic, partition, txns, commits_by.get((cluster, topic, partition), []), declared,
+            config.clock_tolerance_ms,
+        )  # fmt: skip
+        leaks += [{**r, "cluster": cluster} for r in rows]
+    findings += leaks + _propagation(leaks, data_txns, coord_txns)
+
+    # integrity and replicas
+    for e in t["errors"]:
+        findings.append({
+            **finding(e["kind"], f"{e['kind']} at byte {e['position']} of {e['file']}: {e['reason']}",
+                      {k: e[k] for k in ("broker", "file", "position", "length", "reason", "offset")},
+                      severity=KINDS.get(e["kind"], KINDS["corrupt_bytes"]) if e["kind"] in INTEGRITY else KINDS["corrupt_bytes"],
+                      topic=e["topic"], partition=e["partition"], first_offset=e["offset"]),
+            "cluster": e["cluster"],
+        })  # fmt: skip
+    findings += _divergence(batches)
+    return {
+        "findings": findings,
+        "transactions": transactions,
+        "partitions": partitions,
+        "coordinator_transactions": coord_txns,
+        "offset_timeline": timeline,
+        "checks": checks,
+    }
+
+
+def _propagation(leaks: list[dict], txns: list[dict], coord: list[dict]) -> list[dict]:
+    ids = {(a["cluster"], a["producer_id"]): a["transactional_id"] for a in coord}
+    out = []
+    for lk in leaks:
+        if lk["kind"] != "aborted_read_leak":
+            continue
+        step = (json.loads(lk["evidence"]).get("commit_producer_ids") or [None])[0]
+        if step is None:
+            continue
+        committed = [x for x in txns if x["producer_id"] == step and x["outcome"] == "COMMIT"
+                     and x["cluster"] == lk["cluster"]]  # fmt: skip
+        if not committed:
+            continue
+        outputs = sorted({f"{x['topic']}-{x['partition']}" for x in committed})
+        out.append({
+            **finding(
+                "aborted_data_propagated",
+                f"group {lk['group_id']} fed {lk['record_count']} aborted records of "
+                f"{lk['topic']}-{lk['partition']} to transactional producer {step}, which "
+                f"committed them on into {', '.join(outputs)}",
+                {"output_partitions": outputs, "committed_transactions": len(committed),
+                 "output_records": sum(x["record_count"] for x in committed), "leak": lk["evidence"]},
+                topic=lk["topic"], partition=lk["partition"], producer_id=step,
+                transactional_id=ids.get((lk["cluster"], step)), group_id=lk["group_id"],
+                first_offset=lk["first_offset"], last_offset=lk["last_offset"],
+                record_count=lk["record_count"],
+            ),
+            "cluster": lk["cluster"],
+        })  # fmt: skip
+    return out
+
+
+def _divergence(batches: list[dict]) -> list[dict]:
+    out = []
+    for (cluster, topic, partition), rows in sorted(_by(batches, "cluster", "topic", "partition").items()):  # fmt: skip
+        bad = []
+        for (base,), at in sorted(_by(rows, "base_offset").items()):
+            if (
+                len({r["broker"] for r in at}) > 1
+                and len({(r["crc"], r["last_offset"]) for r in at}) > 1
+            ):
+                bad.append((base, at))
+        if not bad:
+            continue
+        brokers = sorted({r["broker"] for _, at in bad for r in at})
+        first, last = bad[0][0], max(r["last_offset"] for _, at in bad for r in at)
+        out.append({
+            **finding(
+                "replica_divergence",
+                f"replicas of {topic}-{partition} disagree on {len(bad)} batches between "
+                f"offsets {first} and {last}",
+                {"brokers": brokers, "batches": len(bad), "first_offset": first, "last_offset": last},
+                topic=topic, partition=partition, first_offset=first, last_offset=last,
+                record_count=sum(max(r["record_count"] for r in at) for _, at in bad),
+            ),
+            "cluster": cluster,
+        })  # fmt: skip
+    return out
+
+
+def summary(result: dict[str, list[dict]]) -> dict[str, Any]:
+    checks: dict[str, dict[str, int]] = {}
+    for r in result["checks"]:
+        c = checks.setdefault(r["cluster"], {})
+        c[r["check"]] = c.get(r["check"], 0) + (r["count"] or 0)
+    return {"clusters": sorted({p["cluster"] for p in result["partitions"]}), "checks": checks}
