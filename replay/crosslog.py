@@ -33,6 +33,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+from numba import njit
+
 from replay.findings import finding
 
 INF = 1 << 40
@@ -99,29 +102,9 @@ def _position(t: dict) -> int:
     return t["first_offset"] if t["first_offset"] is not None else t["marker_offset"]
 
 
-def _compatible(a: dict, b: dict, bounds: Bounds) -> bool:
-    """Identity first (epochs), then the coarse time window."""
-    if b["record_count"] and a["data_epoch"] is not None and b["producer_epoch"] != a["data_epoch"]:
-        return False
-    if (
-        b["outcome"] != "OPEN"
-        and a["marker_epoch"] is not None
-        and b["marker_epoch"] != a["marker_epoch"]
-    ):
-        return False
-    w = bounds.window_ms
-    lo = a["start_timestamp"] if a["start_timestamp"] is not None else a["prepare_timestamp"]
-    hi = a["complete_timestamp"] if a["complete_timestamp"] is not None else a["prepare_timestamp"]
-    ts = b["marker_timestamp"] if b["outcome"] != "OPEN" else b["first_timestamp"]
-    if ts is None or ts < 0:
-        return True
-    if lo is not None and lo >= 0 and ts < lo - w:
-        return False
-    return not (hi is not None and hi >= 0 and ts > hi + w)
-
-
 class _Costs:
-    """The cost of each alignment step for one (producer, partition)."""
+    """The cost of each alignment step for one (producer, partition): the rules, in Python,
+    then laid out as arrays for the dynamic programme (:func:`_forward` and friends)."""
 
     def __init__(self, A, B, side: Side, coord: Coordinator, bounds: Bounds) -> None:
         self.A, self.B, self.side, self.coord, self.bounds = A, B, side, coord, bounds
@@ -133,22 +116,6 @@ class _Costs:
     def _coordinator_reaches_past(self, ts: int | None) -> bool:
         e = self.coord.copy_end_ts
         return ts is not None and ts >= 0 and e is not None and e > ts + self.bounds.tolerance_ms
-
-    def match(self, k: int, i: int) -> tuple[int, str | None]:
-        a, b = self.A[k], self.B[i]
-        if not _compatible(a, b, self.bounds):
-            return INF, None
-        if a["maybe"]:
-            return ASSUME, None  # its partitions are unknown: it may have listed this one
-        if b["outcome"] == "OPEN":
-            if a["outcome"] is None or a["complete_timestamp"] is None:
-                return 0, None  # still in flight when the coordinator's copy was taken
-            if self._partition_reaches_past(a["complete_timestamp"]):
-                return ANOMALY, "missing_marker"
-            return ASSUME, None  # the partition's copy may predate the marker
-        if a["outcome"] is None:
-            return ASSUME, None  # decided after the coordinator's copy
-        return (0, None) if a["outcome"] == b["outcome"] else (ANOMALY, "split_outcome")
 
     def skip_a(self, k: int, i: int) -> tuple[int, str | None]:
         """A coordinator transaction listing the partition without an entry there; ``i``
@@ -188,84 +155,165 @@ class _Costs:
             return ASSUME, None  # the coordinator's copy may predate its transaction
         return ANOMALY, kind
 
+    def arrays(self) -> tuple:
+        """Everything the programme needs, as numpy arrays. Skip costs depend on the position
+        only through "first", "last" or "in between"; a match's cost (:func:`_match`) on
+        identity (epochs), the coarse window and the outcomes."""
+        A, B = self.A, self.B
+        n, m = len(A), len(B)
 
-def _align(costs: _Costs) -> tuple[int, list, list, list]:
-    """Forward and backward minimal costs; the cheapest alignment's steps."""
-    n, m = len(costs.A), len(costs.B)
-    F = [[INF] * (m + 1) for _ in range(n + 1)]
-    F[0][0] = 0
+        def skips(f, count, other):
+            first = [f(x, 0)[0] for x in range(count)]
+            last = [f(x, other)[0] for x in range(count)]
+            mid = [f(x, 1)[0] if other > 1 else INF for x in range(count)]
+            return (np.array(first, np.int64), np.array(last, np.int64), np.array(mid, np.int64))
+
+        def opt(v) -> int:
+            return -1 if v is None else int(v)
+
+        a = np.array(
+            [
+                [
+                    opt(x["data_epoch"]),
+                    opt(x["marker_epoch"]),
+                    opt(x["start_timestamp"] if x["start_timestamp"] is not None
+                        else x["prepare_timestamp"]),
+                    opt(x["complete_timestamp"] if x["complete_timestamp"] is not None
+                        else x["prepare_timestamp"]),
+                    OUTCOME[x["outcome"]],
+                    int(bool(x["maybe"])),
+                    int(x["complete_timestamp"] is not None),
+                    int(self._partition_reaches_past(x["complete_timestamp"])),
+                ]
+                for x in A
+            ] or np.zeros((0, 8)),
+            np.int64,
+        ).reshape(n, 8)  # fmt: skip
+        b = np.array(
+            [
+                [
+                    OUTCOME[x["outcome"]],
+                    int(bool(x["record_count"])),
+                    opt(x["producer_epoch"]),
+                    opt(x["marker_epoch"]),
+                    opt(x["marker_timestamp"] if x["outcome"] != "OPEN" else x["first_timestamp"]),
+                ]
+                for x in B
+            ] or np.zeros((0, 5)),
+            np.int64,
+        ).reshape(m, 5)  # fmt: skip
+        return (a, b, *skips(self.skip_a, n, m), *skips(self.skip_b, m, n), self.bounds.window_ms)
+
+
+OUTCOME = {None: 0, "OPEN": 0, "COMMIT": 1, "ABORT": 2}
+
+
+@njit(cache=True, nogil=True)
+def _match(a, b, k, i, window):  # pragma: no cover (compiled)
+    """The cost of aligning coordinator transaction k with partition entry i."""
+    de, me, lo, hi, outcome, maybe, complete, reach = (
+        a[k, 0], a[k, 1], a[k, 2], a[k, 3], a[k, 4], a[k, 5], a[k, 6], a[k, 7],
+    )  # fmt: skip
+    b_out, b_data, b_de, b_me, ts = b[i, 0], b[i, 1], b[i, 2], b[i, 3], b[i, 4]
+    if b_data == 1 and de >= 0 and b_de != de:
+        return INF  # identity: the data's epoch is the transaction's
+    if b_out != 0 and me >= 0 and b_me != me:
+        return INF  # the marker's epoch is the Prepare record's
+    if ts >= 0 and ((lo >= 0 and ts < lo - window) or (hi >= 0 and ts > hi + window)):
+        return INF  # outside the coarse window
+    if maybe == 1:
+        return ASSUME  # its partitions are unknown: it may have listed this one
+    if b_out == 0:  # open data
+        if outcome == 0 or complete == 0:
+            return 0  # still in flight when the coordinator's copy was taken
+        if reach == 1:
+            return ANOMALY  # missing marker: the partition's copy reaches past completion
+        return ASSUME  # the partition's copy may predate the marker
+    if outcome == 0:
+        return ASSUME  # decided after the coordinator's copy
+    return 0 if outcome == b_out else ANOMALY  # split outcome
+
+
+@njit(cache=True, nogil=True)
+def _step(first, last, mid, x, pos, end):  # pragma: no cover (compiled)
+    if pos == 0:
+        return first[x]
+    if pos == end:
+        return last[x]
+    return mid[x]
+
+
+@njit(cache=True, nogil=True)
+def _programme(a, b, sa0, sa1, sa2, sb0, sb1, sb2, window):  # pragma: no cover (compiled)
+    """Forward (F) and backward (G) cheapest costs, then which steps lie on a cheapest
+    alignment: per entry, whether a cheap step does (free) and whether an anomaly does."""
+    n, m = a.shape[0], b.shape[0]
+    F = np.full((n + 1, m + 1), INF, np.int64)
+    F[0, 0] = 0
     for k in range(n + 1):
         for i in range(m + 1):
-            f = F[k][i]
+            f = F[k, i]
             if f >= INF:
                 continue
             if k < n and i < m:
-                c, _ = costs.match(k, i)
-                if f + c < F[k + 1][i + 1]:
-                    F[k + 1][i + 1] = f + c
+                c = _match(a, b, k, i, window)
+                if f + c < F[k + 1, i + 1]:
+                    F[k + 1, i + 1] = f + c
             if k < n:
-                c, _ = costs.skip_a(k, i)
-                if f + c < F[k + 1][i]:
-                    F[k + 1][i] = f + c
+                c = _step(sa0, sa1, sa2, k, i, m)
+                if f + c < F[k + 1, i]:
+                    F[k + 1, i] = f + c
             if i < m:
-                c, _ = costs.skip_b(i, k)
-                if f + c < F[k][i + 1]:
-                    F[k][i + 1] = f + c
-    G = [[INF] * (m + 1) for _ in range(n + 1)]
-    G[n][m] = 0
+                c = _step(sb0, sb1, sb2, i, k, n)
+                if f + c < F[k, i + 1]:
+                    F[k, i + 1] = f + c
+    G = np.full((n + 1, m + 1), INF, np.int64)
+    G[n, m] = 0
     for k in range(n, -1, -1):
         for i in range(m, -1, -1):
-            best = G[k][i]
+            g = G[k, i]
             if k < n and i < m:
-                best = min(best, costs.match(k, i)[0] + G[k + 1][i + 1])
+                g = min(g, _match(a, b, k, i, window) + G[k + 1, i + 1])
             if k < n:
-                best = min(best, costs.skip_a(k, i)[0] + G[k + 1][i])
+                g = min(g, _step(sa0, sa1, sa2, k, i, m) + G[k + 1, i])
             if i < m:
-                best = min(best, costs.skip_b(i, k)[0] + G[k][i + 1])
-            G[k][i] = best
-    return F[n][m], F, G
-
-
-def _certain(costs: _Costs, total: int, F, G) -> tuple[dict[int, str], dict[int, str], int]:
-    """Entries that cost in every minimal alignment: partition entries (by index) and
-    coordinator transactions (by index) with their finding kind, and how many entries could
-    go either way (undecidable)."""
-    n, m = len(costs.A), len(costs.B)
-    b_free = [False] * m
-    b_kind: dict[int, str] = {}
-    a_free = [False] * n
-    a_kind: dict[int, str] = {}
+                g = min(g, _step(sb0, sb1, sb2, i, k, n) + G[k, i + 1])
+            G[k, i] = g
+    total = F[n, m]
+    a_free = np.zeros(n, np.bool_)
+    a_bad = np.zeros(n, np.bool_)
+    b_free = np.zeros(m, np.bool_)
+    b_bad = np.zeros(m, np.int64)  # 1: an anomalous match, 2: an anomalous skip
     for k in range(n + 1):
         for i in range(m + 1):
-            f = F[k][i]
+            f = F[k, i]
             if f >= INF:
                 continue
             if k < n and i < m:
-                c, kind = costs.match(k, i)
-                if c < INF and f + c + G[k + 1][i + 1] == total:
+                c = _match(a, b, k, i, window)
+                if c < INF and f + c + G[k + 1, i + 1] == total:
                     if c < ANOMALY:
-                        b_free[i] = a_free[k] = True
+                        b_free[i] = True
+                        a_free[k] = True
                     else:
-                        b_kind.setdefault(i, kind)
                         a_free[k] = True  # the finding is the partition entry's
+                        if b_bad[i] == 0:
+                            b_bad[i] = 1
             if k < n:
-                c, kind = costs.skip_a(k, i)
-                if f + c + G[k + 1][i] == total:
+                c = _step(sa0, sa1, sa2, k, i, m)
+                if f + c + G[k + 1, i] == total:
                     if c < ANOMALY:
                         a_free[k] = True
                     else:
-                        a_kind.setdefault(k, kind)
+                        a_bad[k] = True
             if i < m:
-                c, kind = costs.skip_b(i, k)
-                if f + c + G[k][i + 1] == total:
+                c = _step(sb0, sb1, sb2, i, k, n)
+                if f + c + G[k, i + 1] == total:
                     if c < ANOMALY:
                         b_free[i] = True
-                    else:
-                        b_kind.setdefault(i, kind)
-    bs = {i: kd for i, kd in b_kind.items() if not b_free[i]}
-    as_ = {k: kd for k, kd in a_kind.items() if not a_free[k]}
-    undecided = sum(1 for i in b_kind if b_free[i]) + sum(1 for k in a_kind if a_free[k])
-    return bs, as_, undecided
+                    elif b_bad[i] == 0:
+                        b_bad[i] = 2
+    return total, a_free, a_bad, b_free, b_bad
 
 
 # -- one producer ------------------------------------------------------------------------------
@@ -310,17 +358,21 @@ def judge_producer(
         A = [coordinator_txns[k] for k in ks]
         B = _b_entries(by_partition.get(tp, []))
         costs = _Costs(A, B, side, coordinator, bounds)
-        total, F, G = _align(costs)
+        total, a_free, a_bad, b_free, b_bad = _programme(*costs.arrays())
         if total >= INF:
             stats["undecidable"] += len(B)
             continue
-        bad_b, bad_a, undecided = _certain(costs, total, F, G)
-        stats["undecidable"] += undecided
         stats["judged"] += sum(1 for b in B if b["record_count"])
-        for i, kind in sorted(bad_b.items()):
-            findings.append(_b_finding(kind, B[i], tp, producer_id, tid, A, bounds))
-        for k, kind in sorted(bad_a.items()):
-            findings.append(_a_finding(kind, A[k], tp, producer_id, tid))
+        stats["undecidable"] += int((b_free & (b_bad > 0)).sum() + (a_free & a_bad).sum())
+        for i in np.flatnonzero((b_bad > 0) & ~b_free):
+            b = B[i]
+            if b_bad[i] == 1:
+                kind = "missing_marker" if b["outcome"] == "OPEN" else "split_outcome"
+            else:
+                kind = "write_outside_transaction" if b["record_count"] else "orphan_marker"
+            findings.append(_b_finding(kind, b, tp, producer_id, tid, A, bounds))
+        for k in np.flatnonzero(a_bad & ~a_free):
+            findings.append(_a_finding("missing_marker", A[k], tp, producer_id, tid))
     return findings, stats
 
 

@@ -1,0 +1,200 @@
+"""The cross-log judgement (replay.crosslog) on hand-built sequences: transactions 10 ms apart
+under one epoch (TV0/1), clocks 2 s apart, copies taken at different moments, compacted
+coordinator history, retried markers, TV2 epochs. Pure Python: no Spark."""
+
+from __future__ import annotations
+
+import pytest
+
+from replay.crosslog import Bounds, Coordinator, Side, judge_producer
+
+PID, TID = 4000, "app-1-thread-0"
+X = ("out", 0)
+SKEW = 2_000  # the partition leader's clock runs this far ahead of the coordinator's
+
+
+def coord_txn(k: int, outcome="COMMIT", *, start=0, step=10, epoch=0, bump=0, parts=(X,), **kw):
+    t0 = start + k * step
+    return {
+        "transactional_id": TID,
+        "producer_id": PID,
+        "data_epoch": epoch,
+        "marker_epoch": epoch + bump,
+        "outcome": outcome,
+        "partitions": [{"topic": t, "partition": p} for t, p in parts],
+        "start_timestamp": t0,
+        "prepare_timestamp": t0 + 6,
+        "complete_timestamp": t0 + 8,
+        "timeout_ms": 10_000,
+        "maybe": False,
+        "log_partition": 3,
+        "first_log_offset": k * 3,
+        "history_from_start": True,
+        "latest_epoch": epoch + bump,
+        **kw,
+    }
+
+
+def part_txn(k: int, outcome="COMMIT", *, start=0, step=10, epoch=0, bump=0, records=2, tp=X,
+             skew=SKEW, offset=None):  # fmt: skip
+    first = k * (records + 1) if offset is None else offset
+    t0 = start + k * step + skew
+    return {
+        "topic": tp[0],
+        "partition": tp[1],
+        "producer_id": PID,
+        "producer_epoch": epoch,
+        "marker_epoch": None if outcome == "OPEN" else epoch + bump,
+        "first_offset": first if records else None,
+        "last_offset": first + records - 1 if records else None,
+        "marker_offset": None if outcome == "OPEN" else first + records,
+        "outcome": outcome,
+        "record_count": records,
+        "first_timestamp": t0 + 2 if records else None,
+        "marker_timestamp": None if outcome == "OPEN" else t0 + 7,
+        "coordinator_epoch": 0,
+        "in_cleaned_range": False,
+        "pinned_records": 0,
+        "open_ms": 0,
+        "bound_timestamp": None,
+    }
+
+
+def judge(ptx, ctx, *, side=None, coordinator=None, sides=None):
+    side = side or Side(complete_from_start=True, copy_end_ts=None)
+    end = max(a["complete_timestamp"] or 0 for a in ctx) if ctx else None
+    coordinator = coordinator or Coordinator(True, end, max(a["latest_epoch"] for a in ctx))
+    return judge_producer(PID, ptx, ctx, sides or {X: side}, coordinator, Bounds(2_000, 600_000))
+
+
+def kinds(findings):
+    return [(f["kind"], f["first_offset"], f["record_count"]) for f in findings]
+
+
+N = 300  # transactions 10 ms apart: 150 of them within any 2 s of skew
+
+
+def test_tv1_transactions_10ms_apart_with_2s_skew_align_by_order():
+    ctx = [coord_txn(k, "ABORT" if k % 37 == 5 else "COMMIT") for k in range(N)]
+    ptx = [part_txn(k, "ABORT" if k % 37 == 5 else "COMMIT") for k in range(N)]
+    for skew in (-SKEW, 0, SKEW):
+        ptx = [part_txn(k, "ABORT" if k % 37 == 5 else "COMMIT", skew=skew) for k in range(N)]
+        findings, stats = judge(ptx, ctx)
+        assert findings == [] and stats["judged"] == N and stats["undecidable"] == 0
+
+
+def test_a_split_outcome_among_identical_neighbours_is_found():
+    ctx = [coord_txn(k) for k in range(N)]
+    ptx = [part_txn(k, "ABORT" if k == 140 else "COMMIT") for k in range(N)]
+    findings, _ = judge(ptx, ctx)
+    assert kinds(findings) == [("split_outcome", 140 * 3, 2)]
+    assert findings[0]["last_offset"] == 140 * 3 + 2  # the marker
+    assert findings[0]["severity"] == "critical" and findings[0]["transactional_id"] == TID
+
+
+def test_a_missing_marker_in_the_middle_is_counted_not_guessed():
+    """Under TV1 a lost marker merges two transactions' data under the next marker: which of
+    the coordinator's identical transactions lost it, order cannot say."""
+    ctx = [coord_txn(k) for k in range(20)]
+    ptx = [part_txn(k) for k in range(20) if k != 7]
+    # the partition's copy may simply end before the last marker: nothing to say
+    findings, stats = judge(ptx, ctx)
+    assert findings == [] and stats["undecidable"] == 0
+    # it reaches far past the last completion: a marker is missing, but which one is a tie
+    far = ctx[-1]["complete_timestamp"] + 60_000
+    findings, stats = judge(ptx, ctx, side=Side(True, far))
+    assert findings == [] and stats["undecidable"] >= 2
+
+
+def test_missing_marker_proven_because_the_partition_copy_reaches_past_completion():
+    ctx = [coord_txn(k) for k in range(10)]
+    ptx = [part_txn(k) for k in range(9)] + [part_txn(9, "OPEN", records=3)]
+    late = ctx[-1]["complete_timestamp"] + 30_000
+    findings, _ = judge(ptx, ctx, side=Side(True, late))
+    assert kinds(findings) == [("missing_marker", 36, 3)]
+    # the same bytes from a partition copied right after the data: a copy taken earlier
+    findings, _ = judge(ptx, ctx, side=Side(True, ctx[-1]["complete_timestamp"] + 1_000))
+    assert findings == []
+
+
+def test_write_outside_the_transaction_after_the_marker():
+    """A delayed produce lands after the partition's marker; the producer never adds the
+    partition again while the coordinator's log moves on for many seconds."""
+    ctx = [coord_txn(k) for k in range(5)] + [
+        coord_txn(k, parts=[("other", 0)]) for k in range(5, 2000)
+    ]
+    late = part_txn(5, "OPEN", records=2, offset=15)
+    late["bound_timestamp"] = late["first_timestamp"] + 40  # another producer's marker after it
+    ptx = [part_txn(k) for k in range(5)] + [late]
+    sides = {X: Side(True, None), ("other", 0): Side(False, None)}
+    findings, _ = judge(ptx, ctx, sides=sides)
+    assert kinds(findings) == [("write_outside_transaction", 15, 2)]
+    # with nothing after it in the partition the append time is unbounded: cannot tell
+    late["bound_timestamp"] = None
+    assert judge(ptx, ctx, sides=sides)[0] == []
+
+
+def test_data_with_an_epoch_the_coordinator_has_left_behind_is_outside():
+    ctx = [coord_txn(0, "ABORT", bump=1)]  # the coordinator aborted it with a bumped epoch
+    ptx = [part_txn(0, "ABORT", bump=1), part_txn(1, "OPEN", records=2, offset=10)]
+    findings, _ = judge(ptx, ctx)
+    assert kinds(findings) == [("write_outside_transaction", 10, 2)]
+
+
+def test_copies_taken_at_different_moments_are_not_findings():
+    ctx = [coord_txn(k) for k in range(50)]
+    # the coordinator's copy is older: the partition holds two more transactions
+    ptx = [part_txn(k) for k in range(52)]
+    assert judge(ptx, ctx)[0] == []
+    # the partition's copy is older: its last transaction has data and no marker yet
+    ptx = [part_txn(k) for k in range(49)] + [part_txn(49, "OPEN")]
+    assert judge(ptx, ctx, side=Side(True, ctx[-1]["complete_timestamp"] + 500))[0] == []
+    # ... or lacks the last transactions entirely
+    ptx = [part_txn(k) for k in range(47)]
+    assert judge(ptx, ctx, side=Side(True, ctx[-1]["complete_timestamp"] - 30))[0] == []
+
+
+def test_compacted_coordinator_history_and_retention_are_not_findings():
+    # the coordinator's log keeps the last 20 transactions (and one surviving Complete record)
+    survivor = coord_txn(29, parts=())
+    survivor.update(maybe=True, data_epoch=None, prepare_timestamp=None)
+    ctx = [survivor] + [coord_txn(k) for k in range(30, 50)]
+    for a in ctx:
+        a["history_from_start"] = False
+    # the partition's log lost its first 10 transactions to retention
+    ptx = [part_txn(k) for k in range(10, 50)]
+    findings, stats = judge(
+        ptx, ctx, side=Side(False, None), coordinator=Coordinator(False, 500, 0)
+    )
+    assert findings == [] and stats["judged"] == 40
+
+
+def test_a_marker_written_again_after_coordinator_failover_is_not_a_finding():
+    ctx = [coord_txn(k) for k in range(10)]
+    ptx = [part_txn(k, offset=k * 4) for k in range(10)]
+    retry = part_txn(4, records=0, offset=4 * 4 + 3)  # the same COMMIT again, no data
+    retry["marker_offset"] = 4 * 4 + 3
+    findings, _ = judge(ptx + [retry], ctx)
+    assert findings == []
+
+
+def test_tv2_every_transaction_has_its_own_epoch():
+    ctx = [coord_txn(k, epoch=k, bump=1) for k in range(30)]
+    ptx = [part_txn(k, epoch=k, bump=1, skew=-SKEW) for k in range(30)]
+    assert judge(ptx, ctx)[0] == []
+    ptx[12] = part_txn(12, "ABORT", epoch=12, bump=1, skew=-SKEW)
+    assert kinds(judge(ptx, ctx)[0]) == [("split_outcome", 36, 2)]
+
+
+def test_a_partition_added_without_data_takes_its_marker():
+    ctx = [coord_txn(k) for k in range(6)]
+    ptx = [part_txn(k, records=0 if k == 3 else 2, offset=k * 3) for k in range(6)]
+    ptx[3]["marker_offset"] = 9
+    assert judge(ptx, ctx)[0] == []
+
+
+@pytest.mark.parametrize("missing", [True, False])
+def test_no_coordinator_history_means_no_judgement(missing):
+    ptx = [part_txn(k) for k in range(5)]
+    findings, stats = judge_producer(PID, ptx, [], {X: Side(True, None)}, None)
+    assert findings == [] and stats["unjudged"] == 5
