@@ -185,7 +185,12 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
 
     # leakage and its propagation
     declared = config.declared_isolation()
-    data_txns = [x for x in transactions if x["record_count"] and x["topic"] not in INTERNAL]
+    ends = {(p["cluster"], p["topic"], p["partition"]): p["copy_end_timestamp"] for p in partitions}
+    data_txns = [
+        {**x, "copy_end_timestamp": ends.get((x["cluster"], x["topic"], x["partition"]))}
+        for x in transactions
+        if x["record_count"] and x["topic"] not in INTERNAL
+    ]
     leaks = []
     commits_by = _by(timeline, "cluster", "topic", "partition")
     for (cluster, topic, partition), txns in sorted(_by(data_txns, "cluster", "topic", "partition").items()):  # fmt: skip

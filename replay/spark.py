@@ -128,7 +128,7 @@ class Audit:
             self._integrity(),
             self._divergence(batches),
         ]
-        leaks = self._leakage(transactions, timeline).persist()
+        leaks = self._leakage(transactions, timeline, partitions).persist()
         self.cached.append(leaks)
         findings += [leaks, self._propagation(leaks, transactions, coord_txns)]
         all_findings = findings[0]
@@ -439,7 +439,7 @@ class Audit:
         return events.groupBy(CLUSTER, "group_id").applyInArrow(replay, struct_type(schema))
 
     # -- leakage ----------------------------------------------------------------------------------
-    def _leakage(self, pt: DataFrame, timeline: DataFrame) -> DataFrame:
+    def _leakage(self, pt: DataFrame, timeline: DataFrame, partitions: DataFrame) -> DataFrame:
         schema = _with_cluster(T.FINDINGS)
         declared = self.config.declared_isolation()
         tolerance = self.config.clock_tolerance_ms
@@ -456,10 +456,11 @@ class Audit:
             )
             return _keyed(pa.Table.from_pylist(rows, schema=T.FINDINGS), cluster)
 
+        ends = partitions.select(CLUSTER, "topic", "partition", "copy_end_timestamp")
         t = pt.filter(~F.col("topic").isin(*INTERNAL) & (F.col("record_count") > 0)).select(
             CLUSTER, "topic", "partition", "producer_id", "producer_epoch", "first_offset",
             "last_offset", "marker_offset", "outcome", "record_count", "marker_timestamp",
-        )  # fmt: skip
+        ).join(ends, [CLUSTER, "topic", "partition"], "left")  # fmt: skip
         c = timeline.select(
             CLUSTER, "topic", "partition", "group_id", "committed_offset", "effective_timestamp",
             "effective_log_offset", "producer_id",
