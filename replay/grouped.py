@@ -189,6 +189,23 @@ def _txnindex_of(log_file: str | None) -> str | None:
     return log_file[: -len(".log")] + ".txnindex"
 
 
+JUDGED = "partition transactions judged against the coordinator"
+UNDECIDED = "partition transactions order could not decide"
+UNJUDGED = "partition transactions without coordinator history"
+
+
+def with_shares(checks: dict[str, int]) -> dict[str, int | float]:
+    """A cluster's check counts plus the share of partition transactions the cross-log checks
+    could judge (the rest: undecidable by order, or without coordinator history)."""
+    out: dict[str, int | float] = dict(checks)
+    seen = sum(checks.get(k, 0) for k in (JUDGED, UNDECIDED, UNJUDGED))
+    if seen:
+        out["share of partition transactions judged against the coordinator"] = round(
+            checks.get(JUDGED, 0) / seen, 4
+        )
+    return out
+
+
 def _count(topic, partition, what: str, n: int) -> dict:
     return {"topic": topic, "partition": partition, "check": what, "count": n}
 
@@ -236,10 +253,10 @@ def crosslog_tables(
     findings, stats = judge_producer(producer_id, txns, coord, sides, coordinator, facts.bounds)
     findings += _hanging(producer_id, txns, coord, facts)
     counts = [
-        _count(None, None, "partition transactions judged against the coordinator", stats["judged"]),
-        _count(None, None, "partition transactions order could not decide", stats["undecidable"]),
-        _count(None, None, "partition transactions without coordinator history", stats["unjudged"]),
-    ]  # fmt: skip
+        _count(None, None, JUDGED, stats["judged"]),
+        _count(None, None, UNDECIDED, stats["undecidable"]),
+        _count(None, None, UNJUDGED, stats["unjudged"]),
+    ]
     return pa.concat_tables([
         T.rows_table(CROSSLOG_SCHEMA, "finding", findings),
         T.rows_table(CROSSLOG_SCHEMA, "count", counts),

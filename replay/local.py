@@ -18,15 +18,17 @@ import decoders
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from replay.dumpinfo import broker_clusters, cleaner_checkpoints
 from replay.findings import KINDS, finding
-from replay.grouped import coordinator_tables, crosslog_tables, partition_tables
+from replay.grouped import coordinator_tables, crosslog_tables, partition_tables, with_shares
 from replay.groups import replay_group
 from replay.leakage import judge_partition
 from replay.settings import AuditConfig
 
 INTERNAL = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
 INTEGRITY = ("crc_mismatch", "truncated_batch", "corrupt_bytes", "unknown_version", "index_inconsistent")  # fmt: skip
-READ = ("batches", "producer_snapshots", "segments", "aborted_txns", "txn_log", "offset_commits",
-        "group_metadata", "errors")  # fmt: skip
+# as the Spark plan reads them: batch headers and file accounting from every file, records only
+# from the internal topics
+SHALLOW = ("batches", "producer_snapshots", "segments", "aborted_txns", "errors")
+DEEP = ("txn_log", "offset_commits", "group_metadata")
 
 
 def _rows(table: pa.Table) -> list[dict]:
@@ -47,6 +49,17 @@ def _by(rows: list[dict], *keys: str) -> dict[tuple, list[dict]]:
     return out
 
 
+def _read(paths: list[str], verify_crc: bool) -> dict[str, list[dict]]:
+    out: dict[str, list[pa.RecordBatch]] = {t: [] for t in SHALLOW + DEEP}
+    for f in decoders.discover(paths):
+        for t, b in decoders.iter_file(f, SHALLOW, deep=False, verify_crc=verify_crc):
+            out[t].append(b)
+        if f.kind == "log" and f.info.topic in INTERNAL:
+            for t, b in decoders.iter_file(f, DEEP, deep=True, verify_crc=verify_crc):
+                out[t].append(b)
+    return {t: _rows(pa.Table.from_batches(bs, schema=decoders.TABLES[t])) for t, bs in out.items()}
+
+
 def _split(table: pa.Table, out: str) -> list[dict]:
     return [r for r in table.to_pylist() if r["out"] == out]
 
@@ -57,8 +70,7 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
     config = conf if isinstance(conf, AuditConfig) else AuditConfig.from_conf(conf)
     facts = config.facts()
     clusters = broker_clusters(paths, config.cluster)
-    raw = decoders.read_dump(paths, READ, verify_crc=config.verify_crc)
-    t = {name: _rows(table) for name, table in raw.items()}
+    t = _read(paths, config.verify_crc)
     for rows in t.values():
         for r in rows:
             r["cluster"] = clusters.get(r.get("broker"), "")
@@ -286,4 +298,7 @@ def summary(result: dict[str, list[dict]]) -> dict[str, Any]:
     for r in result["checks"]:
         c = checks.setdefault(r["cluster"], {})
         c[r["check"]] = c.get(r["check"], 0) + (r["count"] or 0)
-    return {"clusters": sorted({p["cluster"] for p in result["partitions"]}), "checks": checks}
+    return {
+        "clusters": sorted({p["cluster"] for p in result["partitions"]}),
+        "checks": {c: with_shares(v) for c, v in checks.items()},
+    }

@@ -25,6 +25,7 @@ from replay.grouped import (
     coordinator_tables,
     crosslog_tables,
     partition_tables,
+    with_shares,
 )
 from replay.groups import replay_group
 from replay.leakage import judge_partition
@@ -565,7 +566,7 @@ def audit_summary(tables: dict[str, DataFrame]) -> dict:
     for r in tables["checks"].collect():
         checks.setdefault(r[CLUSTER], {})[r["check"]] = int(r["count"] or 0)
     clusters = sorted(r[CLUSTER] for r in tables["partitions"].select(CLUSTER).distinct().collect())
-    return {"clusters": clusters, "checks": checks}
+    return {"clusters": clusters, "checks": {c: with_shares(v) for c, v in checks.items()}}
 
 
 def _timestamps(df: DataFrame) -> DataFrame:

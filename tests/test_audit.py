@@ -4,7 +4,6 @@ command line, spark-submit and the as-of queries."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 
 import pytest
@@ -13,6 +12,7 @@ from spark_submit import spark_submit
 from jobs.cli import main
 from replay import audit, committed_offsets_at, lso_at
 from replay.findings import at_least
+from replay.local import audit_local
 from replay.truthcheck import compare
 from simulator import SCENARIOS
 
@@ -38,35 +38,31 @@ def test_every_injected_anomaly_is_found_and_nothing_else(spark, sim_all, scenar
     assert res["unexpected"] == [], [(f["kind"], f["message"]) for f in res["unexpected"]]
     if not truth["anomalies"]:  # clean scenarios: nothing of severity warning or above
         assert [f for f in findings if at_least(f["severity"], "warning")] == []
+    # the one-process audit runs the same replay functions: the same findings
+    assert _keys(findings) == _keys(audit_local([str(root)])["findings"])
 
 
-def _cluster_roots(corpus) -> list[str]:
-    return sorted(str(p.parent) for p in corpus.rglob("meta.properties"))
+def _keys(findings: list[dict]) -> list[tuple]:
+    cols = ("cluster", "kind", "severity", "topic", "partition", "producer_id", "group_id",
+            "first_offset", "last_offset", "record_count")  # fmt: skip
+    return sorted(tuple(str(f.get(c)) for c in cols) for f in findings)
 
 
 def test_the_real_corpus_has_no_warning_or_worse(spark, corpus):
-    """Each cluster of the corpus on its own (they share topic names, so one audit over all
-    of them would call them replicas of each other)."""
-    roots = _cluster_roots(corpus)
-    assert len(roots) == 15
-    infos = {}
-    for root in roots:
-        findings = _findings(audit(spark, [root]))
-        spark.catalog.clearCache()
-        bad = [(f["kind"], f["message"]) for f in findings if at_least(f["severity"], "warning")]
-        assert bad == [], (root, bad)
-        infos[os.path.relpath(root, corpus)] = sorted(
-            {(f["kind"], f["group_id"]) for f in findings}
-        )
+    """All 14 projects' dumps in one run: clusters are kept apart (they share topic names,
+    and two of them even a cluster id)."""
+    tables = audit(spark, [str(corpus)])
+    findings = _findings(tables)
+    bad = [(f["kind"], f["message"]) for f in findings if at_least(f["severity"], "warning")]
+    assert bad == []
+    clusters = {r["cluster"] for r in tables["partitions"].select("cluster").distinct().collect()}
+    assert len(clusters) == 15
     # The only info findings: in a Kafka 4.0 development cluster, group adminService committed
     # lower offsets of jwtCheckAnswer-0 while its latest generation had no members (its app
     # restarting and committing before rejoining): a real property of that dump, judged as
     # resets of an empty group.
-    noted = {k: v for k, v in infos.items() if v}
-    assert list(noted) == ["MashaKosher__Internship/kafka/data"]
-    assert {kind for kind, _ in noted["MashaKosher__Internship/kafka/data"]} == {
-        "offset_regression"
-    }
+    noted = {(f["cluster"], f["kind"]) for f in findings}
+    assert noted == {("MkU3OEVBNTcwNTJENDM2Qk@MashaKosher__Internship", "offset_regression")}
 
 
 def test_derived_tables(spark, sim_all):
