@@ -42,6 +42,7 @@ def replay_transactional_id(
     txns: list[dict] = []
     findings: list[dict] = []
     state = None
+    previous: dict | None = None
     current: dict | None = None
     first_of: dict[int, dict] = {}  # producer id -> its first surviving record
     latest_epoch: dict[int, int] = {}
@@ -56,7 +57,9 @@ def replay_transactional_id(
             latest_epoch[pid] = max(latest_epoch.get(pid, -1), r["producer_epoch"] or 0)
         new = "Dead" if r["is_tombstone"] else r["state"]
         tid = r["transactional_id"]
-        if state is not None and new in VALID_PREVIOUS and state not in VALID_PREVIOUS[new]:
+        # across a cleaned range the records between two survivors are gone: not judged
+        judged = previous is not None and whole(previous)
+        if judged and new in VALID_PREVIOUS and state not in VALID_PREVIOUS[new]:
             findings.append(
                 finding(
                     "invalid_txn_transition",
@@ -126,7 +129,7 @@ def replay_transactional_id(
         elif new in ("CompleteCommit", "CompleteAbort") and current is not None:
             current["complete_timestamp"] = ts
             current = None
-        state = new
+        state, previous = new, r
     for t in txns:
         pid = t["producer_id"]
         first = first_of.get(pid)

@@ -198,3 +198,41 @@ def test_no_coordinator_history_means_no_judgement(missing):
     ptx = [part_txn(k) for k in range(5)]
     findings, stats = judge_producer(PID, ptx, [], {X: Side(True, None)}, None)
     assert findings == [] and stats["unjudged"] == 5
+
+
+def _rec(state, offset, parts=(), epoch=0, ts=None):
+    return {
+        "transactional_id": TID, "producer_id": PID, "producer_epoch": epoch,
+        "timeout_ms": 10_000, "state": state,
+        "partitions": [{"topic": t, "partitions": [p]} for t, p in parts] if parts else None,
+        "last_update_timestamp": ts if ts is not None else offset, "start_timestamp": -1,
+        "client_transaction_version": 0, "is_tombstone": False, "log_partition": 3,
+        "log_offset": offset,
+    }  # fmt: skip
+
+
+def test_coordinator_history_that_compaction_left():
+    """Below the cleaned point only the latest record of each transactional id survives: a
+    transaction seen only by its Complete record has partitions nobody knows (maybe); one seen
+    from its Prepare record lists them all."""
+    from replay.coordinator import replay_transactional_id
+
+    rows = [
+        _rec("PrepareAbort", 90, [X]),  # survivor of the cleaned range: lists its partitions
+        _rec("CompleteAbort", 105),
+        _rec("Ongoing", 120, [X]),
+        _rec("PrepareCommit", 121, [X]),
+        _rec("CompleteCommit", 122),
+    ]
+    txns, findings = replay_transactional_id(rows, {3: 100})
+    assert findings == []
+    assert [(t["outcome"], t["maybe"]) for t in txns] == [("ABORT", False), ("COMMIT", False)]
+    assert txns[0]["partitions"] == [{"topic": X[0], "partition": X[1]}]
+    assert not any(t["history_from_start"] for t in txns)
+    # only a Complete record survived: which partitions, nobody knows
+    txns, findings = replay_transactional_id([_rec("CompleteCommit", 90), *rows[2:]], {3: 100})
+    assert findings == []
+    assert [(t["outcome"], t["maybe"]) for t in txns] == [("COMMIT", True), ("COMMIT", False)]
+    # the same records in a log the cleaner never touched: the producer's history is whole
+    whole, _ = replay_transactional_id([_rec("Empty", 0)] + rows[2:], {3: 0})
+    assert all(t["history_from_start"] for t in whole)
