@@ -134,13 +134,13 @@ def explicit_kind(name: str, read_at, size: int) -> tuple[str, int | None]:
     not give it, is the first entry's offset (a compressed legacy wrapper's offset is its last
     inner offset, so none then)."""
     kind, base = classify(name)
+    if kind != "other":
+        return kind, base
     stem, suffix = name, ""
     for s in SCHEDULED_SUFFIXES:
         if stem.endswith(s):
             stem, suffix = stem[: -len(s)], s
             break
-    if kind != "other":
-        return kind, base
     ext = os.path.splitext(stem)[1]
     first = sniff_entry(read_at, size)
     if ext in EXTENSION_KINDS:

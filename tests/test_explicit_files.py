@@ -180,3 +180,11 @@ def test_logreplay_dump_an_unrecognised_file_exits_2(tmp_path, capsys):
     lines = cap.err.strip().splitlines()
     assert len(lines) == 1 and str(junk) in lines[0] and "not recognised" in lines[0]
     assert cap.out == ""
+
+
+def test_a_scheduled_for_deletion_suffix_keeps_the_extension(corpus_segments, tmp_path):
+    copy = tmp_path / "suspect.log.deleted"
+    shutil.copyfile(corpus_segments[0], copy)
+    seg = decoders.read_segment(str(copy), "segments").to_pylist()[0]
+    assert seg["kind"] == "log.deleted" and seg["bytes_corrupt"] == 0
+    _same_decode(corpus_segments[0], copy, ("batches", "records"))

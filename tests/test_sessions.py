@@ -320,3 +320,19 @@ def test_spark_local_ip_only_in_local_mode(monkeypatch, master, user_ip, submitt
     session.spark_session(master)
     assert calls["SPARK_LOCAL_IP"] == want
     assert calls.get("master") == (None if submitted else master or "local[2]")
+
+
+@pytest.mark.spark
+def test_the_source_reads_an_explicitly_named_file(plain, dump, tmp_path):
+    """A renamed segment loaded by path: decoded by its content, topic and partition null."""
+    import shutil
+
+    root, _ = dump
+    original = max(root.rglob("*.log"), key=lambda p: p.stat().st_size)
+    copy = tmp_path / "evidence.bin"
+    shutil.copyfile(original, copy)
+    want = decoders.read_segment(str(original), "records")
+    got = _read(plain, copy, "records").toArrow()
+    assert got.num_rows == want.num_rows > 0
+    assert got.column("topic").null_count == got.num_rows
+    assert instants(got) == instants(want)
