@@ -137,7 +137,8 @@ def _text_file(src, info, kind, acct) -> list[ErrorRow]:
                 0,
                 src.size,
                 CORRUPT_BYTES,
-                "not a file this decoder recognises; its bytes were not decoded",
+                "not a file this decoder recognises (not by its name nor, for a file named "
+                "explicitly, by its extension or first bytes); its bytes were not decoded",
             )
         ]
     try:

@@ -4,7 +4,8 @@ A dump root may be one broker log directory, several (one per broker), a directo
 those at any depth, one partition directory or a single file; local paths and URIs
 (`file://`, `s3://`, `hdfs://`, `gs://` through pyarrow, other schemes through fsspec) alike.
 Only names are listed here: file contents are never opened, except `meta.properties` (to
-name the broker). The broker of a log directory is its `broker.id`/`node.id` from
+name the broker) and a file named explicitly (the root itself) whose name says nothing: see
+:func:`explicit_kind`. The broker of a log directory is its `broker.id`/`node.id` from
 meta.properties, else its path inside the dump.
 """
 
@@ -13,9 +14,12 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import struct
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass
 
+import crc32c
 import pyarrow.fs as pafs
 
 from decoders.checkpoints import OFFSET_CHECKPOINT_FILES, broker_id, meta_properties
@@ -101,6 +105,75 @@ def classify(name: str) -> tuple[str, int | None]:
     if name == "quorum-state":
         return "quorum_state", None
     return "other", None
+
+
+# A file the user names explicitly is decoded as what its extension says when its name is not a
+# Kafka file name (`suspect.log`, `copy-of.index`); checkpoints are known by their exact names.
+EXTENSION_KINDS = {
+    ".log": "log",
+    ".index": "index",
+    ".timeindex": "timeindex",
+    ".txnindex": "txnindex",
+    ".snapshot": "snapshot",
+    ".checkpoint": "kraft_snapshot",
+}
+# The largest first entry read to check its CRC when sniffing (Kafka's message.max.bytes is
+# 1 MiB by default; brokers allow more, and a batch beyond this is not worth guessing on).
+SNIFF_MAX_BYTES = 64 << 20
+NOT_RECOGNISED = (
+    "not recognised: the name is not a Kafka file name, its extension names no Kafka file "
+    "kind, and no record batch or legacy message with a valid CRC starts at byte 0"
+)
+
+
+def explicit_kind(name: str, read_at, size: int) -> tuple[str, int | None]:
+    """(kind, base offset) of a file the user named: by its name (:func:`classify`), else by
+    its extension (:data:`EXTENSION_KINDS`), else by its content (a record batch or legacy
+    message at byte 0 whose CRC holds makes a segment); ``other`` when nothing says.
+    ``read_at(position, length)`` reads the file. A segment's base offset, when the name does
+    not give it, is the first entry's offset (a compressed legacy wrapper's offset is its last
+    inner offset, so none then)."""
+    kind, base = classify(name)
+    if kind != "other":
+        return kind, base
+    stem, suffix = name, ""
+    for s in SCHEDULED_SUFFIXES:
+        if stem.endswith(s):
+            stem, suffix = stem[: -len(s)], s
+            break
+    ext = os.path.splitext(stem)[1]
+    first = sniff_entry(read_at, size)
+    if ext in EXTENSION_KINDS:
+        kind = EXTENSION_KINDS[ext] + suffix
+    elif first is not None:
+        kind = "log" + suffix
+    return kind, first if kind.split(".")[0] in LOG_KINDS else None
+
+
+def sniff_entry(read_at, size: int) -> int | None:
+    """The offset of the entry at byte 0 when it is a whole record batch (magic 2, CRC-32C
+    over attributes..end, DefaultRecordBatch) or legacy message (magic 0/1, CRC-32 over
+    magic..end, LegacyRecord) whose CRC holds; else None. A compressed legacy wrapper holds
+    its last inner offset, not its first: None too."""
+    head = read_at(0, 22)
+    if len(head) < 22 or size < 22:
+        return None
+    offset, length = struct.unpack_from(">qi", head, 0)
+    magic = head[16]
+    if not 14 <= length <= min(size - 12, SNIFF_MAX_BYTES):
+        return None
+    entry = read_at(0, 12 + length)
+    if len(entry) < 12 + length:
+        return None
+    if magic == 2:
+        if length < 49:  # RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+            return None
+        ok = crc32c.crc32c(memoryview(entry)[21:]) == struct.unpack_from(">I", entry, 17)[0]
+        return offset if ok else None
+    if magic in (0, 1):
+        ok = zlib.crc32(memoryview(entry)[16:]) == struct.unpack_from(">I", entry, 12)[0]
+        return offset if ok and not entry[17] & 0x07 else None
+    return None
 
 
 def resolve(root: str) -> tuple[pafs.FileSystem | None, str]:
@@ -257,6 +330,9 @@ def _discover_one(fs, root: str) -> list[DumpFile]:
             brokers[log_dir] = _broker_of(fs, log_dir, display_root)
         return brokers[log_dir]
 
+    if is_file:
+        ((p, size),) = listing
+        return [_explicit_file(fs, p, size, display_root, broker_for)]
     out: list[DumpFile] = []
     for d in sorted(by_dir):
         names = [_basename(fs, p) for p, _ in by_dir[d]]
@@ -274,16 +350,55 @@ def _discover_one(fs, root: str) -> list[DumpFile]:
                     _relpath(fs, p, display_root), broker, tp[0], tp[1], base_offset, kind
                 )
                 out.append(DumpFile(p, info, size, log_dir, fs))
-        elif any(n == "meta.properties" or n in OFFSET_CHECKPOINT_FILES for n in names) or is_file:
+        elif any(n == "meta.properties" or n in OFFSET_CHECKPOINT_FILES for n in names):
             broker = broker_for(d)
             for (p, size), name in zip(by_dir[d], names, strict=True):
                 kind, base_offset = classify(name)
-                if is_file or kind in ("meta_properties", "offset_checkpoint", "kraft_snapshot"):
+                if kind in ("meta_properties", "offset_checkpoint", "kraft_snapshot"):
                     info = FileInfo(
                         _relpath(fs, p, display_root), broker, None, None, base_offset, kind
                     )
                     out.append(DumpFile(p, info, size, d, fs))
     return out
+
+
+def _explicit_file(fs, path: str, size: int, display_root: str, broker_for) -> DumpFile:
+    """A file named as the root: decoded as what its name, extension or content says
+    (:func:`explicit_kind`); its topic and partition are those of its directory when that is
+    named `<topic>-<partition>` and the file is a partition's kind, else null."""
+    name = _basename(fs, path)
+    try:
+        src = _open(fs, path, name)
+    except OSError:
+        kind, base_offset = classify(name)
+    else:
+        try:
+            kind, base_offset = explicit_kind(name, src.read_at, size)
+        finally:
+            src.close()
+    d = _dirname(fs, path)
+    tp = _partition(_basename(fs, d))
+    if kind.split(".")[0] not in PARTITION_KINDS or name == "bootstrap.checkpoint":
+        tp = None
+    log_dir = _dirname(fs, d) if tp else d
+    info = FileInfo(
+        _relpath(fs, path, display_root),
+        broker_for(log_dir),
+        tp[0] if tp else None,
+        tp[1] if tp else None,
+        base_offset,
+        kind,
+    )
+    return DumpFile(path, info, size, log_dir, fs)
+
+
+def _open(fs, path: str, name: str):
+    from decoders.source import FileObjectSource, LocalFile
+
+    if fs is None:
+        return LocalFile(path, name)
+    f = fs.open_input_file(path)
+    return FileObjectSource(f, name, f.size())
 
 
 def _disambiguate_brokers(files: list[DumpFile]) -> None:

@@ -101,7 +101,14 @@ def _struct(schema: pa.Schema) -> StructType:
     )
 
 
-def arrow_for_spark(t: pa.DataType, tz: str) -> pa.DataType:
+# Spark's Arrow exchange carries TimestampType as UTC instants whatever the session time zone:
+# the worker checks a data source's batches against `to_arrow_schema(schema, timezone="UTC")`
+# (pyspark.sql.worker.plan_data_source_read.records_to_arrow_batches), and the session zone only
+# changes how instants are shown and parsed. So the zone is fixed, never the session's.
+ARROW_TIME_ZONE = "UTC"
+
+
+def arrow_for_spark(t: pa.DataType, tz: str = ARROW_TIME_ZONE) -> pa.DataType:
     """The Arrow type Spark expects back for a column of our type."""
     if pa.types.is_timestamp(t):
         return pa.timestamp("us", tz=tz)
@@ -140,7 +147,7 @@ def _paths(options) -> list[str]:
 
 
 class KafkaSegmentsReader(DataSourceReader):
-    def __init__(self, options, time_zone: str) -> None:
+    def __init__(self, options) -> None:
         self.table = options.get("table", DEFAULT_TABLE)
         self.paths = _paths(options)
         self.deep = _bool(options.get("deep"), True)
@@ -158,7 +165,7 @@ class KafkaSegmentsReader(DataSourceReader):
         self.avro = _avro(options, self.table)
         self.target = pa.schema(
             [
-                pa.field(f.name, arrow_for_spark(f.type, time_zone))
+                pa.field(f.name, arrow_for_spark(f.type))
                 for f in table_schema(self.table, self.avro is not None)
             ]
         )
@@ -251,8 +258,6 @@ def _spark_safe(batch: pa.RecordBatch) -> pa.RecordBatch:
 class KafkaSegmentsDataSource(DataSource):
     """Decoded Kafka log-segment dumps as Spark tables."""
 
-    time_zone = "UTC"
-
     @classmethod
     def name(cls) -> str:
         return NAME
@@ -264,15 +269,13 @@ class KafkaSegmentsDataSource(DataSource):
         return _struct(table_schema(table, _avro(self.options, table) is not None))
 
     def reader(self, schema: StructType) -> KafkaSegmentsReader:
-        return KafkaSegmentsReader(self.options, self.time_zone)
+        return KafkaSegmentsReader(self.options)
 
 
 def register(spark) -> None:
-    """Register `kafka-segments` with the session's time zone baked in: Spark checks that
-    timestamp columns come back as timestamp[us, <session time zone>]."""
-    tz = spark.conf.get("spark.sql.session.timeZone")
+    """Register `kafka-segments` with a session, classic or Spark Connect alike (both have
+    ``spark.dataSource.register`` and ``spark.conf``). Nothing depends on the session's time
+    zone or Arrow settings, so one call per session is all a user needs."""
     # Spark refuses a reader with pushFilters unless Python filter pushdown is on.
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    source = type("KafkaSegmentsDataSource", (KafkaSegmentsDataSource,), {"time_zone": tz})
-    source.__module__ = __name__
-    spark.dataSource.register(source)
+    spark.dataSource.register(KafkaSegmentsDataSource)

@@ -18,6 +18,7 @@ import pyarrow as pa
 import decoders
 from decoders.control import control_key, control_type_name, is_txn_marker, kraft_control_value
 from decoders.errors import DecodeError, ErrorRow
+from decoders.layout import NOT_RECOGNISED, resolve
 from decoders.verify import verify
 
 DEEP_TABLES = ("batches", "records", "offset_commits", "group_metadata", "group_records", "txn_log")
@@ -237,7 +238,11 @@ def run(
         return 2
     tables = (DEEP_TABLES if deep else ("batches",)) + ALWAYS
     errors = 0
+    unrecognised = _unrecognised(paths, files)
     for f in files:
+        if f.path in unrecognised:
+            print(f"logreplay dump: {unrecognised[f.path]}: {NOT_RECOGNISED}", file=sys.stderr)
+            continue
         printer = Printer(out, as_json, limit)
         if not as_json:
             out.write(f"Dumping {f.info.file} ({f.kind}, {f.size} bytes)\n")
@@ -258,7 +263,14 @@ def run(
         if not as_json:
             out.write(f"verify: {len(problems)} inconsistencies\n")
         status = 1 if problems else 0
-    return status
+    return 2 if unrecognised else status
+
+
+def _unrecognised(paths: list[str], files: list[decoders.DumpFile]) -> dict[str, str]:
+    """The files the user named explicitly that nothing recognises (path -> name as given):
+    the command says so and exits 2, instead of dumping a page of one error row."""
+    named = {resolve(p)[1]: p for p in paths}
+    return {f.path: named[f.path] for f in files if f.kind == "other" and f.path in named}
 
 
 def _print_problem(p: ErrorRow, as_json: bool, out: TextIO) -> None:

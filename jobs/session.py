@@ -18,13 +18,18 @@ def spark_session(master: str | None = None, app_name: str | None = None, conf: 
     conf = (conf or load()).get("spark", {})
     # Python workers must import this project: run them with this interpreter.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app_name or conf.get("app_name", "logreplay"))
     submitted = (
         os.environ.get("SPARK_ENV_LOADED") == "1"
     )  # exported by spark-submit's launcher scripts
     if master or not submitted:
-        builder = builder.master(master or conf.get("master", "local[2]"))
+        master = master or conf.get("master", "local[2]")
+        builder = builder.master(master)
+        if is_local(master):
+            # A local-mode driver talks only to itself: bind it to loopback (not to whatever the
+            # host name resolves to). A cluster driver must stay reachable by its executors, and
+            # the user's own SPARK_LOCAL_IP always wins.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     for key, value in (conf.get("config") or {}).items():
         builder = builder.config(key, str(value))
     spark = builder.getOrCreate()
@@ -33,6 +38,12 @@ def spark_session(master: str | None = None, app_name: str | None = None, conf: 
 
     register(spark)
     return spark
+
+
+def is_local(master: str) -> bool:
+    """Whether a master URL runs the whole application in this machine's JVMs: `local`,
+    `local[N]`, `local[*]`, `local[N,F]` (Spark's local mode) and `local-cluster[...]`."""
+    return master == "local" or master.startswith(("local[", "local-cluster["))
 
 
 def add_job_arguments(p, conf: bool = True) -> None:

@@ -1,0 +1,338 @@
+"""The data source in sessions the user builds, not the project's own: any session time zone,
+any Arrow batch setting, Spark's default configuration, `register(spark)` the only call.
+
+One JVM hosts one SparkContext, so the zones are switched on one plain session (the session
+time zone is a runtime SQL conf) and one more plain session, with no configuration at all and a
+non-UTC machine zone, runs in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pytest
+
+import decoders
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ZONES = ("UTC", "Etc/UTC", "America/Los_Angeles", "Asia/Kolkata")
+TABLES = tuple(decoders.TABLES)
+
+
+def canonical(table: pa.Table) -> list[str]:
+    """A table's rows as sorted JSON lines, timestamps as UTC epoch microseconds (the instant,
+    whatever zone or unit the table carries), so a Spark read and the decoders compare whole."""
+    columns = {}
+    for f in table.schema:
+        col = table.column(f.name)
+        if pa.types.is_timestamp(f.type):
+            col = col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+        columns[f.name] = col.to_pylist()
+    names = sorted(columns)
+    rows = zip(*(columns[n] for n in names), strict=True) if names else []
+    return sorted(json.dumps(dict(zip(names, r, strict=True)), default=repr) for r in rows)
+
+
+def instants(table: pa.Table) -> dict[str, list[int]]:
+    """Every timestamp column as sorted epoch microseconds (nulls left out)."""
+    return {
+        f.name: sorted(
+            v
+            for v in table.column(f.name).cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+            .to_pylist()
+            if v is not None
+        )
+        for f in table.schema
+        if pa.types.is_timestamp(f.type)
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def dump(tmp_path_factory):
+    from jobs.sample import write_sample_dump
+
+    root = tmp_path_factory.mktemp("sessions") / "sample"
+    write_sample_dump(str(root))
+    want = decoders.read_dump([str(root)], list(TABLES))
+    # the sample holds rows of every table but group_records (no KIP-848 group in it)
+    assert all(want[t].num_rows for t in TABLES if t != "group_records")
+    return root, want
+
+
+@pytest.fixture(scope="module")
+def plain():
+    """A session built as a user would, not through jobs.session: only the workers' Python
+    is named (a user's activated virtualenv does the same through PATH)."""
+    from pyspark.sql import SparkSession
+
+    from decoders.spark import register
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = SparkSession.builder.master("local[2]").getOrCreate()
+    before = {
+        k: spark.conf.get(k, None)
+        for k in (
+            "spark.sql.session.timeZone",
+            "spark.sql.execution.arrow.maxRecordsPerBatch",
+            "spark.sql.execution.arrow.useLargeVarTypes",
+            "spark.sql.shuffle.partitions",
+        )
+    }
+    register(spark)
+    yield spark
+    for k, v in before.items():  # the session may be shared with later test modules
+        if v is None:
+            spark.conf.unset(k)
+        else:
+            spark.conf.set(k, v)
+
+
+def _read(spark, root, table: str):
+    return spark.read.format("kafka-segments").option("table", table).load(str(root))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("zone", ZONES)
+def test_every_table_in_any_session_time_zone(plain, dump, zone):
+    root, want = dump
+    plain.conf.set("spark.sql.session.timeZone", zone)
+    timings = {}
+    for table in TABLES:
+        t0 = time.perf_counter()
+        got = _read(plain, root, table).toArrow()
+        timings[table] = (got.num_rows, round(time.perf_counter() - t0, 2))
+        assert got.num_rows == want[table].num_rows, (zone, table)
+        assert instants(got) == instants(want[table]), (zone, table)
+        assert canonical(got) == canonical(want[table]), (zone, table)
+    print(f"\n{zone}: {timings}")
+
+
+@pytest.mark.spark
+def test_arrow_batch_settings_do_not_matter(plain, dump):
+    root, want = dump
+    plain.conf.set("spark.sql.session.timeZone", "Asia/Kolkata")
+    plain.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")
+    plain.conf.set("spark.sql.execution.arrow.useLargeVarTypes", "true")
+    try:
+        for table in ("records", "batches", "offset_commits", "txn_log", "index_entries"):
+            got = _read(plain, root, table).toArrow()
+            assert canonical(got) == canonical(want[table]), table
+    finally:
+        plain.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        plain.conf.unset("spark.sql.execution.arrow.useLargeVarTypes")
+
+
+@pytest.mark.spark
+def test_session_zone_changes_how_instants_show_not_what_they_are(plain, dump):
+    """Spark shows a timestamp in the session zone: the same instant, a different wall clock."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    root, want = dump
+    first = want["records"].column("timestamp").cast(pa.int64()).to_pylist()
+    first_ms = min(v for v in first if v is not None)
+    for zone in ("America/Los_Angeles", "Asia/Kolkata"):
+        plain.conf.set("spark.sql.session.timeZone", zone)
+        row = (
+            _read(plain, root, "records")
+            .selectExpr("min(unix_millis(timestamp)) AS ms", "cast(min(timestamp) AS string) AS s")
+            .first()
+        )
+        assert row.ms == first_ms
+        wall = datetime.fromtimestamp(first_ms / 1000, ZoneInfo(zone)).replace(tzinfo=None)
+        assert row.s == wall.isoformat(sep=" ")
+
+
+def _audit_tables(spark, root) -> dict[str, list[str]]:
+    from replay import audit
+
+    # Spark's default 200 shuffle partitions make a tiny audit slow, not different
+    spark.conf.set("spark.sql.shuffle.partitions", "4")
+    try:
+        return {
+            name: canonical(df.toArrow())
+            for name, df in audit(spark, [str(root)]).items()
+            if name not in ("segments", "errors")  # the decoder's tables, compared above
+        }
+    finally:
+        spark.catalog.clearCache()
+
+
+@pytest.mark.spark
+def test_audit_in_a_non_utc_session(plain, dump):
+    """replay.audit in Asia/Kolkata: its instants are the ones the decoders read (a zone
+    slip would move them by 5.5 hours)."""
+    root, want = dump
+    plain.conf.set("spark.sql.session.timeZone", "Asia/Kolkata")
+    t0 = time.perf_counter()
+    out = {k: [json.loads(r) for r in v] for k, v in _audit_tables(plain, root).items()}
+    print(f"\naudit in Asia/Kolkata: {time.perf_counter() - t0:.1f} s")
+    batch_ts: dict[tuple, set[int]] = {}
+    b = want["batches"]
+    for t, p, ts in zip(
+        b["topic"].to_pylist(),
+        b["partition"].to_pylist(),
+        b["max_timestamp"].cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_pylist(),
+        strict=True,
+    ):
+        batch_ts.setdefault((t, p), set()).add(ts)
+    checked = 0
+    for table, column in (
+        ("partitions", "last_timestamp"),
+        ("transactions", "first_timestamp"),
+        ("transactions", "marker_timestamp"),
+        ("lso_changes", "timestamp"),
+    ):
+        for r in out[table]:
+            if r[column] is not None:
+                assert r[column] in batch_ts[(r["topic"], r["partition"])], (table, r)
+                checked += 1
+    commits = set(instants(want["offset_commits"])["commit_timestamp"])
+    timeline = [r["commit_timestamp"] for r in out["offset_timeline"] if r["commit_timestamp"]]
+    assert timeline and set(timeline) <= commits
+    assert checked >= 5
+
+
+PLAIN_SCRIPT = """
+import json, sys, time
+from pyspark.sql import SparkSession
+from decoders.spark import register
+import decoders
+t0 = time.perf_counter()
+spark = SparkSession.builder.master("local[2]").getOrCreate()
+started = time.perf_counter() - t0
+register(spark)
+out = {"zone": spark.conf.get("spark.sql.session.timeZone"), "start_s": started, "tables": {}}
+for table in decoders.TABLES:
+    t0 = time.perf_counter()
+    got = spark.read.format("kafka-segments").option("table", table).load(sys.argv[1]).toArrow()
+    out["tables"][table] = {"rows": got.num_rows, "seconds": time.perf_counter() - t0,
+                            "instants": INSTANTS(got)}
+spark.stop()
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.mark.spark
+def test_a_fresh_default_session_on_a_non_utc_machine(dump):
+    """A new JVM with Spark's default configuration: its session zone is the machine's, here
+    America/Los_Angeles through TZ, and nothing is set but register(spark)."""
+    import inspect
+
+    root, want = dump
+    script = PLAIN_SCRIPT.replace("INSTANTS(got)", "instants(got)")
+    script = (
+        "import pyarrow as pa\n" + inspect.getsource(instants) + script
+    )  # the same digest both sides
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SPARK_", "PYSPARK_")) and k != "TZ"
+    }
+    env.update(
+        TZ="America/Los_Angeles",
+        PYSPARK_PYTHON=sys.executable,
+        PYTHONPATH=os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p),
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", script, str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=REPO,
+    )
+    lines = [x for x in res.stdout.splitlines() if x.startswith("RESULT ")]
+    assert res.returncode == 0 and lines, res.stderr[-3000:]
+    out = json.loads(lines[0][len("RESULT ") :])
+    assert out["zone"] == "America/Los_Angeles"
+    for table in TABLES:
+        got = out["tables"][table]
+        assert got["rows"] == want[table].num_rows, table
+        assert got["instants"] == instants(want[table]), table
+    print(
+        "\nfresh session:",
+        {t: (v["rows"], round(v["seconds"], 2)) for t, v in out["tables"].items()},
+    )
+
+
+# -- jobs.session: SPARK_LOCAL_IP only for local masters, never over the user's ---------------
+
+
+class _Builder:
+    def __init__(self, calls):
+        self.calls = calls
+
+    def appName(self, name):  # noqa: N802 (Spark's name)
+        return self
+
+    def master(self, m):
+        self.calls["master"] = m
+        return self
+
+    def config(self, k, v):
+        return self
+
+    def getOrCreate(self):  # noqa: N802
+        self.calls["SPARK_LOCAL_IP"] = os.environ.get("SPARK_LOCAL_IP")
+        return SimpleNamespace(
+            sparkContext=SimpleNamespace(setLogLevel=lambda level: None),
+            conf=SimpleNamespace(set=lambda k, v: None),
+            dataSource=SimpleNamespace(register=lambda cls: None),
+        )
+
+
+@pytest.mark.parametrize(
+    ("master", "user_ip", "submitted", "want"),
+    [
+        ("local[2]", None, False, "127.0.0.1"),
+        ("local", None, False, "127.0.0.1"),
+        ("local-cluster[2,1,1024]", None, False, "127.0.0.1"),
+        (None, None, False, "127.0.0.1"),  # the embedded default master is local[2]
+        ("spark://10.0.0.5:7077", None, False, None),
+        ("yarn", None, False, None),
+        ("k8s://https://10.0.0.1:6443", None, False, None),
+        (None, None, True, None),  # under spark-submit the submitted master rules
+        ("local[2]", "10.1.2.3", False, "10.1.2.3"),  # the user's setting stays
+        ("spark://10.0.0.5:7077", "10.1.2.3", False, "10.1.2.3"),
+    ],
+)
+def test_spark_local_ip_only_in_local_mode(monkeypatch, master, user_ip, submitted, want):
+    from pyspark.sql import SparkSession
+
+    from jobs import session
+
+    calls: dict = {}
+    monkeypatch.setattr(SparkSession, "builder", _Builder(calls))
+    for name in ("SPARK_LOCAL_IP", "SPARK_ENV_LOADED", "PYSPARK_PYTHON"):
+        monkeypatch.setenv(name, "x")  # recorded, so whatever the call sets is undone after
+        monkeypatch.delenv(name)
+    if user_ip:
+        monkeypatch.setenv("SPARK_LOCAL_IP", user_ip)
+    if submitted:
+        monkeypatch.setenv("SPARK_ENV_LOADED", "1")
+    session.spark_session(master)
+    assert calls["SPARK_LOCAL_IP"] == want
+    assert calls.get("master") == (None if submitted else master or "local[2]")
+
+
+@pytest.mark.spark
+def test_the_source_reads_an_explicitly_named_file(plain, dump, tmp_path):
+    """A renamed segment loaded by path: decoded by its content, topic and partition null."""
+    import shutil
+
+    root, _ = dump
+    original = max(root.rglob("*.log"), key=lambda p: p.stat().st_size)
+    copy = tmp_path / "evidence.bin"
+    shutil.copyfile(original, copy)
+    want = decoders.read_segment(str(original), "records")
+    got = _read(plain, copy, "records").toArrow()
+    assert got.num_rows == want.num_rows > 0
+    assert got.column("topic").null_count == got.num_rows
+    assert instants(got) == instants(want)
