@@ -32,22 +32,35 @@ def audit(spark, paths, conf: str | dict | None = None):
     return run(spark, list(paths), load_conf(conf))
 
 
+def _instant(when):
+    """``when`` (a datetime, naive meaning UTC, or an ISO string like '2026-01-01 00:00:05')
+    as a Spark timestamp literal of that instant, whatever the session's time zone."""
+    import datetime as dt
+
+    from pyspark.sql import functions as F
+
+    if isinstance(when, str):
+        when = dt.datetime.fromisoformat(when)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return F.timestamp_millis(F.lit(int(when.timestamp() * 1000)))
+
+
 def committed_offsets_at(tables, when):
     """Every group's effective committed offset per partition at time ``when`` (a datetime or
     a 'YYYY-MM-DD HH:MM:SS' string, UTC): transactional commits count from their COMMIT marker."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    t = tables["offset_timeline"].filter(
-        F.col("effective_timestamp") <= F.lit(when).cast("timestamp")
-    )
-    w = Window.partitionBy("group_id", "topic", "partition").orderBy(
+    t = tables["offset_timeline"].filter(F.col("effective_timestamp") <= _instant(when))
+    w = Window.partitionBy("cluster", "group_id", "topic", "partition").orderBy(
         F.desc("effective_timestamp"), F.desc("effective_log_offset")
     )
     return (
         t.withColumn("_r", F.row_number().over(w))
         .filter("_r = 1")
         .select(
+            "cluster",
             "group_id",
             "topic",
             "partition",
@@ -65,12 +78,13 @@ def lso_at(tables, when):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    t = tables["lso_changes"].filter(F.col("timestamp") <= F.lit(when).cast("timestamp"))
-    w = Window.partitionBy("topic", "partition").orderBy(
+    t = tables["lso_changes"].filter(F.col("timestamp") <= _instant(when))
+    w = Window.partitionBy("cluster", "topic", "partition").orderBy(
         F.desc("timestamp"), F.desc("log_end_offset")
     )
     latest = t.withColumn("_r", F.row_number().over(w)).filter("_r = 1")
     return latest.select(
+        "cluster",
         "topic",
         "partition",
         F.when(F.col("lso") < F.col("log_end_offset"), F.col("lso")).alias("lso"),
