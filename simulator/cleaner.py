@@ -41,27 +41,41 @@ def _read(path: str) -> tuple[list[dict], dict[int, list[dict]]]:
     return batches, records
 
 
-def clean_twice(log, now: int, delete_retention_ms: int = DELETE_RETENTION_MS) -> int:
+def clean_twice(
+    log, now: int, delete_retention_ms: int = DELETE_RETENTION_MS, d: str | None = None,
+    cut: int | None = None,
+) -> int:  # fmt: skip
     """Two cleaner passes as a long-lived broker makes them: the first over the older half of
     the segments, the second past its delete horizon over everything cleanable. Markers the
     first pass stamped are gone; those the second pass found removable carry a horizon."""
-    d = log.writer.dir
+    d = d or log.writer.dir
     n = len([f for f in os.listdir(d) if f.endswith(".log")])
     if n >= 3:
-        clean(log, now, delete_retention_ms, max_segments=(n - 1) // 2)
+        clean(log, now, delete_retention_ms, max_segments=(n - 1) // 2, d=d, cut=cut)
         now += delete_retention_ms + 1
-    return clean(log, now, delete_retention_ms)
+    return clean(log, now, delete_retention_ms, d=d, cut=cut)
 
 
 def clean(
-    log, now: int, delete_retention_ms: int = DELETE_RETENTION_MS, max_segments: int | None = None
-) -> int:
-    """Clean ``log`` (a closed PartitionLog) in place; returns the cleaned-up-to offset."""
-    d = log.writer.dir
+    log, now: int, delete_retention_ms: int = DELETE_RETENTION_MS, max_segments: int | None = None,
+    d: str | None = None, cut: int | None = None,
+) -> int:  # fmt: skip
+    """Clean ``log`` (a closed PartitionLog) in place, or its copy in directory ``d`` whose log
+    ends before offset ``cut`` (transactions whose marker lies past the cut are open there);
+    returns the cleaned-up-to offset."""
+    d = d or log.writer.dir
+    cut = log.log_end_offset if cut is None else cut
     logs = sorted(f for f in os.listdir(d) if f.endswith(".log"))
     if len(logs) < 2:
         return 0
-    first_unstable = min((log.txns[i].first_offset for i in log.open_txn.values()), default=None)
+    first_unstable = min(
+        (
+            t.first_offset
+            for t in log.txns
+            if t.first_offset < cut and not (0 <= t.marker_offset < cut)
+        ),
+        default=None,
+    )
     active_base = int(logs[-1][:20])
     if max_segments is not None:
         active_base = int(logs[min(max_segments, len(logs) - 1)][:20])
@@ -72,7 +86,9 @@ def clean(
     upto = int(logs[len(cleanable)][:20])
     read = [_read(os.path.join(d, f)) for f in logs]
     txn_of = {b.base: b.txn for b in log.batches if b.txn >= 0}
-    aborted = {i for i, t in enumerate(log.txns) if t.outcome == "ABORT"}
+    aborted = {
+        i for i, t in enumerate(log.txns) if t.outcome == "ABORT" and t.marker_offset < cut
+    }
     latest: dict[bytes, int] = {}
     for _, records in read[: len(cleanable)]:
         for rs in records.values():
@@ -156,7 +172,7 @@ def clean(
                 base_offset=b["base_offset"],
             )
             _index_aborts(log, w, b["base_offset"], b["last_offset"])
-    w.epochs = log.writer.epochs
+    w.epochs = [(e, o) for e, o in log.writer.epochs if o < cut or o == 0]
     w.close()
     for f in os.listdir(d):
         if f.endswith(".snapshot"):
@@ -175,5 +191,5 @@ def _original(d: str, b: dict) -> bytes:
 
 def _index_aborts(log, w: PartitionWriter, base: int, last: int) -> None:
     for t in log.txns:
-        if t.outcome == "ABORT" and base <= t.marker_offset <= last:
+        if t.outcome == "ABORT" and base <= t.marker_offset <= last and t.lso >= 0:
             w.add_aborted(t.producer_id, t.first_offset, t.marker_offset, t.lso)

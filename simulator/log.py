@@ -50,6 +50,7 @@ class BatchMeta:
     records: int
     max_timestamp: int
     txn: int = -1  # index into PartitionLog.txns for transactional data and markers
+    appended: int = 0  # true (simulated) time of the append, for copies taken at a moment
 
 
 @dataclass(slots=True)
@@ -128,6 +129,11 @@ class PartitionLog:
         self.txns: list[Txn] = []
         self.open_txn: dict[int, int] = {}  # producer id -> index into txns
         self.closed = False
+        self.replicas: list[int] = [1]  # broker ids, set by the cluster
+        self.leader = 1
+        self.clock = None  # the cluster's true clock (copies cut at a moment)
+        self.cleaned_upto: dict[str, int] = {}
+        self.log_start_offset = 0
 
     # -- appends --------------------------------------------------------------------------------
     @property
@@ -177,7 +183,7 @@ class PartitionLog:
             return None
         base, last = self.writer.append(batch)
         kind = CONTROL if control else TXN_DATA if transactional else DATA
-        meta = BatchMeta(base, last, pid, epoch, kind, count, max_ts)
+        meta = BatchMeta(base, last, pid, epoch, kind, count, max_ts, appended=self._now())
         if pid >= 0 and not control:
             self._update_producer(pid, epoch, base_seq, last_seq, base, last, max_ts)
             if transactional:
@@ -219,7 +225,9 @@ class PartitionLog:
             control_type, producer_id, producer_epoch, coordinator_epoch, timestamp
         )
         base, _ = self.writer.append(batch)
-        meta = BatchMeta(base, base, producer_id, producer_epoch, CONTROL, 1, timestamp)
+        meta = BatchMeta(
+            base, base, producer_id, producer_epoch, CONTROL, 1, timestamp, appended=self._now()
+        )
         i = self.open_txn.pop(producer_id, None)
         if i is not None:
             t = self.txns[i]
@@ -239,6 +247,16 @@ class PartitionLog:
         self.batches.append(meta)
         self._bases.append(base)
         return base
+
+    def _now(self) -> int:
+        return self.clock.now if self.clock is not None else 0
+
+    def offset_at(self, moment: int) -> int:
+        """The log end offset as it stood at true time ``moment``."""
+        for b in reversed(self.batches):
+            if b.appended <= moment:
+                return b.last + 1
+        return 0 if self.batches else self.log_end_offset
 
     def forget_producer(self, producer_id: int) -> None:
         """Lose the broker's state of a producer (expiry, a restart from an old snapshot)."""
@@ -284,16 +302,30 @@ class PartitionLog:
         entries = [e.snapshot(pid) for pid, e in sorted(self.producers.items())]
         self.writer.add_snapshot(offset, entries)
 
-    def close(self, cleaner=None) -> None:
+    def close(self, cleaner=None, cuts: dict[str, int] | None = None) -> None:
         """Write the remaining files; a clean shutdown snapshots producer state at the log end.
-        ``cleaner(log)`` then compacts the directory (compacted topics)."""
+        Each replica's copy is then cut to its offset in ``cuts`` (a copy taken while the
+        broker ran, :mod:`simulator.copies`), and ``cleaner(log, dir, cut)`` compacts it
+        (compacted topics)."""
+        from simulator.copies import copy_dir, truncate_dir
+
         if self.closed:
             return
         if self.writer.on_roll is not None and self.producers:
             self._snapshot(self.log_end_offset)
         self.writer.close()
-        self.cleaned_upto = cleaner(self) if cleaner else 0
+        cuts = cuts or {}
+        end = self.log_end_offset
+        name = os.path.basename(self.writer.dir)
         for follower in self.log_dirs[1:]:
-            dst = os.path.join(follower, os.path.basename(self.writer.dir))
-            shutil.copytree(self.writer.dir, dst, dirs_exist_ok=True)
+            dst = os.path.join(follower, name)
+            if cuts.get(follower, end) < end:
+                copy_dir(self.writer.dir, dst, cuts[follower])
+            else:
+                shutil.copytree(self.writer.dir, dst, dirs_exist_ok=True)
+        if cuts.get(self.log_dirs[0], end) < end:
+            truncate_dir(self.writer.dir, cuts[self.log_dirs[0]])
+        for d in self.log_dirs:
+            part = os.path.join(d, name)
+            self.cleaned_upto[d] = cleaner(self, part, cuts.get(d, end)) if cleaner else 0
         self.closed = True
