@@ -86,9 +86,7 @@ def clean(
     upto = int(logs[len(cleanable)][:20])
     read = [_read(os.path.join(d, f)) for f in logs]
     txn_of = {b.base: b.txn for b in log.batches if b.txn >= 0}
-    aborted = {
-        i for i, t in enumerate(log.txns) if t.outcome == "ABORT" and t.marker_offset < cut
-    }
+    aborted = {i for i, t in enumerate(log.txns) if t.outcome == "ABORT" and t.marker_offset < cut}
     latest: dict[bytes, int] = {}
     for _, records in read[: len(cleanable)]:
         for rs in records.values():

@@ -41,10 +41,10 @@ def truncate_dir(d: str, cut: int) -> None:
     if not logs:
         return
     for n in names:
-        stem, ext = os.path.splitext(n)
-        if ext in (".log", *INDEX_FILES) and _base(n) >= cut and _base(n) != _base(logs[0]):
-            os.remove(os.path.join(d, n))
-        elif ext == ".snapshot" and _base(n) > cut:
+        ext = os.path.splitext(n)[1]
+        later_segment = ext in (".log", *INDEX_FILES) and _base(logs[0]) != _base(n) >= cut
+        later_snapshot = ext == ".snapshot" and _base(n) > cut
+        if later_segment or later_snapshot:
             os.remove(os.path.join(d, n))
     logs = [n for n in logs if _base(n) < cut or n == logs[0]]
     last = logs[-1]
