@@ -41,6 +41,7 @@ from simulator.writer import (
 )
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+CLOSED: list = []  # clusters closed since the list was last cleared (synth reads their layout)
 INTERNAL_SEGMENT_BYTES = 100 << 20  # offsets.topic.segment.bytes / transaction log default
 
 
@@ -55,6 +56,7 @@ class TopicConfig:
     compacted: bool = False
     clean: bool = False  # run the log cleaner at the end (compacted topics)
     delete_retention_ms: int = 86_400_000
+    retention_ms: int | None = None  # retention.ms: older closed segments are deleted
 
 
 class Clock:
@@ -101,6 +103,7 @@ class Cluster:
     drift_ppm: float = 50.0
     broker_clocks: list[MachineClock] | None = None  # explicit clocks, one per broker
     copy_skew_ms: int = 0  # each broker's copy is taken up to this long before the end
+    op_ms_scale: float = 1.0  # how much true time one simulated operation takes (x its draw)
     topics: dict[str, TopicConfig] = field(default_factory=dict)
     logs: dict[tuple[str, int], PartitionLog] = field(default_factory=dict)
 
@@ -180,7 +183,8 @@ class Cluster:
         return pid
 
     def tick(self, lo: int = 1, hi: int = 20) -> int:
-        return self.clock.tick(self.rng.randint(lo, hi))
+        ms = self.rng.randint(lo, hi)
+        return self.clock.tick(ms if self.op_ms_scale == 1.0 else int(ms * self.op_ms_scale))
 
     # -- machines' clocks and leadership ------------------------------------------------------------
     def broker_now(self, broker: int) -> int:
@@ -269,6 +273,7 @@ class Cluster:
         (``copy_skew_ms``), cleaned where the topic is compacted, then the log-dir checkpoints."""
         from simulator.cleaner import clean_twice
 
+        CLOSED.append(self)
         end = self.clock.now
         for b in range(1, len(self.broker_dirs) + 1):
             skew = self.clock_rng.randint(0, self.copy_skew_ms) if self.copy_skew_ms else 0
@@ -277,15 +282,20 @@ class Cluster:
         for key, log in sorted(self.logs.items()):
             cfg = self.topics[key[0]]
             cleaner = None
-            if cfg.compacted and cfg.clean:
-
-                def cleaner(lg, d, cut, cfg=cfg):
-                    return clean_twice(lg, self.clock.now, cfg.delete_retention_ms, d=d, cut=cut)
-
             cuts = {
                 self.broker_dirs[b - 1]: log.offset_at(self.copy_times[b]) for b in log.replicas
             }
+            if cfg.compacted and cfg.clean:
+                shortest = min(cuts.values())
+
+                def cleaner(lg, d, cut, cfg=cfg, limit=shortest):
+                    return clean_twice(
+                        lg, self.clock.now, cfg.delete_retention_ms, d=d, cut=cut, limit=limit
+                    )
+
             cuts_of[key] = cuts
+            if cfg.retention_ms is not None:
+                log.retain(end - cfg.retention_ms)
             log.close(cleaner, cuts)
         for d in self.broker_dirs:
             parts = sorted(

@@ -36,6 +36,7 @@ class TxnMetadata:
     state: str = "Empty"
     partitions: set[tuple[str, int]] = field(default_factory=set)
     start_timestamp: int = -1
+    started_at: int = -1  # true time the transaction began (the timeout is checked on it)
 
 
 class TransactionCoordinator:
@@ -100,6 +101,7 @@ class TransactionCoordinator:
         if not new and md.state == "Ongoing":
             return
         if md.state != "Ongoing":
+            md.started_at = self.cluster.clock.now
             md.start_timestamp = self.cluster.leader_now(self.cluster.txn_log(md.transactional_id))
         md.partitions |= new
         self.write_state(md, "Ongoing")
@@ -150,6 +152,18 @@ class TransactionCoordinator:
             self.cluster.coordinator_epoch(md.transactional_id),
         )
 
+    def expire(self) -> list[TxnMetadata]:
+        """The coordinator's periodic check (transaction.abort.timed.out.transaction.cleanup
+        .interval.ms): every Ongoing transaction older than its timeout is aborted with an
+        epoch bump. Returns the aborted transactions."""
+        now = self.cluster.clock.now
+        out = []
+        for _, md in sorted(self.txns.items()):
+            if md.state == "Ongoing" and now - md.started_at > md.timeout_ms:
+                self.abort_with_bump(md)
+                out.append(md)
+        return out
+
     def abort_with_bump(self, md: TxnMetadata) -> dict[tuple[str, int], int]:
         """Timeout or fencing: PrepareAbort with epoch + 1, ABORT markers with it (8.5)."""
         md.producer_epoch += 1
@@ -183,6 +197,8 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     pending_txn: dict[int, dict[tuple[str, int], int]] = field(default_factory=dict)
+    # the next rebalance's assignment by client id (a Streams assignor moving chosen tasks)
+    planned: dict[str, dict[str, list[int]]] | None = None
 
 
 class GroupCoordinator:
@@ -222,6 +238,12 @@ class GroupCoordinator:
                 partitions,
                 previous,
             )
+            if group.planned is not None:
+                result = {
+                    mid: group.planned.get(m.client_id, result[mid])
+                    for mid, m in group.members.items()
+                }
+                group.planned = None
             for mid, m in group.members.items():
                 m.assignment = result.get(mid, {})
         self._store_group(group)
@@ -322,4 +344,4 @@ class GroupCoordinator:
 
 
 def _protocol_name(assignor: str) -> str:
-    return {"broadcast": "broadcast"}.get(assignor, assignor)
+    return {"broadcast": "broadcast", "stream": "stream"}.get(assignor, assignor)

@@ -85,6 +85,14 @@ def _filter(path: str, size: int, keep) -> None:
         f.write(out)
 
 
+def delete_before(d: str, start: int) -> None:
+    """Retention: remove the segments (and their indexes and snapshots) below ``start``, a
+    segment base offset."""
+    for n in sorted(os.listdir(d)):
+        if n[:20].isdigit() and _base(n) < start:
+            os.remove(os.path.join(d, n))
+
+
 def copy_dir(src: str, dst: str, cut: int) -> None:
     """A follower's copy of ``src`` taken when its log ended at ``cut``."""
     shutil.copytree(src, dst, dirs_exist_ok=True)

@@ -258,6 +258,29 @@ class PartitionLog:
                 return b.last + 1
         return 0 if self.batches else self.log_end_offset
 
+    def retain(self, since: int) -> None:
+        """retention.ms: closed segments whose every batch was appended before ``since`` go
+        (called before ``close``); the log start offset moves to the first segment kept."""
+        self.retention_since = since
+
+    def _apply_retention(self) -> None:
+        since = getattr(self, "retention_since", None)
+        if since is None:
+            return
+        bases = [s.base_offset for s in self.writer.segments]
+        start = 0
+        for base, nxt in zip(bases, bases[1:], strict=False):
+            newest = max((b.appended for b in self.batches if base <= b.base < nxt), default=0)
+            if newest >= since:
+                break
+            start = nxt
+        if start == 0:
+            return
+        from simulator.copies import delete_before
+
+        delete_before(self.writer.dir, start)
+        self.log_start_offset = start
+
     def forget_producer(self, producer_id: int) -> None:
         """Lose the broker's state of a producer (expiry, a restart from an old snapshot)."""
         self.producers.pop(producer_id, None)
@@ -314,9 +337,15 @@ class PartitionLog:
         if self.writer.on_roll is not None and self.producers:
             self._snapshot(self.log_end_offset)
         self.writer.close()
+        self._apply_retention()
         cuts = cuts or {}
         end = self.log_end_offset
         name = os.path.basename(self.writer.dir)
+        # one cleaning of the whole log up to the shortest copy's end: every replica then
+        # holds the same cleaned prefix and its own uncleaned tail
+        self.cleaned_upto = dict.fromkeys(
+            self.log_dirs, cleaner(self, self.writer.dir, end) if cleaner else 0
+        )
         for follower in self.log_dirs[1:]:
             dst = os.path.join(follower, name)
             if cuts.get(follower, end) < end:
@@ -325,7 +354,4 @@ class PartitionLog:
                 shutil.copytree(self.writer.dir, dst, dirs_exist_ok=True)
         if cuts.get(self.log_dirs[0], end) < end:
             truncate_dir(self.writer.dir, cuts[self.log_dirs[0]])
-        for d in self.log_dirs:
-            part = os.path.join(d, name)
-            self.cleaned_upto[d] = cleaner(self, part, cuts.get(d, end)) if cleaner else 0
         self.closed = True
