@@ -13,7 +13,11 @@ from simulator.cluster import CLOSED
 from simulator.scenarios import CLEAN, SCENARIOS
 from simulator.truth import Truth
 
-__all__ = ["CLEAN", "SCENARIOS", "synth"]
+# scenarios whose truth lists no anomaly: the clean feature scenarios and the healthy
+# production days
+HEALTHY = [*CLEAN, "production_day", "production_day_logs_only"]
+
+__all__ = ["CLEAN", "HEALTHY", "SCENARIOS", "synth"]
 
 
 def synth(name: str, out: str, seed: int = 0, scale: float = 0.0) -> list[Truth]:
