@@ -370,7 +370,7 @@ def test_production_day_copies_as_people_take_them(sim_all):
             assert long_.startswith(short)
             differ += 1
     assert differ > 0
-    assert len(set(truth["facts"]["copy_times"].values())) > 1
+    assert len(set(truth["facts"]["clocks"]["copy_times"].values())) > 1
 
 
 def test_compaction_removed_history_from_the_internal_topics(sim_all):
@@ -396,11 +396,16 @@ def test_failover_resends_markers_with_the_new_coordinator_epoch(sim_all):
     tables = decoders.read_dump([str(root)], ["batches", "txn_log"])
     b = tables["batches"].to_pylist()
     txn = tables["txn_log"].to_pylist()
-    # a marker's coordinator epoch is the leader epoch of its coordinator's partition
+    # a marker's coordinator epoch is a leader epoch of its coordinator's partition (its
+    # leader-epoch-checkpoint: compaction removed the oldest batches, not the epochs)
     leader_epochs: dict[int, set[int]] = {}
+    for ckpt in root.glob("broker-*/__transaction_state-*/leader-epoch-checkpoint"):
+        part = int(ckpt.parent.name.rsplit("-", 1)[1])
+        lines = ckpt.read_text().split("\n")[2:]
+        leader_epochs.setdefault(part, set()).update(int(x.split()[0]) for x in lines if x)
     for r in b:
         if r["topic"] == "__transaction_state":
-            leader_epochs.setdefault(r["partition"], set()).add(r["partition_leader_epoch"])
+            assert r["partition_leader_epoch"] in leader_epochs[r["partition"]]
     part_of = {r["producer_id"]: r["log_partition"] for r in txn}
     markers = [r for r in b if r["is_control"] and r["control_type"] in ("COMMIT", "ABORT")]
     seen = {r["coordinator_epoch"] for r in markers if r["producer_id"] in part_of}
@@ -412,7 +417,7 @@ def test_failover_resends_markers_with_the_new_coordinator_epoch(sim_all):
     twice = 0
     by_tp: dict[tuple, list] = {}
     for r in sorted(b, key=lambda r: (r["broker"], r["topic"], r["partition"], r["base_offset"])):
-        if not r["topic"].startswith("__transaction"):
+        if not r["topic"].startswith("__"):  # (cleaning leaves markers without data)
             by_tp.setdefault((r["broker"], r["topic"], r["partition"]), []).append(r)
     for rows in by_tp.values():
         last: dict[int, dict] = {}
