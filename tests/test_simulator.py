@@ -7,6 +7,7 @@ import json
 import os
 
 import pyarrow.compute as pc
+import pytest
 from kafka_reference import kafka_python_batches
 
 import decoders
@@ -490,3 +491,10 @@ def test_production_faults_truth_points_at_the_evidence(sim_all):
                       and r["base_offset"] > a["last_offset"]]  # fmt: skip
             span = others[-1]["max_timestamp"] - others[0]["max_timestamp"]
             assert span.total_seconds() > 10
+
+
+@pytest.mark.slow
+def test_production_day_same_seed_same_bytes(tmp_path):
+    synth("production_day_faults", str(tmp_path / "a"), seed=5)
+    synth("production_day_faults", str(tmp_path / "b"), seed=5)
+    assert _tree_digest(tmp_path / "a") == _tree_digest(tmp_path / "b")
