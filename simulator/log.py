@@ -30,6 +30,7 @@ from simulator.writer import (
     SnapshotEntry,
     build_batch,
     control_batch,
+    leader_epoch_checkpoint_text,
 )
 
 READ_COMMITTED = "read_committed"
@@ -280,6 +281,14 @@ class PartitionLog:
 
         delete_before(self.writer.dir, start)
         self.log_start_offset = start
+        # LeaderEpochFileCache.truncateFromStart: the epoch holding the new start begins there
+        epochs = self.writer.epochs
+        kept = [(e, o) for e, o in epochs if o > start]
+        older = [(e, o) for e, o in epochs if o <= start]
+        if older:
+            kept.insert(0, (older[-1][0], start))
+        self.writer.epochs = kept
+        self.writer._write("leader-epoch-checkpoint", leader_epoch_checkpoint_text(kept).encode())
 
     def forget_producer(self, producer_id: int) -> None:
         """Lose the broker's state of a producer (expiry, a restart from an old snapshot)."""

@@ -32,7 +32,7 @@ from simulator.writer import Record
 
 STEP_MS = 10  # the loop's resolution: the fastest app commits every 10 ms
 IDLE_MS = 2 * 3_600_000  # idle hours between the busy windows
-WINDOW_MS = (20_000, 26_000, 20_000)
+WINDOW_MS = (12_000, 24_000, 20_000)
 TIMEOUT_MS = 10_000  # transaction.timeout.ms of the Streams apps (StreamsConfig default)
 AUTO_COMMIT_MS = 5_000
 
@@ -246,9 +246,9 @@ def _day(out: str, seed: int, name: str, faults: bool, doc: str) -> Truth:
 
     # window 1: the morning; a consumer joins, a stream thread crashes and is replaced
     w.run_window(0, {
-        knobs.randint(5_000, 9_000): lambda: w.rebalance_group("clickstream-analytics",
+        knobs.randint(3_000, 5_000): lambda: w.rebalance_group("clickstream-analytics",
                                                                join="analytics-2"),
-        knobs.randint(11_000, 15_000): lambda: _crash(w.enricher.threads[1]),
+        knobs.randint(7_000, 10_000): lambda: _crash(w.enricher.threads[1]),
     })  # fmt: skip
     w.idle(IDLE_MS)
 

@@ -498,3 +498,20 @@ def test_production_day_same_seed_same_bytes(tmp_path):
     synth("production_day_faults", str(tmp_path / "a"), seed=5)
     synth("production_day_faults", str(tmp_path / "b"), seed=5)
     assert _tree_digest(tmp_path / "a") == _tree_digest(tmp_path / "b")
+
+
+def test_retention_deleted_the_oldest_segments(sim_all):
+    root = sim_all / "production_day"
+    starts = {}
+    for ckpt in root.glob("broker-*/log-start-offset-checkpoint"):
+        for line in ckpt.read_text().split("\n")[2:]:
+            if line.startswith("telemetry "):
+                _, p, off = line.split()
+                starts[int(p)] = int(off)
+    assert sum(off > 0 for off in starts.values()) >= 2
+    for p, off in starts.items():
+        (part,) = root.glob(f"broker-*/telemetry-{p}")
+        first = sorted(part.glob("*.log"))[0]
+        assert int(first.name[:20]) == off
+        epochs = (part / "leader-epoch-checkpoint").read_text().split("\n")
+        assert int(epochs[2].split()[1]) == off
