@@ -104,6 +104,9 @@ class Cluster:
     broker_clocks: list[MachineClock] | None = None  # explicit clocks, one per broker
     copy_skew_ms: int = 0  # each broker's copy is taken up to this long before the end
     op_ms_scale: float = 1.0  # how much true time one simulated operation takes (x its draw)
+    # the log cleaner's last pass ended at this true time: later data is the dirty section
+    # (min.cleanable.dirty.ratio leaves a dirty tail); None: it cleaned all it could at the end
+    clean_until: int | None = None
     topics: dict[str, TopicConfig] = field(default_factory=dict)
     logs: dict[tuple[str, int], PartitionLog] = field(default_factory=dict)
 
@@ -287,6 +290,8 @@ class Cluster:
             }
             if cfg.compacted and cfg.clean:
                 shortest = min(cuts.values())
+                if self.clean_until is not None:
+                    shortest = min(shortest, log.offset_at(self.clean_until))
 
                 def cleaner(lg, d, cut, cfg=cfg, limit=shortest):
                     return clean_twice(

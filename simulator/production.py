@@ -250,7 +250,11 @@ def _day(out: str, seed: int, name: str, faults: bool, doc: str) -> Truth:
                                                                join="analytics-2"),
         knobs.randint(7_000, 10_000): lambda: _crash(w.enricher.threads[1]),
     })  # fmt: skip
-    w.idle(IDLE_MS)
+    w.idle(IDLE_MS // 2)
+    # the log cleaner's last pass: the morning's history of the compacted topics is cleaned,
+    # the rest of the day is their dirty section
+    c.clean_until = c.clock.now
+    w.idle(IDLE_MS // 2)
 
     # window 2: inventory input every 10 ms (transactions ~10 ms apart); a fourth thread joins
     # and takes over two tasks; the faults happen just before and after.
