@@ -57,6 +57,7 @@ class TopicConfig:
     clean: bool = False  # run the log cleaner at the end (compacted topics)
     delete_retention_ms: int = 86_400_000
     retention_ms: int | None = None  # retention.ms: older closed segments are deleted
+    log_append_time: bool = False  # message.timestamp.type=LogAppendTime (the leader stamps)
 
 
 class Clock:
@@ -167,6 +168,8 @@ class Cluster:
             )
             log.replicas, log.leader = replicas, replicas[0]
             log.clock = self.clock
+            if cfg.log_append_time:
+                log.append_time = lambda log=log: self.leader_now(log)
             self.logs[(cfg.name, p)] = log
 
     def log(self, topic: str, partition: int) -> PartitionLog:

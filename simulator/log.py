@@ -135,6 +135,7 @@ class PartitionLog:
         self.clock = None  # the cluster's true clock (copies cut at a moment)
         self.cleaned_upto: dict[str, int] = {}
         self.log_start_offset = 0
+        self.append_time = None  # LogAppendTime topics: the leader's clock, read at append
 
     # -- appends --------------------------------------------------------------------------------
     @property
@@ -162,6 +163,7 @@ class PartitionLog:
             producer_epoch=producer_epoch,
             base_sequence=base_sequence,
             transactional=transactional,
+            log_append_time=self.append_time() if self.append_time else None,
         )
         return self.append_batch(batch, dedupe=dedupe)
 

@@ -21,7 +21,7 @@ import random
 
 from decoders.constants import COMPRESSION_LZ4, COMPRESSION_NONE, COMPRESSION_ZSTD
 from decoders.partitioning import partition_for
-from simulator.clients import Consumer, Producer, TransactionalProducer
+from simulator.clients import Consumer, Producer, TransactionalProducer, make_records
 from simulator.cluster import Cluster, MachineClock, TopicConfig, spread_clocks
 from simulator.copies import drop_some_files, logs_only
 from simulator.log import READ_COMMITTED, READ_UNCOMMITTED, TXN_DATA
@@ -64,7 +64,8 @@ class World:
         seg = 64 << 10
         for name, n, rf, extra in (
             ("clickstream", 6, 2, {}),
-            ("telemetry", 4, 1, {"retention_ms": 3 * 3_600_000, "segment_bytes": 16 << 10}),
+            ("telemetry", 4, 1, {"retention_ms": 3 * 3_600_000, "segment_bytes": 16 << 10,
+                                  "log_append_time": True}),
             ("orders", 6, 2, {"codec": COMPRESSION_LZ4}),
             ("orders-enriched", 6, 2, {}),
             ("payments", 4, 2, {"codec": COMPRESSION_ZSTD}),
@@ -413,8 +414,6 @@ class Faults:
         prod = t.producer
         tp = ("inventory-state", x)
         c = self.w.c
-        from simulator.clients import make_records
-
         records = make_records(c, tp[0], x, 2, "late", prod.value_bytes, prod.clock)
         seq = prod.next_sequence(tp, len(records))
         epoch = prod.epoch

@@ -38,7 +38,6 @@ class StreamThread:
         self.consumer = Consumer.join(
             c, app.group, f"{app.app_id}-StreamThread-{index + 1}-consumer", [app.source]
         )
-        self.open: dict[TP, list[tuple[int, int]]] = {}  # this transaction's data by partition
         self.stalled_until: int | None = None
         self.transactions = 0
 
@@ -57,7 +56,6 @@ class StreamThread:
                 for topic, p, n in self.app.route(got.partition, b):
                     out = self.producer.send(topic, p, n, tag=f"{got.partition}-{b.base}")
                     written.setdefault((topic, p), []).append(out)
-                    self.open.setdefault((topic, p), []).append(out)
         if consumed:
             self.producer.send_offsets(
                 self.app.group, {(g.topic, g.partition): g.position for g in consumed}
@@ -69,7 +67,6 @@ class StreamThread:
         if self.producer.md.state != "Ongoing":
             return {}
         self.transactions += 1
-        self.open = {}
         return self.producer.commit(**faults)
 
     def crash_and_restart(self) -> None:
@@ -77,7 +74,6 @@ class StreamThread:
         (the coordinator aborts the open transaction, epoch + 1, then bumps again for the new
         instance) and rejoins the group from the committed offsets."""
         self.producer.init()
-        self.open = {}
         self.rejoin()
 
     def rejoin(self) -> None:

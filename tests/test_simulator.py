@@ -307,6 +307,7 @@ def test_every_timestamp_comes_from_the_clock_of_the_machine_that_wrote_it(tmp_p
     c = Cluster(str(tmp_path / "clocks"), seed=2, brokers=2)
     c.broker_clocks = [MachineClock(0), MachineClock(2_000)]
     c.create_topic(TopicConfig("t", 2))
+    c.create_topic(TopicConfig("lat", 2, log_append_time=True))
     tid = next(f"tx-{i}" for i in range(100) if c.txn_log(f"tx-{i}").leader == 1)
     led_by_2 = next(p for p in range(2) if c.log("t", p).leader == 2)
     p = TransactionalProducer(c, tid, version=1)
@@ -315,6 +316,8 @@ def test_every_timestamp_comes_from_the_clock_of_the_machine_that_wrote_it(tmp_p
         p.send("t", led_by_2, 2)
         p.send_offsets(g, {("t", led_by_2): 1})
         p.commit()
+    for part in (0, 1):
+        Producer(c).send("lat", part, 2)
     c.close()
     b = _batches(tmp_path / "clocks")
     txn = decoders.read_dump([str(tmp_path / "clocks")], ["txn_log"])["txn_log"].to_pylist()
@@ -335,6 +338,11 @@ def test_every_timestamp_comes_from_the_clock_of_the_machine_that_wrote_it(tmp_p
     assert len(ongoing) == len(data) == 5
     for ts, on in zip(data, ongoing, strict=True):
         assert abs((ts - on).total_seconds() * 1000 - p.clock.offset_ms) < 50
+    # LogAppendTime: the leader stamps the batch with its clock, whatever the client's
+    lat = {r["partition"]: r for r in b if r["topic"] == "lat"}
+    assert {r["timestamp_type"] for r in lat.values()} == {"LogAppendTime"}
+    by_leader = {c.log("lat", q).leader: lat[q]["max_timestamp"] for q in (0, 1)}
+    assert 1_900 < (by_leader[2] - by_leader[1]).total_seconds() * 1000 < 2_100
 
 
 def test_production_day_batches_are_small(sim_all):
