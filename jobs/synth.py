@@ -12,7 +12,14 @@ from rich.table import Table
 def add_arguments(p) -> None:
     from simulator import SCENARIOS
 
-    p.add_argument("--scenario", required=True, help=f"all, or one of: {', '.join(SCENARIOS)}")
+    p.add_argument(
+        "--scenario",
+        required=True,
+        help=f"all, or one of: {', '.join(SCENARIOS)} (production_day*: a production-shaped "
+        "cluster with its own clocks per machine, Streams-style EOS apps, compaction, "
+        "copies taken at different moments; _faults adds anomalies, _logs_only keeps only "
+        ".log files)",
+    )
     p.add_argument("--out", required=True, help="directory to write (replaced)")
     p.add_argument("--seed", type=int, default=0, help="same seed, same bytes")
     p.add_argument(

@@ -9,10 +9,15 @@ from __future__ import annotations
 import json
 import os
 
+from simulator.cluster import CLOSED
 from simulator.scenarios import CLEAN, SCENARIOS
 from simulator.truth import Truth
 
-__all__ = ["CLEAN", "SCENARIOS", "synth"]
+# scenarios whose truth lists no anomaly: the clean feature scenarios and the healthy
+# production days
+HEALTHY = [*CLEAN, "production_day", "production_day_logs_only"]
+
+__all__ = ["CLEAN", "HEALTHY", "SCENARIOS", "synth"]
 
 
 def synth(name: str, out: str, seed: int = 0, scale: float = 0.0) -> list[Truth]:
@@ -23,7 +28,10 @@ def synth(name: str, out: str, seed: int = 0, scale: float = 0.0) -> list[Truth]
     truths = []
     for n in names:
         where = os.path.join(out, n) if name == "all" else out
+        CLOSED.clear()
         truth = SCENARIOS[n](where, seed, scale)
+        if CLOSED:
+            truth.describe(CLOSED[-1])
         truth.write(os.path.join(where, "truth.json"))
         truths.append(truth)
     if name == "all":

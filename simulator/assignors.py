@@ -3,7 +3,8 @@
 range: per topic, members sorted by id take consecutive ranges (RangeAssignor);
 roundrobin: all partitions sorted, dealt to members in turn (RoundRobinAssignor);
 sticky / cooperative-sticky: balanced, keeping each member's previous partitions where the
-balance allows (AbstractStickyAssignor's goal, not its exact algorithm);
+balance allows (AbstractStickyAssignor's goal, not its exact algorithm); stream: the same for
+Kafka Streams' tasks (one task per input partition here);
 broadcast: every member gets every partition it subscribes to, so members overwrite each
 other's commits.
 """
@@ -48,7 +49,7 @@ def assign(
                     out[m].setdefault(t, []).append(p)
                     break
         return out
-    if name in ("sticky", "cooperative-sticky"):
+    if name in ("sticky", "cooperative-sticky", "stream"):
         quota = {m: 0 for m in members}
         total = len(all_tps)
         base, extra = divmod(total, len(members))

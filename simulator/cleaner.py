@@ -41,30 +41,56 @@ def _read(path: str) -> tuple[list[dict], dict[int, list[dict]]]:
     return batches, records
 
 
-def clean_twice(log, now: int, delete_retention_ms: int = DELETE_RETENTION_MS) -> int:
+def clean_twice(
+    log, now: int, delete_retention_ms: int = DELETE_RETENTION_MS, d: str | None = None,
+    cut: int | None = None, limit: int | None = None,
+) -> int:  # fmt: skip
     """Two cleaner passes as a long-lived broker makes them: the first over the older half of
     the segments, the second past its delete horizon over everything cleanable. Markers the
     first pass stamped are gone; those the second pass found removable carry a horizon."""
-    d = log.writer.dir
-    n = len([f for f in os.listdir(d) if f.endswith(".log")])
+    d = d or log.writer.dir
+    limit = limit if limit is not None else cut
+    n = len(_segments(d, limit))
     if n >= 3:
-        clean(log, now, delete_retention_ms, max_segments=(n - 1) // 2)
+        clean(log, now, delete_retention_ms, max_segments=(n - 1) // 2, d=d, cut=cut, limit=limit)
         now += delete_retention_ms + 1
-    return clean(log, now, delete_retention_ms)
+    return clean(log, now, delete_retention_ms, d=d, cut=cut, limit=limit)
+
+
+def _segments(d: str, limit: int | None) -> list[str]:
+    """The segments the cleaner may consider: those starting below ``limit`` (the shortest
+    replica's end, so every replica cleans the same range and stays byte-identical there)."""
+    logs = sorted(f for f in os.listdir(d) if f.endswith(".log"))
+    if limit is None:
+        return logs
+    return [f for i, f in enumerate(logs) if i == 0 or int(f[:20]) < limit]
 
 
 def clean(
-    log, now: int, delete_retention_ms: int = DELETE_RETENTION_MS, max_segments: int | None = None
-) -> int:
-    """Clean ``log`` (a closed PartitionLog) in place; returns the cleaned-up-to offset."""
-    d = log.writer.dir
+    log, now: int, delete_retention_ms: int = DELETE_RETENTION_MS, max_segments: int | None = None,
+    d: str | None = None, cut: int | None = None, limit: int | None = None,
+) -> int:  # fmt: skip
+    """Clean ``log`` (a closed PartitionLog) in place, or its copy in directory ``d`` whose log
+    ends before offset ``cut`` (transactions whose marker lies past the cut are open there);
+    returns the cleaned-up-to offset."""
+    d = d or log.writer.dir
+    cut = log.log_end_offset if cut is None else cut
+    limit = cut if limit is None else limit
     logs = sorted(f for f in os.listdir(d) if f.endswith(".log"))
-    if len(logs) < 2:
+    considered = _segments(d, limit)
+    if len(considered) < 2:
         return 0
-    first_unstable = min((log.txns[i].first_offset for i in log.open_txn.values()), default=None)
-    active_base = int(logs[-1][:20])
+    first_unstable = min(
+        (
+            t.first_offset
+            for t in log.txns
+            if t.first_offset < limit and not (0 <= t.marker_offset < limit)
+        ),
+        default=None,
+    )
+    active_base = int(considered[-1][:20])
     if max_segments is not None:
-        active_base = int(logs[min(max_segments, len(logs) - 1)][:20])
+        active_base = int(considered[min(max_segments, len(considered) - 1)][:20])
     upto = active_base if first_unstable is None else min(active_base, first_unstable)
     cleanable = [f for f, nxt in zip(logs, logs[1:], strict=False) if int(nxt[:20]) <= upto]
     if not cleanable:
@@ -72,7 +98,9 @@ def clean(
     upto = int(logs[len(cleanable)][:20])
     read = [_read(os.path.join(d, f)) for f in logs]
     txn_of = {b.base: b.txn for b in log.batches if b.txn >= 0}
-    aborted = {i for i, t in enumerate(log.txns) if t.outcome == "ABORT"}
+    aborted = {
+        i for i, t in enumerate(log.txns) if t.outcome == "ABORT" and t.marker_offset < limit
+    }
     latest: dict[bytes, int] = {}
     for _, records in read[: len(cleanable)]:
         for rs in records.values():
@@ -156,24 +184,40 @@ def clean(
                 base_offset=b["base_offset"],
             )
             _index_aborts(log, w, b["base_offset"], b["last_offset"])
-    w.epochs = log.writer.epochs
+    w.epochs = [(e, o) for e, o in log.writer.epochs if o < cut or o == 0]
     w.close()
     for f in os.listdir(d):
         if f.endswith(".snapshot"):
             shutil.copy(os.path.join(d, f), out_dir)
+    _FILES.clear()
     shutil.rmtree(d)
     os.rename(out_dir, d)
     os.rmdir(os.path.dirname(out_dir))
     return upto
 
 
+_FILES: dict[str, bytes] = {}  # the segments of the directory being cleaned, read once
+
+
 def _original(d: str, b: dict) -> bytes:
-    with open(os.path.join(d, os.path.basename(b["file"])), "rb") as f:
-        f.seek(b["position"])
-        return f.read(b["size"])
+    path = os.path.join(d, os.path.basename(b["file"]))
+    if path not in _FILES:
+        with open(path, "rb") as f:
+            _FILES[path] = f.read()
+    return _FILES[path][b["position"] : b["position"] + b["size"]]
 
 
 def _index_aborts(log, w: PartitionWriter, base: int, last: int) -> None:
-    for t in log.txns:
-        if t.outcome == "ABORT" and base <= t.marker_offset <= last:
-            w.add_aborted(t.producer_id, t.first_offset, t.marker_offset, t.lso)
+    """A marker batch is one offset: look the aborted transaction up by its marker's offset."""
+    t = _aborted_by_marker(log).get(base)
+    if t is not None:
+        w.add_aborted(t.producer_id, t.first_offset, t.marker_offset, t.lso)
+
+
+def _aborted_by_marker(log) -> dict:
+    cached = getattr(log, "_aborted_by_marker", None)
+    if cached is None or cached[0] != len(log.txns):
+        table = {t.marker_offset: t for t in log.txns if t.outcome == "ABORT" and t.lso >= 0}
+        cached = (len(log.txns), table)
+        log._aborted_by_marker = cached
+    return cached[1]

@@ -19,9 +19,12 @@ TP = tuple[str, int]
 
 
 def make_records(
-    cluster, topic: str, partition: int, n: int, tag: str, value_bytes: int = 40
+    cluster, topic: str, partition: int, n: int, tag: str, value_bytes: int = 40, clock=None
 ) -> list[Record]:
+    """``n`` records stamped (CreateTime) by the client's ``clock``."""
     now = cluster.tick(1, 5)
+    if clock is not None:
+        now = clock.at(now)
     pad = "x" * max(0, value_bytes - 30)
     return [
         Record(
@@ -39,8 +42,10 @@ class Producer:
     per partition that wraps after 2^31-1 (kafka-formats.md 3.3)."""
 
     def __init__(self, cluster, *, idempotent: bool = True, codec: int = COMPRESSION_NONE,
-                 producer_id: int | None = None) -> None:  # fmt: skip
+                 producer_id: int | None = None, value_bytes: int = 40) -> None:  # fmt: skip
         self.cluster = cluster
+        self.clock = cluster.client_clock()  # the client machine's clock stamps CreateTime
+        self.value_bytes = value_bytes
         self.idempotent = idempotent
         self.codec = codec
         if producer_id is None:
@@ -59,7 +64,9 @@ class Producer:
 
     def send(self, topic: str, partition: int, n: int = 5, *, tag: str = "d", codec: int | None = None,
              records: list[Record] | None = None, transactional: bool = False) -> tuple[int, int] | None:  # fmt: skip
-        records = records or make_records(self.cluster, topic, partition, n, tag)
+        records = records or make_records(
+            self.cluster, topic, partition, n, tag, self.value_bytes, self.clock
+        )
         seq = self.next_sequence((topic, partition), len(records))
         self.last_sent[(topic, partition)] = (records, seq)
         return self.cluster.log(topic, partition).produce(
@@ -90,8 +97,9 @@ class TransactionalProducer(Producer):
     with the same epoch) or 2 (the coordinator bumps the epoch at every EndTxn)."""
 
     def __init__(self, cluster, transactional_id: str, *, version: int = 1, timeout_ms: int = 60_000,
-                 codec: int = COMPRESSION_NONE) -> None:  # fmt: skip
-        super().__init__(cluster, idempotent=True, codec=codec, producer_id=NO_PRODUCER_ID)
+                 codec: int = COMPRESSION_NONE, value_bytes: int = 40) -> None:  # fmt: skip
+        super().__init__(cluster, idempotent=True, codec=codec, producer_id=NO_PRODUCER_ID,
+                         value_bytes=value_bytes)  # fmt: skip
         self.transactional_id = transactional_id
         self.version = version
         self.timeout_ms = timeout_ms

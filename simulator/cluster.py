@@ -2,8 +2,16 @@
 
 Brokers with log directories and `meta.properties`, topics whose partitions are replicated
 over brokers, and the two coordinators: the transaction coordinator writes
-`__transaction_state` and the markers, the group coordinator writes `__consumer_offsets`. Time
-is a simulated millisecond clock so that a seed gives the same bytes.
+`__transaction_state` and the markers, the group coordinator writes `__consumer_offsets`.
+
+Time is a simulated millisecond clock (the true time, so that a seed gives the same bytes), and
+every machine reads it through its own :class:`MachineClock` (an offset and a drift): a
+timestamp in the dump comes from the machine that wrote it, as in production
+(production-shape.md "Brokers"): markers from the partition's leader, `__transaction_state`
+records from the transaction coordinator (the leader of that partition), offset commits from
+the group coordinator, CreateTime from the client. Each partition has a leader and a leader
+epoch; a leadership move (rolling restart, failover) bumps the epoch, and the leader epoch of a
+`__transaction_state` partition is the coordinator epoch its markers carry (8.1).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from simulator.writer import (
 )
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+CLOSED: list = []  # clusters closed since the list was last cleared (synth reads their layout)
 INTERNAL_SEGMENT_BYTES = 100 << 20  # offsets.topic.segment.bytes / transaction log default
 
 
@@ -47,6 +56,8 @@ class TopicConfig:
     compacted: bool = False
     clean: bool = False  # run the log cleaner at the end (compacted topics)
     delete_retention_ms: int = 86_400_000
+    retention_ms: int | None = None  # retention.ms: older closed segments are deleted
+    log_append_time: bool = False  # message.timestamp.type=LogAppendTime (the leader stamps)
 
 
 class Clock:
@@ -58,6 +69,25 @@ class Clock:
         return self.now
 
 
+@dataclass(frozen=True)
+class MachineClock:
+    """One machine's view of the true time: a fixed offset plus a drift (ppm since T0)."""
+
+    offset_ms: int = 0
+    drift_ppm: float = 0.0
+
+    def at(self, true_ms: int) -> int:
+        return true_ms + self.offset_ms + int((true_ms - T0) * self.drift_ppm / 1e6)
+
+
+def spread_clocks(rng: random.Random, n: int, skew_ms: int, drift_ppm: float) -> list[MachineClock]:
+    """``n`` clocks whose offsets lie within +-``skew_ms`` (default: several hundred ms apart)."""
+    return [
+        MachineClock(rng.randint(-skew_ms, skew_ms), rng.uniform(-drift_ppm, drift_ppm))
+        for _ in range(n)
+    ]
+
+
 @dataclass
 class Cluster:
     root: str
@@ -66,10 +96,18 @@ class Cluster:
     offsets_partitions: int = DEFAULT_OFFSETS_TOPIC_PARTITIONS
     txn_partitions: int = DEFAULT_TXN_TOPIC_PARTITIONS
     cluster_id: str = "c2ltdWxhdGVkLWNsdXN0"
-    coordinator_epoch: int = 0  # leader epoch of the coordinators' internal partitions
     internal_segment_bytes: int = INTERNAL_SEGMENT_BYTES
     clean_internal: bool = False  # run the log cleaner over both internal topics at the end
     delete_retention_ms: int = 86_400_000
+    internal_replicas: int = 1
+    clock_skew_ms: int = 400  # broker and client clock offsets lie within +- this
+    drift_ppm: float = 50.0
+    broker_clocks: list[MachineClock] | None = None  # explicit clocks, one per broker
+    copy_skew_ms: int = 0  # each broker's copy is taken up to this long before the end
+    op_ms_scale: float = 1.0  # how much true time one simulated operation takes (x its draw)
+    # the log cleaner's last pass ended at this true time: later data is the dirty section
+    # (min.cleanable.dirty.ratio leaves a dirty tail); None: it cleaned all it could at the end
+    clean_until: int | None = None
     topics: dict[str, TopicConfig] = field(default_factory=dict)
     logs: dict[tuple[str, int], PartitionLog] = field(default_factory=dict)
 
@@ -77,6 +115,13 @@ class Cluster:
         if os.path.exists(self.root):
             shutil.rmtree(self.root)
         self.rng = random.Random(self.seed)
+        # clocks draw from their own stream so that the events of a seed do not depend on them
+        self.clock_rng = random.Random(self.seed * 7919 + 17)
+        if self.broker_clocks is None:
+            self.broker_clocks = spread_clocks(
+                self.clock_rng, self.brokers, self.clock_skew_ms, self.drift_ppm
+            )
+        self.copy_times: dict[int, int] = {}
         self.clock = Clock()
         self.broker_dirs = [
             os.path.join(self.root, f"broker-{b}") for b in range(1, self.brokers + 1)
@@ -95,6 +140,7 @@ class Cluster:
                     name,
                     n,
                     segment_bytes=self.internal_segment_bytes,
+                    replicas=self.internal_replicas,
                     compacted=True,
                     clean=self.clean_internal,
                     delete_retention_ms=self.delete_retention_ms,
@@ -108,17 +154,23 @@ class Cluster:
     # -- topics ---------------------------------------------------------------------------------
     def create_topic(self, cfg: TopicConfig) -> None:
         self.topics[cfg.name] = cfg
+        shift = sum(cfg.name.encode()) % len(self.broker_dirs)  # leaders differ per topic
         for p in range(cfg.partitions):
             n = min(cfg.replicas, len(self.broker_dirs))
-            first = p % len(self.broker_dirs)
-            dirs = [self.broker_dirs[(first + i) % len(self.broker_dirs)] for i in range(n)]
-            self.logs[(cfg.name, p)] = PartitionLog(
-                dirs,
+            first = (p + shift) % len(self.broker_dirs)
+            replicas = [(first + i) % len(self.broker_dirs) + 1 for i in range(n)]
+            log = PartitionLog(
+                [self.broker_dirs[b - 1] for b in replicas],
                 cfg.name,
                 p,
                 segment_bytes=cfg.segment_bytes,
                 index_interval_bytes=cfg.index_interval_bytes,
             )
+            log.replicas, log.leader = replicas, replicas[0]
+            log.clock = self.clock
+            if cfg.log_append_time:
+                log.append_time = lambda log=log: self.leader_now(log)
+            self.logs[(cfg.name, p)] = log
 
     def log(self, topic: str, partition: int) -> PartitionLog:
         return self.logs[(topic, partition)]
@@ -137,7 +189,40 @@ class Cluster:
         return pid
 
     def tick(self, lo: int = 1, hi: int = 20) -> int:
-        return self.clock.tick(self.rng.randint(lo, hi))
+        ms = self.rng.randint(lo, hi)
+        return self.clock.tick(ms if self.op_ms_scale == 1.0 else int(ms * self.op_ms_scale))
+
+    # -- machines' clocks and leadership ------------------------------------------------------------
+    def broker_now(self, broker: int) -> int:
+        """What broker ``broker`` (1-based) reads on its clock now."""
+        return self.broker_clocks[broker - 1].at(self.clock.now)
+
+    def leader_now(self, log: PartitionLog) -> int:
+        """The clock of the partition's current leader (markers, LogAppendTime, coordinators)."""
+        return self.broker_now(log.leader)
+
+    def client_clock(self) -> MachineClock:
+        """A new client machine's clock (offset within the same skew as the brokers)."""
+        return spread_clocks(self.clock_rng, 1, self.clock_skew_ms, self.drift_ppm)[0]
+
+    def coordinator_epoch(self, transactional_id: str) -> int:
+        """The leader epoch of the transactional id's `__transaction_state` partition."""
+        return self.txn_log(transactional_id).writer.leader_epoch
+
+    def move_leader(self, log: PartitionLog) -> None:
+        """A leader election: the next replica leads (the same one if there is no other) and
+        the leader epoch goes up by one (it is stamped into every batch appended from now)."""
+        i = log.replicas.index(log.leader)
+        log.leader = log.replicas[(i + 1) % len(log.replicas)]
+        log.writer.leader_epoch += 1
+
+    def restart_broker(self, broker: int) -> list[PartitionLog]:
+        """A broker restarts: every partition it led elects another leader (or, alone, itself
+        again with a new epoch). Returns the partitions that moved."""
+        moved = [log for _, log in sorted(self.logs.items()) if log.leader == broker]
+        for log in moved:
+            self.move_leader(log)
+        return moved
 
     # -- coordinator writes ---------------------------------------------------------------------
     def coordinator_append(
@@ -169,13 +254,20 @@ class Cluster:
         producer_id: int,
         producer_epoch: int,
         commit: bool,
+        coordinator_epoch: int = 0,
     ) -> dict[tuple[str, int], int]:
-        """Markers to every partition of a transaction (WriteTxnMarkers); offsets by partition."""
+        """Markers to every partition of a transaction (WriteTxnMarkers), each stamped by that
+        partition's leader clock; offsets by partition."""
         out = {}
         for tp in partitions:
-            ts = self.tick(0, 3)
-            out[tp] = self.log(*tp).write_marker(
-                producer_id, producer_epoch, COMMIT if commit else ABORT, self.coordinator_epoch, ts
+            self.tick(0, 3)
+            log = self.log(*tp)
+            out[tp] = log.write_marker(
+                producer_id,
+                producer_epoch,
+                COMMIT if commit else ABORT,
+                coordinator_epoch,
+                self.leader_now(log),
             )
             if tp[0] == CONSUMER_OFFSETS_TOPIC:
                 self.group_coordinator.complete_txn(tp[1], producer_id, commit)
@@ -183,32 +275,54 @@ class Cluster:
 
     # -- the end ----------------------------------------------------------------------------------
     def close(self) -> None:
-        """Clean shutdown: every partition's files, then the log-dir checkpoints."""
+        """Shutdown: every partition's files, each broker's copy cut at the moment it was taken
+        (``copy_skew_ms``), cleaned where the topic is compacted, then the log-dir checkpoints."""
         from simulator.cleaner import clean_twice
 
-        for (topic, _), log in sorted(self.logs.items()):
-            cfg = self.topics[topic]
+        CLOSED.append(self)
+        end = self.clock.now
+        for b in range(1, len(self.broker_dirs) + 1):
+            skew = self.clock_rng.randint(0, self.copy_skew_ms) if self.copy_skew_ms else 0
+            self.copy_times[b] = end - skew
+        cuts_of: dict[tuple[str, int], dict[str, int]] = {}
+        for key, log in sorted(self.logs.items()):
+            cfg = self.topics[key[0]]
             cleaner = None
+            cuts = {
+                self.broker_dirs[b - 1]: log.offset_at(self.copy_times[b]) for b in log.replicas
+            }
             if cfg.compacted and cfg.clean:
+                shortest = min(cuts.values())
+                if self.clean_until is not None:
+                    shortest = min(shortest, log.offset_at(self.clean_until))
 
-                def cleaner(lg, cfg=cfg):
-                    return clean_twice(lg, self.clock.now, cfg.delete_retention_ms)
+                def cleaner(lg, d, cut, cfg=cfg, limit=shortest):
+                    return clean_twice(
+                        lg, self.clock.now, cfg.delete_retention_ms, d=d, cut=cut, limit=limit
+                    )
 
-            log.close(cleaner)
+            cuts_of[key] = cuts
+            if cfg.retention_ms is not None:
+                log.retain(end - cfg.retention_ms)
+            log.close(cleaner, cuts)
         for d in self.broker_dirs:
             parts = sorted(
-                (t, p, log.log_end_offset) for (t, p), log in self.logs.items() if d in log.log_dirs
+                (t, p, cuts_of[(t, p)][d]) for (t, p), log in self.logs.items() if d in log.log_dirs
             )
             with open(os.path.join(d, "replication-offset-checkpoint"), "w") as f:
                 f.write(offset_checkpoint_text(parts))
             with open(os.path.join(d, "recovery-point-offset-checkpoint"), "w") as f:
                 f.write(offset_checkpoint_text(parts))
             with open(os.path.join(d, "log-start-offset-checkpoint"), "w") as f:
-                f.write(offset_checkpoint_text([(t, p, 0) for t, p, _ in parts]))
+                f.write(
+                    offset_checkpoint_text(
+                        [(t, p, self.logs[(t, p)].log_start_offset) for t, p, _ in parts]
+                    )
+                )
             cleaned = sorted(
-                (t, p, log.cleaned_upto)
+                (t, p, log.cleaned_upto.get(d, 0))
                 for (t, p), log in self.logs.items()
-                if d in log.log_dirs and log.cleaned_upto > 0
+                if d in log.log_dirs and log.cleaned_upto.get(d, 0) > 0
             )
             with open(os.path.join(d, "cleaner-offset-checkpoint"), "w") as f:
                 f.write(offset_checkpoint_text(cleaned))

@@ -3,7 +3,12 @@
 Both write their internal topics as the brokers do: one batch per write, producer id -1 for
 their own records (kafka-formats.md 6.1, 8.1), and the transaction coordinator's state machine
 with the transitions of 8.4 (an illegal transition raises: the model never writes one unless a
-fault asks for it through ``write_state``).
+fault asks for it through ``write_state``). The coordinator of a transactional id (or group) is
+the leader of its internal partition: its clock stamps the records, and the transaction
+coordinator's epoch (the leader epoch of that partition) is stamped into every marker.
+
+The transition table is the replay's (:data:`replay.coordinator.VALID_PREVIOUS`, one definition
+of Kafka's rule); ``Dead`` there is the tombstone, which the simulator never writes.
 """
 
 from __future__ import annotations
@@ -15,16 +20,9 @@ from decoders import consumer_protocol as cp
 from decoders import transaction_log as tl
 from decoders.constants import CONSUMER_OFFSETS_TOPIC
 from decoders.partitioning import partition_for
+from replay.coordinator import VALID_PREVIOUS
 from simulator.writer import Record
 
-VALID_PREVIOUS = {  # kafka-formats.md 8.4: state <- allowed previous states
-    "Empty": {"Empty", "CompleteCommit", "CompleteAbort"},
-    "Ongoing": {"Ongoing", "Empty", "CompleteCommit", "CompleteAbort"},
-    "PrepareCommit": {"Ongoing"},
-    "PrepareAbort": {"Ongoing", "PrepareEpochFence"},
-    "CompleteCommit": {"PrepareCommit"},
-    "CompleteAbort": {"PrepareAbort"},
-}
 MAX_EPOCH = 32767
 
 
@@ -34,10 +32,11 @@ class TxnMetadata:
     producer_id: int
     producer_epoch: int
     timeout_ms: int
-    version: int  # client transaction version: 1 or 2 (KIP-890 part 2)
+    version: int  # client transaction version: 0, 1 or 2 (KIP-890 part 2)
     state: str = "Empty"
     partitions: set[tuple[str, int]] = field(default_factory=set)
     start_timestamp: int = -1
+    started_at: int = -1  # true time the transaction began (the timeout is checked on it)
 
 
 class TransactionCoordinator:
@@ -51,7 +50,9 @@ class TransactionCoordinator:
         if check and md.state not in VALID_PREVIOUS[state] and not (state == md.state == "Empty"):
             raise ValueError(f"illegal transition {md.state} -> {state} for {md.transactional_id}")
         md.state = state
-        now = self.cluster.tick(1, 3)
+        self.cluster.tick(1, 3)
+        log = self.cluster.txn_log(md.transactional_id)
+        now = self.cluster.leader_now(log)  # the coordinator's clock
         grouped = None
         if state in ("Ongoing", "PrepareCommit", "PrepareAbort"):
             grouped = {}
@@ -67,10 +68,10 @@ class TransactionCoordinator:
             grouped,
             now,
             md.start_timestamp if grouped else -1,
-            version=1,
-            client_transaction_version=md.version,
+            # TV0/1: value version 0 without tags; TV2: version 1 with ClientTransactionVersion
+            version=1 if md.version >= 2 else 0,
+            client_transaction_version=md.version if md.version >= 2 else 0,
         )
-        log = self.cluster.txn_log(md.transactional_id)
         self.cluster.coordinator_append(
             log, [Record(tl.encode_key(md.transactional_id), value, timestamp=now)]
         )
@@ -100,34 +101,74 @@ class TransactionCoordinator:
         if not new and md.state == "Ongoing":
             return
         if md.state != "Ongoing":
-            md.start_timestamp = self.cluster.clock.now
+            md.started_at = self.cluster.clock.now
+            md.start_timestamp = self.cluster.leader_now(self.cluster.txn_log(md.transactional_id))
         md.partitions |= new
         self.write_state(md, "Ongoing")
 
     def end_txn(self, md: TxnMetadata, commit: bool, *, skip_markers: set | None = None,
-                outcome_override: dict | None = None) -> dict[tuple[str, int], int]:  # fmt: skip
+                outcome_override: dict | None = None,
+                failover_after: int | None = None) -> dict[tuple[str, int], int]:  # fmt: skip
         """EndTxn: Prepare, markers to every partition, Complete. TV2 bumps the epoch and the
-        markers carry it (10.4). ``skip_markers``/``outcome_override`` are fault hooks."""
+        markers carry it (10.4). ``skip_markers``/``outcome_override`` are fault hooks;
+        ``failover_after=k``: the coordinator's broker goes away after k markers, see
+        :meth:`failover`."""
         if md.version >= 2:
             md.producer_epoch += 1
         self.write_state(md, "PrepareCommit" if commit else "PrepareAbort")
         markers = {}
-        for tp in sorted(md.partitions):
+        for i, tp in enumerate(sorted(md.partitions)):
+            if failover_after is not None and i == failover_after:
+                markers.update(self.failover(md, commit))
+                break
             if skip_markers and tp in skip_markers:
                 continue
             c = (outcome_override or {}).get(tp, commit)
-            markers.update(self.cluster.write_markers([tp], md.producer_id, md.producer_epoch, c))
+            markers.update(self._markers(md, [tp], c))
+        else:
+            if failover_after is not None:
+                markers.update(self.failover(md, commit))
         self.write_state(md, "CompleteCommit" if commit else "CompleteAbort")
         md.partitions = set()
         return markers
+
+    def failover(self, md: TxnMetadata, commit: bool) -> dict[tuple[str, int], int]:
+        """The `__transaction_state` partition of ``md`` changes leader (a rolling restart):
+        every partition it led moves, the leader epoch - the coordinator epoch - goes up, and
+        the new coordinator, loading a transaction in Prepare, sends all its markers again
+        (TransactionStateManager loads pending transactions and completes them): partitions
+        that already had the marker get it a second time, with the new coordinator epoch."""
+        log = self.cluster.txn_log(md.transactional_id)
+        self.cluster.tick(50, 400)
+        self.cluster.restart_broker(log.leader)
+        return self._markers(md, sorted(md.partitions), commit)
+
+    def _markers(self, md: TxnMetadata, tps, commit: bool) -> dict[tuple[str, int], int]:
+        return self.cluster.write_markers(
+            tps,
+            md.producer_id,
+            md.producer_epoch,
+            commit,
+            self.cluster.coordinator_epoch(md.transactional_id),
+        )
+
+    def expire(self) -> list[TxnMetadata]:
+        """The coordinator's periodic check (transaction.abort.timed.out.transaction.cleanup
+        .interval.ms): every Ongoing transaction older than its timeout is aborted with an
+        epoch bump. Returns the aborted transactions."""
+        now = self.cluster.clock.now
+        out = []
+        for _, md in sorted(self.txns.items()):
+            if md.state == "Ongoing" and now - md.started_at > md.timeout_ms:
+                self.abort_with_bump(md)
+                out.append(md)
+        return out
 
     def abort_with_bump(self, md: TxnMetadata) -> dict[tuple[str, int], int]:
         """Timeout or fencing: PrepareAbort with epoch + 1, ABORT markers with it (8.5)."""
         md.producer_epoch += 1
         self.write_state(md, "PrepareAbort")
-        markers = self.cluster.write_markers(
-            sorted(md.partitions), md.producer_id, md.producer_epoch, False
-        )
+        markers = self._markers(md, sorted(md.partitions), False)
         self.write_state(md, "CompleteAbort")
         md.partitions = set()
         return markers
@@ -156,6 +197,8 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     pending_txn: dict[int, dict[tuple[str, int], int]] = field(default_factory=dict)
+    # the next rebalance's assignment by client id (a Streams assignor moving chosen tasks)
+    planned: dict[str, dict[str, list[int]]] | None = None
 
 
 class GroupCoordinator:
@@ -195,12 +238,23 @@ class GroupCoordinator:
                 partitions,
                 previous,
             )
+            if group.planned is not None:
+                result = {
+                    mid: group.planned.get(m.client_id, result[mid])
+                    for mid, m in group.members.items()
+                }
+                group.planned = None
             for mid, m in group.members.items():
                 m.assignment = result.get(mid, {})
         self._store_group(group)
 
+    def _now(self, group: Group) -> int:
+        """The group coordinator's clock: the leader of the group's offsets partition."""
+        return self.cluster.leader_now(self.cluster.offsets_log(group.group_id))
+
     def _store_group(self, group: Group) -> None:
-        now = self.cluster.tick(1, 5)
+        self.cluster.tick(1, 5)
+        now = self._now(group)
         members = [
             {
                 "member_id": m.member_id,
@@ -236,7 +290,8 @@ class GroupCoordinator:
 
     def commit(self, group: Group, offsets: dict[tuple[str, int], int]) -> tuple[int, int]:
         """OffsetCommit: one batch with a record per partition (value version 3)."""
-        now = self.cluster.tick(1, 3)
+        self.cluster.tick(1, 3)
+        now = self._now(group)
         records = [
             Record(
                 co.encode_offset_commit_key(group.group_id, t, p),
@@ -254,7 +309,8 @@ class GroupCoordinator:
                    producer_epoch: int) -> tuple[int, int]:  # fmt: skip
         """TxnOffsetCommit: a transactional batch of the producer; it takes effect only at the
         COMMIT marker in this partition (6.8)."""
-        now = self.cluster.tick(1, 3)
+        self.cluster.tick(1, 3)
+        now = self._now(group)
         records = [
             Record(
                 co.encode_offset_commit_key(group.group_id, t, p),
@@ -288,4 +344,4 @@ class GroupCoordinator:
 
 
 def _protocol_name(assignor: str) -> str:
-    return {"broadcast": "broadcast"}.get(assignor, assignor)
+    return {"broadcast": "broadcast", "stream": "stream"}.get(assignor, assignor)

@@ -30,6 +30,7 @@ from simulator.writer import (
     SnapshotEntry,
     build_batch,
     control_batch,
+    leader_epoch_checkpoint_text,
 )
 
 READ_COMMITTED = "read_committed"
@@ -50,6 +51,7 @@ class BatchMeta:
     records: int
     max_timestamp: int
     txn: int = -1  # index into PartitionLog.txns for transactional data and markers
+    appended: int = 0  # true (simulated) time of the append, for copies taken at a moment
 
 
 @dataclass(slots=True)
@@ -128,6 +130,12 @@ class PartitionLog:
         self.txns: list[Txn] = []
         self.open_txn: dict[int, int] = {}  # producer id -> index into txns
         self.closed = False
+        self.replicas: list[int] = [1]  # broker ids, set by the cluster
+        self.leader = 1
+        self.clock = None  # the cluster's true clock (copies cut at a moment)
+        self.cleaned_upto: dict[str, int] = {}
+        self.log_start_offset = 0
+        self.append_time = None  # LogAppendTime topics: the leader's clock, read at append
 
     # -- appends --------------------------------------------------------------------------------
     @property
@@ -155,6 +163,7 @@ class PartitionLog:
             producer_epoch=producer_epoch,
             base_sequence=base_sequence,
             transactional=transactional,
+            log_append_time=self.append_time() if self.append_time else None,
         )
         return self.append_batch(batch, dedupe=dedupe)
 
@@ -177,7 +186,7 @@ class PartitionLog:
             return None
         base, last = self.writer.append(batch)
         kind = CONTROL if control else TXN_DATA if transactional else DATA
-        meta = BatchMeta(base, last, pid, epoch, kind, count, max_ts)
+        meta = BatchMeta(base, last, pid, epoch, kind, count, max_ts, appended=self._now())
         if pid >= 0 and not control:
             self._update_producer(pid, epoch, base_seq, last_seq, base, last, max_ts)
             if transactional:
@@ -219,7 +228,9 @@ class PartitionLog:
             control_type, producer_id, producer_epoch, coordinator_epoch, timestamp
         )
         base, _ = self.writer.append(batch)
-        meta = BatchMeta(base, base, producer_id, producer_epoch, CONTROL, 1, timestamp)
+        meta = BatchMeta(
+            base, base, producer_id, producer_epoch, CONTROL, 1, timestamp, appended=self._now()
+        )
         i = self.open_txn.pop(producer_id, None)
         if i is not None:
             t = self.txns[i]
@@ -239,6 +250,47 @@ class PartitionLog:
         self.batches.append(meta)
         self._bases.append(base)
         return base
+
+    def _now(self) -> int:
+        return self.clock.now if self.clock is not None else 0
+
+    def offset_at(self, moment: int) -> int:
+        """The log end offset as it stood at true time ``moment``."""
+        for b in reversed(self.batches):
+            if b.appended <= moment:
+                return b.last + 1
+        return 0 if self.batches else self.log_end_offset
+
+    def retain(self, since: int) -> None:
+        """retention.ms: closed segments whose every batch was appended before ``since`` go
+        (called before ``close``); the log start offset moves to the first segment kept."""
+        self.retention_since = since
+
+    def _apply_retention(self) -> None:
+        since = getattr(self, "retention_since", None)
+        if since is None:
+            return
+        bases = [s.base_offset for s in self.writer.segments]
+        start = 0
+        for base, nxt in zip(bases, bases[1:], strict=False):
+            newest = max((b.appended for b in self.batches if base <= b.base < nxt), default=0)
+            if newest >= since:
+                break
+            start = nxt
+        if start == 0:
+            return
+        from simulator.copies import delete_before
+
+        delete_before(self.writer.dir, start)
+        self.log_start_offset = start
+        # LeaderEpochFileCache.truncateFromStart: the epoch holding the new start begins there
+        epochs = self.writer.epochs
+        kept = [(e, o) for e, o in epochs if o > start]
+        older = [(e, o) for e, o in epochs if o <= start]
+        if older:
+            kept.insert(0, (older[-1][0], start))
+        self.writer.epochs = kept
+        self.writer._write("leader-epoch-checkpoint", leader_epoch_checkpoint_text(kept).encode())
 
     def forget_producer(self, producer_id: int) -> None:
         """Lose the broker's state of a producer (expiry, a restart from an old snapshot)."""
@@ -284,16 +336,33 @@ class PartitionLog:
         entries = [e.snapshot(pid) for pid, e in sorted(self.producers.items())]
         self.writer.add_snapshot(offset, entries)
 
-    def close(self, cleaner=None) -> None:
+    def close(self, cleaner=None, cuts: dict[str, int] | None = None) -> None:
         """Write the remaining files; a clean shutdown snapshots producer state at the log end.
-        ``cleaner(log)`` then compacts the directory (compacted topics)."""
+        Each replica's copy is then cut to its offset in ``cuts`` (a copy taken while the
+        broker ran, :mod:`simulator.copies`), and ``cleaner(log, dir, cut)`` compacts it
+        (compacted topics)."""
+        from simulator.copies import copy_dir, truncate_dir
+
         if self.closed:
             return
         if self.writer.on_roll is not None and self.producers:
             self._snapshot(self.log_end_offset)
         self.writer.close()
-        self.cleaned_upto = cleaner(self) if cleaner else 0
+        self._apply_retention()
+        cuts = cuts or {}
+        end = self.log_end_offset
+        name = os.path.basename(self.writer.dir)
+        # one cleaning of the whole log up to the shortest copy's end: every replica then
+        # holds the same cleaned prefix and its own uncleaned tail
+        self.cleaned_upto = dict.fromkeys(
+            self.log_dirs, cleaner(self, self.writer.dir, end) if cleaner else 0
+        )
         for follower in self.log_dirs[1:]:
-            dst = os.path.join(follower, os.path.basename(self.writer.dir))
-            shutil.copytree(self.writer.dir, dst, dirs_exist_ok=True)
+            dst = os.path.join(follower, name)
+            if cuts.get(follower, end) < end:
+                copy_dir(self.writer.dir, dst, cuts[follower])
+            else:
+                shutil.copytree(self.writer.dir, dst, dirs_exist_ok=True)
+        if cuts.get(self.log_dirs[0], end) < end:
+            truncate_dir(self.writer.dir, cuts[self.log_dirs[0]])
         self.closed = True

@@ -804,3 +804,6 @@ def demo(out: str, seed: int, scale: float) -> Truth:
     c.close()
     truth.clean_group("billing", "read_committed")
     return truth
+
+
+from simulator import production  # noqa: E402,F401  (registers the production_day family)

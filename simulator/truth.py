@@ -40,6 +40,17 @@ class Truth:
     anomalies: list[Anomaly] = field(default_factory=list)
     clean: list[dict] = field(default_factory=list)
     facts: dict = field(default_factory=dict)
+    partitions: list[dict] = field(default_factory=list)  # every partition of the scenario
+    groups: list[str] = field(default_factory=list)  # every consumer group of the scenario
+
+    def describe(self, cluster) -> None:
+        """List every partition (with its replicas' brokers) and group of ``cluster``, so that
+        a checker can confirm it looked everywhere."""
+        self.partitions = [
+            {"topic": t, "partition": p, "replicas": list(log.replicas)}
+            for (t, p), log in sorted(cluster.logs.items())
+        ]
+        self.groups = sorted(cluster.group_coordinator.groups)
 
     def add(self, kind: str, **kw) -> Anomaly:
         a = Anomaly(kind, **kw)
@@ -64,6 +75,8 @@ class Truth:
             ],
             "clean": self.clean,
             "facts": self.facts,
+            "partitions": self.partitions,
+            "groups": self.groups,
         }
 
     def write(self, path: str) -> None:

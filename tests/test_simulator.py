@@ -7,13 +7,14 @@ import json
 import os
 
 import pyarrow.compute as pc
+import pytest
 from kafka_reference import kafka_python_batches
 
 import decoders
 from decoders.verify import verify
 from jobs.cli import main
 from replay.findings import KINDS
-from simulator import CLEAN, SCENARIOS, synth
+from simulator import HEALTHY, SCENARIOS, synth
 from simulator.clients import Consumer, Producer, TransactionalProducer
 from simulator.cluster import Cluster, TopicConfig
 from simulator.log import READ_COMMITTED, READ_UNCOMMITTED
@@ -43,10 +44,14 @@ def test_every_scenario_has_truth_with_known_kinds(sim_all):
         own = json.loads((sim_all / s["scenario"] / "truth.json").read_text())
         assert own == s
         assert all(a["kind"] in KINDS for a in s["anomalies"])
-        if s["scenario"] in CLEAN:
+        if s["scenario"] in HEALTHY:
             assert s["anomalies"] == [] and s["clean"], s["scenario"]
         else:
             assert s["anomalies"], s["scenario"]
+        # every partition and group of the scenario, so a checker can look everywhere
+        listed = {(p["topic"], p["partition"]) for p in s["partitions"]}
+        assert {(a["topic"], a["partition"]) for a in s["anomalies"] if "topic" in a} <= listed
+        assert {a["group_id"] for a in s["anomalies"] if "group_id" in a} <= set(s["groups"])
     kinds = {a["kind"] for s in index["scenarios"] for a in s["anomalies"]}
     injected = {
         "duplicate_sequence", "sequence_gap", "out_of_order_sequence", "invalid_epoch_start",
@@ -288,3 +293,233 @@ def test_replicas_hold_identical_bytes_except_the_injected_divergence(sim_all):
     # the diverged batches are valid batches, not corruption
     assert verify([str(two)]) == []
     assert decoders.read_dump([str(two)], ["errors"])["errors"].num_rows == 0
+
+
+# -- production-shaped worlds --------------------------------------------------------------------
+def _batches(root) -> list[dict]:
+    return decoders.read_dump([str(root)], ["batches"])["batches"].to_pylist()
+
+
+def test_every_timestamp_comes_from_the_clock_of_the_machine_that_wrote_it(tmp_path):
+    from decoders.partitioning import partition_for
+    from simulator.cluster import MachineClock
+
+    c = Cluster(str(tmp_path / "clocks"), seed=2, brokers=2)
+    c.broker_clocks = [MachineClock(0), MachineClock(2_000)]
+    c.create_topic(TopicConfig("t", 2))
+    c.create_topic(TopicConfig("lat", 2, log_append_time=True))
+    tid = next(f"tx-{i}" for i in range(100) if c.txn_log(f"tx-{i}").leader == 1)
+    led_by_2 = next(p for p in range(2) if c.log("t", p).leader == 2)
+    p = TransactionalProducer(c, tid, version=1)
+    g = c.group_coordinator.group("g", "range", READ_COMMITTED)
+    for _ in range(5):
+        p.send("t", led_by_2, 2)
+        p.send_offsets(g, {("t", led_by_2): 1})
+        p.commit()
+    for part in (0, 1):
+        Producer(c).send("lat", part, 2)
+    c.close()
+    b = _batches(tmp_path / "clocks")
+    txn = decoders.read_dump([str(tmp_path / "clocks")], ["txn_log"])["txn_log"].to_pylist()
+    completes = [r["record_timestamp"] for r in txn if r["state"] == "CompleteCommit"]
+    markers = [r["max_timestamp"] for r in b if r["is_control"] and r["topic"] == "t"]
+    assert len(markers) == len(completes) == 5
+    for m, done in zip(markers, completes, strict=True):  # the leader runs 2 s ahead
+        assert 1_900 < (m - done).total_seconds() * 1000 <= 2_000
+    # the group coordinator (leader of the group's offsets partition) stamps its commits
+    gc_offset = c.broker_clocks[c.log("__consumer_offsets", partition_for("g", 50)).leader - 1]
+    commits = decoders.read_dump([str(tmp_path / "clocks")], ["offset_commits"])
+    stamps = commits["offset_commits"]["commit_timestamp"].to_pylist()
+    for stamp, done in zip(stamps, completes, strict=True):
+        assert abs((stamp - done).total_seconds() * 1000 - gc_offset.offset_ms) < 50
+    # CreateTime comes from the client's own clock: data vs the Ongoing record just before it
+    ongoing = [r["record_timestamp"] for r in txn if r["state"] == "Ongoing"][::2]
+    data = [r["base_timestamp"] for r in b if r["topic"] == "t" and not r["is_control"]]
+    assert len(ongoing) == len(data) == 5
+    for ts, on in zip(data, ongoing, strict=True):
+        assert abs((ts - on).total_seconds() * 1000 - p.clock.offset_ms) < 50
+    # LogAppendTime: the leader stamps the batch with its clock, whatever the client's
+    lat = {r["partition"]: r for r in b if r["topic"] == "lat"}
+    assert {r["timestamp_type"] for r in lat.values()} == {"LogAppendTime"}
+    by_leader = {c.log("lat", q).leader: lat[q]["max_timestamp"] for q in (0, 1)}
+    assert 1_900 < (by_leader[2] - by_leader[1]).total_seconds() * 1000 < 2_100
+
+
+def test_production_day_batches_are_small(sim_all):
+    b = [
+        r
+        for r in _batches(sim_all / "production_day")
+        if not r["is_control"] and not r["topic"].startswith("__")
+    ]
+    assert len(b) > 5_000
+    counts = sorted(r["record_count"] for r in b)
+    assert counts[len(counts) // 2] <= 4  # mostly a few records
+    assert max(r["size"] for r in b) <= 16_384 + 61
+
+
+def test_production_day_copies_as_people_take_them(sim_all):
+    root = sim_all / "production_day"
+    truth = json.loads((root / "truth.json").read_text())
+    assert truth["facts"]["files_missing"] > 0  # some index or snapshot files are gone
+    assert verify([str(root)]) == []  # what is there agrees with the logs
+    only = sim_all / "production_day_logs_only"
+    files = [f for _, _, fs in os.walk(only) for f in fs if f != "truth.json"]
+    assert files and all(f.endswith(".log") for f in files)
+    # each broker's copy was taken at its own moment: replicas of a partition end apart,
+    # the shorter one a byte prefix of the longer one
+    differ = 0
+    for p in truth["partitions"]:
+        if len(p["replicas"]) < 2 or p["topic"].startswith("__"):
+            continue
+        a, b = (root / f"broker-{r}" / f"{p['topic']}-{p['partition']}" for r in p["replicas"])
+        la, lb = (sorted(x.glob("*.log"))[-1] for x in (a, b))
+        da, db = la.read_bytes(), lb.read_bytes()
+        if la.name == lb.name and da != db:
+            short, long_ = sorted((da, db), key=len)
+            assert long_.startswith(short)
+            differ += 1
+    assert differ > 0
+    assert len(set(truth["facts"]["clocks"]["copy_times"].values())) > 1
+
+
+def test_compaction_removed_history_from_the_internal_topics(sim_all):
+    root = sim_all / "production_day"
+    b = _batches(root)
+    for topic in ("__transaction_state", "__consumer_offsets"):
+        mine = [r for r in b if r["topic"] == topic and r["broker"] == b[0]["broker"]]
+        by_part: dict[int, list] = {}
+        for r in mine:
+            by_part.setdefault(r["partition"], []).append(r)
+        gaps = 0
+        for rows in by_part.values():
+            rows.sort(key=lambda r: r["base_offset"])
+            offsets_used = rows[-1]["last_offset"] + 1
+            gaps += offsets_used - sum(r["record_count"] for r in rows)
+        assert gaps > 50, topic  # superseded records are gone
+    ckpt = (root / "broker-1" / "cleaner-offset-checkpoint").read_text()
+    assert "__transaction_state" in ckpt or "__consumer_offsets" in ckpt
+
+
+def test_failover_resends_markers_with_the_new_coordinator_epoch(sim_all):
+    root = sim_all / "production_day"
+    tables = decoders.read_dump([str(root)], ["batches", "txn_log"])
+    b = tables["batches"].to_pylist()
+    txn = tables["txn_log"].to_pylist()
+    # a marker's coordinator epoch is a leader epoch of its coordinator's partition (its
+    # leader-epoch-checkpoint: compaction removed the oldest batches, not the epochs)
+    leader_epochs: dict[int, set[int]] = {}
+    for ckpt in root.glob("broker-*/__transaction_state-*/leader-epoch-checkpoint"):
+        part = int(ckpt.parent.name.rsplit("-", 1)[1])
+        lines = ckpt.read_text().split("\n")[2:]
+        leader_epochs.setdefault(part, set()).update(int(x.split()[0]) for x in lines if x)
+    for r in b:
+        if r["topic"] == "__transaction_state":
+            assert r["partition_leader_epoch"] in leader_epochs[r["partition"]]
+    part_of = {r["producer_id"]: r["log_partition"] for r in txn}
+    markers = [r for r in b if r["is_control"] and r["control_type"] in ("COMMIT", "ABORT")]
+    seen = {r["coordinator_epoch"] for r in markers if r["producer_id"] in part_of}
+    assert len(seen) > 1  # the coordinators' epochs moved (restarts, failover)
+    for r in markers:
+        if r["producer_id"] in part_of and part_of[r["producer_id"]] in leader_epochs:
+            assert r["coordinator_epoch"] in leader_epochs[part_of[r["producer_id"]]]
+    # the same marker twice in one partition, the second from the new coordinator
+    twice = 0
+    by_tp: dict[tuple, list] = {}
+    for r in sorted(b, key=lambda r: (r["broker"], r["topic"], r["partition"], r["base_offset"])):
+        if not r["topic"].startswith("__"):  # (cleaning leaves markers without data)
+            by_tp.setdefault((r["broker"], r["topic"], r["partition"]), []).append(r)
+    for rows in by_tp.values():
+        last: dict[int, dict] = {}
+        for r in rows:
+            prev = last.get(r["producer_id"])
+            if (
+                r["is_control"]
+                and prev is not None
+                and prev["is_control"]
+                and (prev["control_type"], prev["producer_epoch"])
+                == (r["control_type"], r["producer_epoch"])
+            ):
+                assert r["coordinator_epoch"] > prev["coordinator_epoch"]
+                twice += 1
+            last[r["producer_id"]] = r
+    assert twice >= 1
+
+
+def test_coordinator_value_versions_follow_the_transaction_version(sim_all):
+    truth = json.loads((sim_all / "production_day" / "truth.json").read_text())
+    tv = {t: f["transaction_version"] for t, f in truth["facts"]["transactional_ids"].items()}
+    assert set(tv.values()) == {0, 1, 2}
+    txn = decoders.read_dump([str(sim_all / "production_day")], ["txn_log"])["txn_log"]
+    for r in txn.to_pylist():
+        if r["is_tombstone"] or r["transactional_id"] not in tv:
+            continue
+        if tv[r["transactional_id"]] >= 2:
+            assert (r["value_version"], r["client_transaction_version"]) == (1, 2)
+        else:
+            assert r["value_version"] == 0
+
+
+def test_production_faults_truth_points_at_the_evidence(sim_all):
+    root = sim_all / "production_day_faults"
+    truth = json.loads((root / "truth.json").read_text())
+    kinds = sorted(a["kind"] for a in truth["anomalies"])
+    for k in ("split_outcome", "missing_marker", "write_outside_transaction",
+              "aborted_read_leak", "duplicate_sequence", "offset_regression"):  # fmt: skip
+        assert k in kinds, k
+    assert kinds.count("hanging_transaction") == 2
+    assert len(set(truth["facts"]["clocks"]["brokers_ms"])) == 3
+    b = _batches(root)
+
+    def rows(a):
+        return sorted(
+            (r for r in b if (r["topic"], r["partition"]) == (a["topic"], a["partition"])),
+            key=lambda r: r["base_offset"],
+        )
+
+    for a in truth["anomalies"]:
+        if a["kind"] not in ("split_outcome", "missing_marker", "write_outside_transaction"):
+            continue
+        part = rows(a)
+        mine = [r for r in part if r["producer_id"] == a["producer_id"]]
+        first = next(r for r in mine if r["base_offset"] == a["first_offset"])
+        assert first["is_transactional"] and not first["is_control"]
+        after = [r for r in mine if r["base_offset"] > a["first_offset"]]
+        if a["kind"] == "split_outcome":
+            m = next(r for r in after if r["is_control"])
+            assert (m["base_offset"], m["control_type"]) == (a["last_offset"], "ABORT")
+        else:  # never marked, and the producer never writes there again
+            assert not any(r["is_control"] for r in after)
+            assert all(r["base_offset"] <= a["last_offset"] for r in after)
+            before = [r for r in mine if r["base_offset"] < a["first_offset"]]
+            if a["kind"] == "write_outside_transaction":  # right after its own marker
+                assert before[-1]["is_control"] and before[-1]["control_type"] == "COMMIT"
+                assert before[-1]["producer_epoch"] == a["producer_epoch"]
+            # others keep committing there for well over 10 s (one leader's clock)
+            others = [r for r in part if r["is_control"] and r["producer_id"] != a["producer_id"]
+                      and r["base_offset"] > a["last_offset"]]  # fmt: skip
+            span = others[-1]["max_timestamp"] - others[0]["max_timestamp"]
+            assert span.total_seconds() > 10
+
+
+@pytest.mark.slow
+def test_production_day_same_seed_same_bytes(tmp_path):
+    synth("production_day_faults", str(tmp_path / "a"), seed=5)
+    synth("production_day_faults", str(tmp_path / "b"), seed=5)
+    assert _tree_digest(tmp_path / "a") == _tree_digest(tmp_path / "b")
+
+
+def test_retention_deleted_the_oldest_segments(sim_all):
+    root = sim_all / "production_day"
+    starts = {}
+    for ckpt in root.glob("broker-*/log-start-offset-checkpoint"):
+        for line in ckpt.read_text().split("\n")[2:]:
+            if line.startswith("telemetry "):
+                _, p, off = line.split()
+                starts[int(p)] = int(off)
+    assert sum(off > 0 for off in starts.values()) >= 2
+    for p, off in starts.items():
+        (part,) = root.glob(f"broker-*/telemetry-{p}")
+        first = sorted(part.glob("*.log"))[0]
+        assert int(first.name[:20]) == off
+        epochs = (part / "leader-epoch-checkpoint").read_text().split("\n")
+        assert int(epochs[2].split()[1]) == off
