@@ -101,7 +101,7 @@ class Cluster:
     delete_retention_ms: int = 86_400_000
     internal_replicas: int = 1
     clock_skew_ms: int = 400  # broker and client clock offsets lie within +- this
-    drift_ppm: float = 50.0
+    drift_ppm: float = 20.0  # over a simulated day of hours: a few hundred ms
     broker_clocks: list[MachineClock] | None = None  # explicit clocks, one per broker
     copy_skew_ms: int = 0  # each broker's copy is taken up to this long before the end
     op_ms_scale: float = 1.0  # how much true time one simulated operation takes (x its draw)
