@@ -58,8 +58,7 @@ class World:
         # drift of 20 ppm moves a clock by 0.3 s over the simulated hours.
         if faults:  # the slow broker's clock is 2 s behind the other two, drift-free
             c.broker_clocks = [
-                MachineClock(-1_000 if b == self.slow else 1_000 - 13 * b, 0.0)
-                for b in range(1, 4)
+                MachineClock(-1_000 if b == self.slow else 1_000 - 13 * b, 0.0) for b in range(1, 4)
             ]
         else:
             c.broker_clocks = spread_clocks(c.clock_rng, 3, 400, 20.0)
