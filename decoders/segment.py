@@ -63,6 +63,7 @@ DEFAULT_MAX_BATCH_DECOMPRESSED = 32 * 1024 * 1024
 DEFAULT_MEMORY_BUDGET = 1024 * 1024 * 1024
 
 _HDR = np.arange(RECORDS_OFFSET)
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _TS_TYPES = pa.array([CREATE_TIME, LOG_APPEND_TIME], pa.string())
 _CODEC_NAMES = pa.array([*(COMPRESSION_NAMES[c] for c in range(5)), "unknown"], pa.string())
 # First guess of a batch's decompressed size, as a multiple of its compressed size; the output
@@ -827,6 +828,13 @@ class SegmentDecoder:
                 self.acct.corrupt += length
                 continue
             m = entry.message
+            first = entry.records[0][0] if entry.records else m.offset
+            if not _INT32_MIN <= m.offset - first <= _INT32_MAX:
+                # lastOffsetDelta is an int32 column: a wrapper whose inner offsets run further
+                # from it than that is corrupt, and the column is null for it
+                entry.errors.append(
+                    f"inner offsets start {m.offset - first} before the wrapper's offset {m.offset}"
+                )
             problems = list(entry.errors)
             if not m.crc_valid:
                 why = f"CRC-32 mismatch: stored {m.crc:#010x}"
@@ -838,7 +846,6 @@ class SegmentDecoder:
                 self.acct.corrupt += length
             else:
                 self.acct.valid += length
-            first = entry.records[0][0] if entry.records else m.offset
             self.acct.batches += 1
             self.acct.records += len(entry.records)
             self.acct.see_offsets(first, m.offset)
@@ -878,7 +885,10 @@ class SegmentDecoder:
             "producer_epoch": [-1] * n,
             "base_sequence": [-1] * n,
             "last_sequence": [-1] * n,
-            "last_offset_delta": [m.offset - r[2] for m, r in zip(ms, rows, strict=True)],
+            "last_offset_delta": [
+                d if _INT32_MIN <= (d := m.offset - r[2]) <= _INT32_MAX else None
+                for m, r in zip(ms, rows, strict=True)
+            ],
             "record_count": [r[4] for r in rows],
             "control_type": [None] * n,
             "coordinator_epoch": [None] * n,
