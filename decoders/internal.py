@@ -77,6 +77,15 @@ def _table(name: str, chunk: pa.RecordBatch, file: str, keep: list[int], rows: l
     """Decoded fields from ``rows``; location columns taken from ``chunk`` at rows ``keep``."""
     schema = TABLES[name]
     idx = pa.array(keep, pa.int64())
+    decoded = [
+        f
+        for f in schema
+        if f.name not in _POSITION_FROM
+        and f.name != "file"
+        and not (name == "offset_commits" and f.name in _RECORD_FIELDS)
+    ]
+    # one conversion of the row dicts into a struct array, in Arrow's own loop
+    struct = pa.array(rows, pa.struct(decoded)) if rows else None
     cols = []
     for f in schema:
         if f.name in _POSITION_FROM:
@@ -86,8 +95,10 @@ def _table(name: str, chunk: pa.RecordBatch, file: str, keep: list[int], rows: l
             cols.append(chunk.column(_RECORD_FIELDS[f.name]).take(idx).cast(f.type))
         elif f.name == "file":
             cols.append(pa.array([file] * len(keep), pa.string()))
+        elif struct is None:
+            cols.append(pa.nulls(0, f.type))
         else:
-            cols.append(pa.array([r.get(f.name) for r in rows], f.type))
+            cols.append(struct.field(f.name))
     return pa.Table.from_arrays(cols, schema=schema)
 
 
@@ -113,13 +124,16 @@ def _error(file: str, position: int, offset: int, e: Exception) -> ErrorRow:
 def _consumer_offsets(chunk: pa.RecordBatch, file: str):
     out = {t: ([], []) for t in ("offset_commits", "group_metadata", "group_records")}
     errors = []
+    keys: dict[bytes, dict] = {}  # compacted topics repeat keys: decode each once per slice
     for i, key_bytes, value, is_control, offset, position in _inputs(chunk):
         if is_control:
             continue
         try:
             if key_bytes is None:
                 raise DecodeError("record without a key")
-            key = co.decode_key(key_bytes)
+            key = keys.get(key_bytes)
+            if key is None:
+                key = keys[key_bytes] = co.decode_key(key_bytes)
             ktype = key["key_type"]
             if ktype in (co.OFFSET_COMMIT_LEGACY, co.OFFSET_COMMIT):
                 table, row = "offset_commits", {**key, "is_tombstone": value is None}

@@ -226,7 +226,7 @@ class SegmentDecoder:
         # at once (a record costs about 100 bytes of columns, twice over while Arrow copies
         # them; internal topics build Python values for a slice of them) and index reads.
         self.budget = max(memory_budget, 16 << 20)
-        self.stream_piece = min(4 << 20, self.budget // 64)
+        self.stream_piece = min(4 << 20, self.budget // 128)
         self.chunk_records = max(1024, self.budget // 2048)
         self.max_decompressed = min(self.max_decompressed, self.budget // 8)
         self.max_batch_decompressed = min(self.max_batch_decompressed, self.max_decompressed)
