@@ -114,6 +114,8 @@ def _unreadable(path, info: FileInfo, e: OSError, src) -> tuple[Accounting, list
     from decoders.errors import CORRUPT_BYTES
 
     size = getattr(src, "size", None)
+    if size is None and isinstance(path, DumpFile):
+        size = path.size  # as listed: the bytes the dump claims and we could not read
     if size is None:
         try:
             size = os.stat(os.fspath(getattr(path, "path", path))).st_size

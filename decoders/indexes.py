@@ -305,9 +305,13 @@ def read_txn_index(
                     schema=ABORTED_TXNS,
                 )
             )
-    runs.close()
     whole = src.size - src.size % size
     tail = src.size - whole
+    if tail and not any(src.read_at(whole, tail)) and runs.ends_zeros_at(whole // size):
+        runs.extra = tail  # a zero range running into the partial entry at the end
+        acct.corrupt += tail
+        tail = 0
+    runs.close()
     if tail:
         acct.corrupt += tail
         acct.errors.append(
@@ -346,6 +350,11 @@ class _Runs:
         self.open: tuple[str, int, int, str] | None = None  # kind, first entry, entries, why
         self.rows = 0
         self.dropped = 0
+        self.extra = 0  # bytes of a partial last entry added to the last range
+
+    def ends_zeros_at(self, entry: int) -> bool:
+        o = self.open
+        return o is not None and o[3] == _ZEROS and o[1] + o[2] == entry
 
     def add(self, kind: str, entry: int, n: int, why: str, counted: bool = True) -> None:
         if counted:
@@ -371,11 +380,12 @@ class _Runs:
             return
         self.rows += 1
         what = f"entry {entry}" if n == 1 else f"entries {entry}..{entry + n - 1}"
+        extra, self.extra = self.extra, 0
         self.acct.errors.append(
             ErrorRow(
                 self.file,
                 entry * ABORTED_TXN_ENTRY_SIZE,
-                n * ABORTED_TXN_ENTRY_SIZE,
+                n * ABORTED_TXN_ENTRY_SIZE + extra,
                 kind,
                 f"aborted-transaction {what}: {why}",
             )

@@ -356,9 +356,29 @@ class SegmentDecoder:
             return self.stop
         return resume
 
+    def _skip_hole(self, p: int) -> int:
+        """The first byte at or after p that is not in a hole of a sparse file (holes read as
+        zeros, and no entry, padding aside, can start inside zeros)."""
+        if p < self.stop and hasattr(self.src, "data_after"):
+            return max(p, min(self.stop, self.src.data_after(p)))
+        return p
+
+    def _data_end(self, at: int) -> int:
+        """End of the last extent holding data before ``stop`` (``stop`` if unknown)."""
+        if not hasattr(self.src, "data_after"):
+            return self.stop
+        end, p = at, at
+        while p < self.stop:
+            d = self.src.data_after(p)
+            if d >= self.stop:
+                break
+            p = max(d + 1, self.src.hole_after(d))
+            end = min(p, self.stop)
+        return end
+
     def _zeros_to_end(self, at: int) -> bool:
         p = at
-        while p < self.stop:
+        while (p := self._skip_hole(p)) < self.stop:
             b = np.frombuffer(self.src.read_at(p, min(_ZERO_CHUNK, self.stop - p)), np.uint8)
             if b.any():
                 return False
@@ -367,7 +387,7 @@ class SegmentDecoder:
 
     def _last_nonzero_end(self, at: int) -> int:
         """End of the last non-zero byte at or after `at` (trailing zeros count as padding)."""
-        end = self.stop
+        end = self._data_end(at)
         while end > at:
             lo = max(at, end - _ZERO_CHUNK)
             nz = np.flatnonzero(np.frombuffer(self.src.read_at(lo, end - lo), np.uint8))
@@ -382,6 +402,10 @@ class SegmentDecoder:
         p, size = start, self.src.size
         limit = self.stop if limit is None else min(limit, self.stop)
         while p + 17 <= limit:
+            # an entry's size field is non-zero: none starts more than 12 bytes before data
+            p = max(p, self._skip_hole(p) - 12)
+            if p + 17 > limit:
+                return None
             n = min(self.window_bytes, size - p)
             buf = np.frombuffer(self.src.read_at(p, n), np.uint8)
             q = 0

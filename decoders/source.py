@@ -59,6 +59,13 @@ class LocalFile:
             # ENXIO: only a hole follows; anything else (no SEEK_DATA here): read it all
             return self.size if e.errno == errno.ENXIO else position
 
+    def hole_after(self, position: int) -> int:
+        """Where the next hole (or the end of the file) starts at or after ``position``."""
+        try:
+            return min(self.size, os.lseek(self._fd, position, os.SEEK_HOLE))
+        except OSError:
+            return self.size
+
     def current_size(self) -> int:
         """The file's size now (the decoders check it against ``size`` when they are done)."""
         return os.fstat(self._fd).st_size
