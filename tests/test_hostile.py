@@ -38,7 +38,8 @@ BEYOND_DATETIME = 2**62  # milliseconds: far past datetime.max
 
 def _all(path, budget=None):
     out: dict[str, list] = {}
-    for t, b in decoders.iter_file(path, tuple(decoders.TABLES), memory_budget=budget):
+    kwargs = {"memory_budget": budget} if budget else {}
+    for t, b in decoders.iter_file(path, tuple(decoders.TABLES), **kwargs):
         out.setdefault(t, []).append(b)
     return {t: pa.Table.from_batches(bs) for t, bs in out.items()}
 
