@@ -174,7 +174,7 @@ def _corpus(root: pathlib.Path, per_kind: int, rng_seed: int) -> list[Case]:
     out = []
     for ext in ("log", "index", "timeindex", "snapshot", "txnindex"):
         files = sorted(
-            p for p in root.rglob(f"*.{ext}") if 0 < p.stat().st_size <= 32 * 1024 and p.is_file()
+            p for p in root.rglob(f"*.{ext}") if 0 < p.stat().st_size <= 16 * 1024 and p.is_file()
         )
         rng.shuffle(files)
         for p in files[:per_kind]:
