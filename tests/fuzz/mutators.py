@@ -197,9 +197,9 @@ def entries(data: bytes) -> list[tuple[int, int]]:
 
 
 def fix_crc(buf: bytearray, p: int, n: int) -> None:
-    if buf[p + 16] == 2:
+    if buf[p + 16] == 2 and n >= 21:
         struct.pack_into(">I", buf, p + 17, crc32c.crc32c(bytes(buf[p + 21 : p + n])))
-    elif buf[p + 16] in (0, 1):
+    elif buf[p + 16] in (0, 1) and n >= 16:
         struct.pack_into(">I", buf, p + 12, zlib.crc32(bytes(buf[p + 16 : p + n])))
 
 
@@ -218,7 +218,7 @@ def m_header_field(rng, case: Case, others) -> bytes:
         return m_bitflip(rng, case, others)
     buf = bytearray(case.data)
     p, n = rng.choice(ents)
-    fields = V2_FIELDS if buf[p + 16] == 2 else LEGACY_FIELDS
+    fields = V2_FIELDS if buf[p + 16] == 2 and n >= 61 else LEGACY_FIELDS
     off, fmt = rng.choice(fields)
     if p + off + struct.calcsize(fmt) <= len(buf):
         struct.pack_into(fmt, buf, p + off, _value(rng, fmt))
@@ -233,7 +233,7 @@ def m_attributes(rng, case: Case, others) -> bytes:
         return m_bitflip(rng, case, others)
     buf = bytearray(case.data)
     p, n = rng.choice(ents)
-    if buf[p + 16] == 2:
+    if buf[p + 16] == 2 and n >= 23:
         attrs = struct.unpack_from(">h", buf, p + 21)[0]
         attrs ^= 1 << rng.randrange(7)
         if rng.random() < 0.3:
@@ -278,7 +278,7 @@ def _mutate_area(rng, area: bytes) -> bytes:
 
 def m_records(rng, case: Case, others) -> bytes:
     """Mutate inside a v2 records area (through its codec) and rebuild the batch around it."""
-    v2 = [(p, n) for p, n in entries(case.data) if case.data[p + 16] == 2]
+    v2 = [(p, n) for p, n in entries(case.data) if case.data[p + 16] == 2 and n >= 61]
     if not v2:
         return m_header_field(rng, case, others)
     p, n = rng.choice(v2)
