@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -95,16 +96,23 @@ def atheris_campaign(minutes: float, seed: int) -> int:
                 path = runner.save_regression(case, f.signature)
                 found[f.signature] = f"{f} -> {path.name}"
                 print(f"new failure {f.signature}: {path}", file=sys.stderr)
-        if time.time() - t0 > minutes * 60:
+        if time.time() - t0 > minutes * 60:  # report and leave (libFuzzer would skip atexit)
             stats.seconds = time.time() - t0
             _report(stats, "atheris", found)
-            raise SystemExit(1 if found else 0)
+            sys.stdout.flush()
+            os._exit(1 if found else 0)
 
     with atheris.instrument_imports():
         import decoders  # noqa: F401 - instrumented for coverage
 
     atheris.Setup(
-        [sys.argv[0], f"-seed={seed}", "-max_len=262144", "-rss_limit_mb=4096"],
+        [
+            sys.argv[0],
+            f"-seed={seed}",
+            "-max_len=262144",
+            "-rss_limit_mb=4096",
+            f"-artifact_prefix={runner.REGRESSIONS}/atheris-",
+        ],
         one,
         custom_mutator=custom_mutator,
     )
