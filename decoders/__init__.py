@@ -11,6 +11,7 @@ Tables and their columns: :mod:`decoders.schemas`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
@@ -64,6 +65,7 @@ def iter_file(
     window_bytes: int | None = None,
     start: int = 0,
     stop: int | None = None,
+    memory_budget: int | None = None,
 ) -> Iterator[tuple[str, pa.RecordBatch]]:
     """Decode one file, yielding (table name, record batch) with at most ``max_rows`` rows each.
 
@@ -78,26 +80,88 @@ def iter_file(
     if not deep and wanted & RECORD_TABLES:
         raise ValueError(f"tables {sorted(wanted & RECORD_TABLES)} need a deep decode")
     info = _info_for(path, info)
-    src = path.open() if isinstance(path, DumpFile) else open_source(path, info.file)
     try:
-        acct, errors = yield from _dispatch(
-            src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop
-        )
-    finally:
-        src.close()
+        src = path.open() if isinstance(path, DumpFile) else open_source(path, info.file)
+    except OSError as e:  # unreadable or vanished: an error row, never a traceback
+        acct, errors = _unreadable(path, info, e, None)
+    else:
+        try:
+            acct, errors = yield from _dispatch(
+                src,
+                info,
+                wanted,
+                deep,
+                verify_crc,
+                max_rows,
+                window_bytes,
+                start,
+                stop,
+                memory_budget,
+            )
+            errors = errors + _changed(src, info)
+        except OSError as e:  # the file went away or changed size while it was read
+            acct, errors = _unreadable(path, info, e, src)
+        finally:
+            src.close()
     if "errors" in wanted and errors:
         yield "errors", _errors_batch(info, errors)
     if "segments" in wanted:
         yield "segments", _segment_row(info, acct, errors)
 
 
-def _dispatch(src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop):
+def _unreadable(path, info: FileInfo, e: OSError, src) -> tuple[Accounting, list[ErrorRow]]:
+    """A file that cannot be opened or read to the end: all its bytes skipped, one error row."""
+    from decoders.errors import CORRUPT_BYTES
+
+    size = getattr(src, "size", None)
+    if size is None and isinstance(path, DumpFile):
+        size = path.size  # as listed: the bytes the dump claims and we could not read
+    if size is None:
+        try:
+            size = os.stat(os.fspath(getattr(path, "path", path))).st_size
+        except (OSError, TypeError):
+            size = 0
+    acct = Accounting(size=size, corrupt=size)
+    why = f"file cannot be read: {e.strerror or e}" if isinstance(e, OSError) else str(e)
+    return acct, [ErrorRow(info.file, 0, size, CORRUPT_BYTES, why)]
+
+
+def _changed(src, info: FileInfo) -> list[ErrorRow]:
+    """An error row when a local file's size is not what it was when decoding started."""
+    from decoders.errors import CORRUPT_BYTES
+
+    now = src.current_size() if hasattr(src, "current_size") else src.size
+    if now == src.size:
+        return []
+    return [
+        ErrorRow(
+            info.file,
+            0,
+            src.size,
+            CORRUPT_BYTES,
+            f"file changed size from {src.size} to {now} bytes while it was decoded",
+        )
+    ]
+
+
+def _dispatch(
+    src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop, memory_budget=None
+):
     kind = info.kind if info.kind != "other" else classify(src.name.rsplit("/", 1)[-1])[0]
     kind = kind.split(".")[0]  # a segment scheduled for deletion is still a segment
     if kind in LOG_KINDS:
         return (
             yield from _log(
-                src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop
+                src,
+                info,
+                wanted,
+                deep,
+                verify_crc,
+                max_rows,
+                window_bytes,
+                start,
+                stop,
+                memory_budget,
             )
         )
     readers = {
@@ -108,7 +172,7 @@ def _dispatch(src, info, wanted, deep, verify_crc, max_rows, window_bytes, start
     }
     if kind in readers:
         reader, table = readers[kind]
-        res = reader(src, info)
+        res = reader(src, info, **({"memory_budget": memory_budget} if memory_budget else {}))
         if table in wanted:
             for b in res.table.to_batches(max_chunksize=max_rows):
                 yield table, b
@@ -151,8 +215,12 @@ def _text_file(src, info, kind, acct) -> list[ErrorRow]:
         return [ErrorRow(info.file, 0, src.size, CORRUPT_BYTES, str(e))]
 
 
-def _log(src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop):
+def _log(
+    src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop, memory_budget=None
+):
     kwargs = {"window_bytes": window_bytes} if window_bytes else {}
+    if memory_budget:
+        kwargs["memory_budget"] = memory_budget
     internal = [t for t in internal_tables_for(info.topic) if t in wanted]
     dec = SegmentDecoder(
         src,

@@ -8,9 +8,13 @@ other broken payload.
 from __future__ import annotations
 
 import struct
+import zlib
+from collections.abc import Iterator
 
 import cramjam
+import lz4.frame
 import numpy as np
+import zstandard
 
 from decoders.constants import (
     COMPRESSION_GZIP,
@@ -119,8 +123,8 @@ def _xerial_blocks(data: memoryview, out: np.ndarray) -> int:
             written += cramjam.snappy.decompress_raw_into(
                 bytes(data[pos : pos + length]), out[written:]
             )
-        except Exception as e:  # cramjam raises its own error types
-            raise DecodeError(f"snappy block: {e}") from e
+        except cramjam.DecompressionError as e:
+            raise _codec_error("snappy block", e) from e
         pos += length
     return written
 
@@ -144,11 +148,141 @@ def decompress_into(codec: int, data: bytes | memoryview, out: np.ndarray, magic
             return cramjam.lz4.decompress_into(bytes(data), out)
         if codec == COMPRESSION_ZSTD:
             return cramjam.zstd.decompress_into(bytes(data), out)
-    except DecodeError:
-        raise
-    except Exception as e:  # cramjam.DecompressionError and friends
-        raise DecodeError(f"{codec_name(codec)} payload does not decompress: {e}") from e
+    except cramjam.DecompressionError as e:  # only the codec's own errors: a bug stays a bug
+        raise _codec_error(f"{codec_name(codec)} payload", e) from e
     raise DecodeError(f"unknown compression codec {codec}")
+
+
+class OutputTooSmall(DecodeError):
+    """The payload decompresses further than the buffer it was given: not corrupt, only bigger."""
+
+
+def _codec_error(what: str, e: Exception) -> DecodeError:
+    text = str(e)
+    if "failed to write whole buffer" in text or "smaller than required" in text:
+        return OutputTooSmall(f"{what} decompresses past the buffer given: {text}")
+    return DecodeError(f"{what} does not decompress: {text}")
+
+
+STREAM_PIECE = 1 << 20
+
+
+def stream_decompress(
+    codec: int, data: bytes | memoryview, magic: int = 2, piece: int = STREAM_PIECE
+) -> Iterator[bytes]:
+    """Decompress one Kafka payload as a stream of pieces of at most ``piece`` bytes.
+
+    What a small payload may expand to is not bounded by anything it declares, so a large (or
+    hostile) batch is never held decompressed as a whole: callers consume the pieces and keep
+    only what they have not decoded yet. Broken streams raise DecodeError, like
+    :func:`decompress_into`.
+    """
+    try:
+        if codec == COMPRESSION_GZIP:
+            yield from _gzip_stream(bytes(data), piece)
+        elif codec == COMPRESSION_SNAPPY:
+            yield from _snappy_stream(memoryview(data), piece)
+        elif codec == COMPRESSION_LZ4:
+            payload = _lz4_with_fixed_header(data) if magic == MAGIC_VALUE_V0 else data
+            yield from _lz4_stream(bytes(payload), piece)
+        elif codec == COMPRESSION_ZSTD:
+            yield from _zstd_stream(bytes(data), piece)
+        else:
+            raise DecodeError(f"unknown compression codec {codec}")
+    except (zlib.error, zstandard.ZstdError, cramjam.DecompressionError) as e:
+        raise DecodeError(f"{codec_name(codec)} payload does not decompress: {e}") from e
+    except RuntimeError as e:  # lz4.frame reports a broken frame as RuntimeError
+        if "LZ4" not in str(e):
+            raise
+        raise DecodeError(f"lz4 payload does not decompress: {e}") from e
+
+
+def _gzip_stream(data: bytes, piece: int) -> Iterator[bytes]:
+    rest = data
+    while rest:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        out = d.decompress(rest, piece)
+        while True:
+            if out:
+                yield out
+            if d.eof or not d.unconsumed_tail:
+                break
+            out = d.decompress(d.unconsumed_tail, piece)
+        while not d.eof:  # input consumed; drain what zlib still holds
+            out = d.decompress(b"", piece)
+            if not out:
+                raise DecodeError("gzip stream ends early")
+            yield out
+        rest = d.unused_data  # concatenated members
+        if rest and not rest.strip(b"\0"):
+            return
+
+
+# A zstd block of up to 128 KiB can be encoded in 4 bytes (an RLE block), so input is fed in
+# slices small enough that one slice cannot expand past a few MiB.
+_ZSTD_FEED = 128
+
+
+def _zstd_stream(data: bytes, piece: int) -> Iterator[bytes]:
+    mv = memoryview(data)
+    pos = 0
+    while pos < len(mv):
+        d = zstandard.ZstdDecompressor().decompressobj()
+        while pos < len(mv) and not d.eof:
+            out = d.decompress(mv[pos : pos + _ZSTD_FEED])
+            pos += _ZSTD_FEED
+            for i in range(0, len(out), piece):
+                yield out[i : i + piece]
+        if not d.eof:
+            raise DecodeError("zstd frame ends early")
+        if d.unused_data:  # the next frame (or garbage) starts inside the last slice
+            pos -= len(d.unused_data)
+        if not bytes(mv[pos:]).strip(b"\x00"):
+            return
+
+
+def _lz4_stream(data: bytes, piece: int) -> Iterator[bytes]:
+    d = lz4.frame.LZ4FrameDecompressor()
+    out = d.decompress(data, max_length=piece)
+    while True:
+        if out:
+            yield out
+        if d.eof or d.needs_input:
+            break
+        out = d.decompress(b"", max_length=piece)
+    if not d.eof:
+        raise DecodeError("lz4 frame ends early")
+
+
+def _snappy_stream(mv: memoryview, piece: int) -> Iterator[bytes]:
+    if len(mv) >= 16 and bytes(mv[:8]) == XERIAL_MAGIC:
+        blocks = _xerial_block_ranges(mv)
+    else:
+        blocks = iter([(0, len(mv))])
+    for a, b in blocks:
+        block = bytes(mv[a:b])
+        n = cramjam.snappy.decompress_raw_len(block)
+        if n > max(piece, XERIAL_BLOCK_SIZE * 4) * 64:
+            raise DecodeError(f"snappy block declares {n} bytes, more than one block may hold")
+        out = bytes(cramjam.snappy.decompress_raw(block))
+        for i in range(0, len(out), piece):
+            yield out[i : i + piece]
+
+
+def _xerial_block_ranges(data: memoryview) -> Iterator[tuple[int, int]]:
+    pos, n = 16, len(data)
+    while pos < n:
+        if pos + 4 > n:
+            raise DecodeError("snappy stream ends inside a block length")
+        (length,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        if length == XERIAL_MAGIC_AS_INT:
+            pos += 12
+            continue
+        if length < 0 or pos + length > n:
+            raise DecodeError(f"snappy block length {length} out of range")
+        yield pos, pos + length
+        pos += length
 
 
 def decompress(codec: int, data: bytes | memoryview, limit: int, magic: int = 2) -> bytes:

@@ -23,7 +23,10 @@ from decoders.schemas import ABORTED_TXNS, INDEX_ENTRIES
 from decoders.segment import Accounting, FileInfo, _const
 from decoders.source import open_source
 
-MAX_INDEX_BYTES = 1 << 30  # a larger "index" is not one; read no more than this
+MAX_INDEX_BYTES = 1 << 30  # snapshots larger than this are not read (see snapshot.py)
+DEFAULT_INDEX_BUDGET = 1 << 30
+# Error rows one index file may produce; past it, one row sums up the rest.
+MAX_ERROR_ROWS = 1000
 
 
 @dataclass(slots=True)
@@ -32,33 +35,50 @@ class IndexResult:
     acct: Accounting
 
 
-def _open(path_or_source, info: FileInfo | None, kind: str, entry_size: int):
-    """(info, bytes, accounting, whole entries) of an index file, read once and bounded."""
-    src = open_source(path_or_source)
-    info = info or FileInfo(file=src.name, kind=kind)
-    data = _read_all(src, MAX_INDEX_BYTES)
-    return info, data, Accounting(size=src.size), len(data) // entry_size
+def _chunk_bytes(memory_budget: int, entry_size: int) -> int:
+    """Bytes of an index read at once: a 64th of the budget, whole entries."""
+    n = max(1 << 16, min(64 << 20, memory_budget // 64))
+    return n - n % entry_size
 
 
-def _read_all(src, limit: int) -> bytes:
-    return src.read_at(0, min(src.size, limit))
+def _chunks(src, entry_size: int, memory_budget: int, start: int = 0):
+    """(position, bytes) of the whole entries of a file, read chunk by chunk; holes of a sparse
+    local file are yielded as empty chunks of their length, without reading them."""
+    step = _chunk_bytes(memory_budget, entry_size)
+    end = src.size - src.size % entry_size
+    pos = start
+    while pos < end:
+        data_at = src.data_after(pos) if hasattr(src, "data_after") else pos
+        data_at = min(end, data_at - (data_at - pos) % entry_size)
+        if data_at > pos:  # a hole: zeros that cost nothing to read
+            yield pos, data_at - pos
+            pos = data_at
+            continue
+        n = min(step, end - pos)
+        yield pos, src.read_at(pos, n)
+        pos += n
 
 
 def _tail(
-    acct: Accounting, data: bytes, valid_end: int, info: FileInfo, entry_size: int, what: str
+    src, acct: Accounting, valid_end: int, info: FileInfo, entry_size: int, what: str, budget: int
 ) -> None:
     """Account for the bytes after the last valid entry: zeros are padding, the rest inconsistent."""
     from decoders.errors import ErrorRow
 
-    rest = np.frombuffer(data, np.uint8)[valid_end:]
-    nz = np.flatnonzero(rest)
-    if nz.size == 0:
-        acct.padding += rest.size
+    last_nonzero = -1
+    for pos, data in _chunks(src, 1, budget, valid_end):
+        if isinstance(data, int):
+            continue
+        nz = np.flatnonzero(np.frombuffer(data, np.uint8))
+        if nz.size:
+            last_nonzero = pos + int(nz[-1])
+    if last_nonzero < 0:
+        acct.padding += src.size - valid_end
         return
-    bad_end = valid_end + int(nz[-1]) + 1
-    bad_end = min(len(data), valid_end + -(-(bad_end - valid_end) // entry_size) * entry_size)
+    bad_end = valid_end + -(-(last_nonzero + 1 - valid_end) // entry_size) * entry_size
+    bad_end = min(src.size, bad_end)
     acct.corrupt += bad_end - valid_end
-    acct.padding += len(data) - bad_end
+    acct.padding += src.size - bad_end
     acct.errors.append(
         ErrorRow(
             info.file,
@@ -70,19 +90,41 @@ def _tail(
     )
 
 
+def _entries(src, entry_size: int, budget: int, ok_fn):
+    """Leading valid entries of an index, as a list of (count, entry_size) uint8 arrays.
+
+    ``ok_fn(rows, previous_row)`` says which rows continue the list; the first that does not
+    ends it (an all-zero entry does: preallocated space), and reading stops there.
+    """
+    kept: list[np.ndarray] = []
+    prev = None
+    for _, data in _chunks(src, entry_size, budget):
+        if isinstance(data, int):  # a hole: an all-zero entry ends the list
+            break
+        raw = fixed.rows(data, entry_size, len(data) // entry_size)
+        ok = ok_fn(raw, prev)
+        if not ok.all():
+            kept.append(raw[: int(np.argmin(ok))].copy())
+            break
+        kept.append(raw.copy())
+        prev = raw[-1:]
+    return np.concatenate(kept) if kept else np.zeros((0, entry_size), np.uint8)
+
+
 def _index_result(
-    info, acct, data, kind, entry_size, count, rel, log_position=None, timestamp=None
+    src, info, acct, kind, entry_size, count, rel, budget, log_position=None, timestamp=None
 ) -> IndexResult:
     """The first `count` entries as index_entries rows; the bytes after them as padding or inconsistent."""
     acct.valid = count * entry_size
     acct.batches = count
     _tail(
+        src,
         acct,
-        data,
         acct.valid,
         info,
         entry_size,
         "offset index" if kind == "index" else "time index",
+        budget,
     )
     base = info.base_offset or 0
     ts_type = pa.timestamp("ms", tz="UTC")
@@ -111,114 +153,255 @@ def _index_result(
     return IndexResult(table, acct)
 
 
-def read_offset_index(path_or_source, info: FileInfo | None = None) -> IndexResult:
-    info, data, acct, n = _open(path_or_source, info, "index", OFFSET_INDEX_ENTRY_SIZE)
-    arr = np.frombuffer(data, ">i4", count=n * 2).reshape(n, 2).astype(np.int64)
-    rel, pos = arr[:, 0], arr[:, 1]
+def _offset_ok(raw: np.ndarray, prev: np.ndarray | None) -> np.ndarray:
     # Entries are strictly increasing in both fields and the first never points at position
     # 0, so the first all-zero or non-increasing entry ends the list (OffsetIndex.java).
+    both = raw if prev is None else np.concatenate([prev, raw])
+    rel = fixed.field(both, 0, ">i4").astype(np.int64)
+    pos = fixed.field(both, 4, ">i4").astype(np.int64)
     ok = ~((rel == 0) & (pos == 0)) & (rel >= 0) & (pos >= 0)
-    if n > 1:
+    if len(both) > 1:
         ok[1:] &= (np.diff(rel) > 0) & (np.diff(pos) > 0)
-    count = int(np.argmin(ok)) if not ok.all() else n
-    return _index_result(
-        info, acct, data, "index", OFFSET_INDEX_ENTRY_SIZE, count, rel, log_position=pos
-    )
+    return ok if prev is None else ok[1:]
 
 
-def read_time_index(path_or_source, info: FileInfo | None = None) -> IndexResult:
-    info, data, acct, n = _open(path_or_source, info, "timeindex", TIME_INDEX_ENTRY_SIZE)
-    raw = fixed.rows(data, TIME_INDEX_ENTRY_SIZE, n)
-    ts = fixed.field(raw, 0, ">i8")
-    rel = fixed.field(raw, 8, ">i4").astype(np.int64)
-    ok = np.ones(n, bool)
-    if n:
+def _time_ok(raw: np.ndarray, prev: np.ndarray | None) -> np.ndarray:
+    both = raw if prev is None else np.concatenate([prev, raw])
+    ts = fixed.field(both, 0, ">i8")
+    rel = fixed.field(both, 8, ">i4").astype(np.int64)
+    ok = np.ones(len(both), bool)
+    if len(both):
         ok[1:] = (np.diff(ts) > 0) & (np.diff(rel) >= 0)
         # An all-zero entry ends the list (only conceivable as a real first entry).
         zero = (ts == 0) & (rel == 0)
         ok[1:] &= ~zero[1:]
-        ok[0] = rel[0] >= 0
-    count = int(np.argmin(ok)) if not ok.all() else n
-    if (
-        count >= 1
-        and ts[0] == 0
-        and rel[0] == 0
-        and not np.frombuffer(data, np.uint8)[TIME_INDEX_ENTRY_SIZE:].any()
-    ):
-        count = 0  # preallocated, never written
+        if prev is None:
+            ok[0] = rel[0] >= 0
+    return ok if prev is None else ok[1:]
+
+
+def read_offset_index(
+    path_or_source, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET
+) -> IndexResult:
+    src = open_source(path_or_source)
+    info = info or FileInfo(file=src.name, kind="index")
+    acct = Accounting(size=src.size)
+    raw = _entries(src, OFFSET_INDEX_ENTRY_SIZE, memory_budget, _offset_ok)
+    rel = fixed.field(raw, 0, ">i4").astype(np.int64)
+    pos = fixed.field(raw, 4, ">i4").astype(np.int64)
     return _index_result(
-        info, acct, data, "timeindex", TIME_INDEX_ENTRY_SIZE, count, rel, timestamp=ts
+        src,
+        info,
+        acct,
+        "index",
+        OFFSET_INDEX_ENTRY_SIZE,
+        len(raw),
+        rel,
+        memory_budget,
+        log_position=pos,
     )
 
 
-def read_txn_index(path_or_source, info: FileInfo | None = None) -> IndexResult:
-    """AbortedTxn entries of 34 bytes; a trailing partial entry is ignored (as Kafka does) but counted."""
+def read_time_index(
+    path_or_source, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET
+) -> IndexResult:
+    src = open_source(path_or_source)
+    info = info or FileInfo(file=src.name, kind="timeindex")
+    acct = Accounting(size=src.size)
+    raw = _entries(src, TIME_INDEX_ENTRY_SIZE, memory_budget, _time_ok)
+    ts = fixed.field(raw, 0, ">i8")
+    rel = fixed.field(raw, 8, ">i4").astype(np.int64)
+    count = len(raw)
+    if count == 1 and ts[0] == 0 and rel[0] == 0:
+        count = 0  # an all-zero first entry followed by zeros: preallocated, never written
+    return _index_result(
+        src,
+        info,
+        acct,
+        "timeindex",
+        TIME_INDEX_ENTRY_SIZE,
+        count,
+        rel,
+        memory_budget,
+        timestamp=ts,
+    )
+
+
+def read_txn_index(
+    path_or_source, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET
+) -> IndexResult:
+    """AbortedTxn entries of 34 bytes, read chunk by chunk.
+
+    The file is appended, never preallocated, so zeros in it are not padding: a range of
+    all-zero entries (what a crash leaves when the length reached the disk and the blocks did
+    not) is corruption, reported as one error row for the whole range, never as aborted
+    transactions. Runs of entries with the same problem are one error row each too.
+    """
     from decoders.errors import ErrorRow
 
-    info, data, acct, n = _open(path_or_source, info, "txnindex", ABORTED_TXN_ENTRY_SIZE)
-    raw = fixed.rows(data, ABORTED_TXN_ENTRY_SIZE, n)
-    version = fixed.field(raw, 0, ">i2")
-    fields = [fixed.field(raw, a, ">i8") for a in (2, 10, 18, 26)]
-    pid, first, last, lso = fields
-    good = version == 0
-    for i in np.flatnonzero(~good):
-        acct.errors.append(
-            ErrorRow(
-                info.file,
-                int(i) * ABORTED_TXN_ENTRY_SIZE,
-                ABORTED_TXN_ENTRY_SIZE,
-                UNKNOWN_VERSION,
-                f"aborted-transaction entry {int(i)} has version {int(version[i])}",
+    src = open_source(path_or_source)
+    info = info or FileInfo(file=src.name, kind="txnindex")
+    acct = Accounting(size=src.size)
+    size = ABORTED_TXN_ENTRY_SIZE
+    runs = _Runs(info.file, acct)
+    tables: list[pa.Table] = []
+    prev_last = None
+    first_min = last_max = None
+    for pos, data in _chunks(src, size, memory_budget):
+        entry0 = pos // size
+        if isinstance(data, int):
+            runs.add(CORRUPT_BYTES, entry0, data // size, _ZEROS)
+            continue
+        n = len(data) // size
+        raw = fixed.rows(data, size, n)
+        version = fixed.field(raw, 0, ">i2")
+        pid, first, last, lso = (fixed.field(raw, a, ">i8") for a in (2, 10, 18, 26))
+        zero = ~raw.any(axis=1)
+        good = (version == 0) & ~zero
+        problem = np.zeros(n, np.int8)  # 0 fine, 1 zeros, 2 version, 3 order, 4 first > last
+        problem[zero] = 1
+        problem[~zero & (version != 0)] = 2
+        lasts = last if prev_last is None else np.concatenate([[prev_last], last])
+        order = np.ones(n, bool)
+        if len(lasts) > 1:
+            order[(0 if prev_last is not None else 1) :] = np.diff(lasts) > 0
+        problem[good & ~order] = 3
+        problem[good & order & (first > last)] = 4
+        for kind, code in ((CORRUPT_BYTES, 1), (UNKNOWN_VERSION, 2)):
+            for a, b in _true_runs(problem == code):
+                why = _ZEROS if code == 1 else f"version {int(version[a])}"
+                runs.add(kind, entry0 + a, b - a, why)
+        for code in (3, 4):
+            for a, b in _true_runs(problem == code):
+                why = (
+                    f"lastOffset {int(last[a])} does not increase"
+                    if code == 3
+                    else f"firstOffset {int(first[a])} after lastOffset {int(last[a])}"
+                )
+                runs.add(INDEX_INCONSISTENT, entry0 + a, b - a, why, counted=False)
+        if good.any():
+            prev_last = int(last[good][-1])
+            idx = np.flatnonzero(good)
+            f_min, l_max = int(first[idx].min()), int(last[idx].max())
+            first_min = f_min if first_min is None else min(first_min, f_min)
+            last_max = l_max if last_max is None else max(last_max, l_max)
+            k = idx.size
+            acct.valid += k * size
+            acct.batches += k
+            tables.append(
+                pa.table(
+                    {
+                        "broker": _const(info.broker, k, pa.string()),
+                        "topic": _const(info.topic, k, pa.string()),
+                        "partition": _const(info.partition, k, pa.int32()),
+                        "file": _const(info.file, k, pa.string()),
+                        "entry": pa.array((idx + entry0).astype(np.int32)),
+                        "version": pa.array(version[idx]),
+                        "producer_id": pa.array(pid[idx]),
+                        "first_offset": pa.array(first[idx]),
+                        "last_offset": pa.array(last[idx]),
+                        "last_stable_offset": pa.array(lso[idx]),
+                    },
+                    schema=ABORTED_TXNS,
+                )
             )
-        )
-    order = np.ones(n, bool)
-    if n > 1:
-        order[1:] = np.diff(last) > 0
-
-    def inconsistent(i: int, why: str) -> None:
-        at = int(i) * ABORTED_TXN_ENTRY_SIZE
-        acct.errors.append(
-            ErrorRow(
-                info.file, at, ABORTED_TXN_ENTRY_SIZE, INDEX_INCONSISTENT, f"entry {int(i)}: {why}"
-            )
-        )
-
-    for i in np.flatnonzero(good & ~order):
-        inconsistent(i, f"lastOffset {int(last[i])} does not increase")
-    for i in np.flatnonzero(good & (first > last)):
-        inconsistent(i, f"firstOffset {int(first[i])} after lastOffset {int(last[i])}")
-    acct.valid = int(good.sum()) * ABORTED_TXN_ENTRY_SIZE
-    acct.corrupt = int((~good).sum()) * ABORTED_TXN_ENTRY_SIZE
-    tail = len(data) - n * ABORTED_TXN_ENTRY_SIZE
+    whole = src.size - src.size % size
+    tail = src.size - whole
+    if tail and not any(src.read_at(whole, tail)) and runs.ends_zeros_at(whole // size):
+        runs.extra = tail  # a zero range running into the partial entry at the end
+        acct.corrupt += tail
+        tail = 0
+    runs.close()
     if tail:
         acct.corrupt += tail
         acct.errors.append(
             ErrorRow(
                 info.file,
-                n * ABORTED_TXN_ENTRY_SIZE,
+                whole,
                 tail,
                 CORRUPT_BYTES,
                 f"{tail} trailing bytes do not make a whole entry",
             )
         )
-    acct.batches = int(good.sum())
-    idx = np.flatnonzero(good)
-    k = idx.size
-    table = pa.table(
-        {
-            "broker": _const(info.broker, k, pa.string()),
-            "topic": _const(info.topic, k, pa.string()),
-            "partition": _const(info.partition, k, pa.int32()),
-            "file": _const(info.file, k, pa.string()),
-            "entry": pa.array(idx.astype(np.int32)),
-            "version": pa.array(version[idx]),
-            "producer_id": pa.array(pid[idx]),
-            "first_offset": pa.array(first[idx]),
-            "last_offset": pa.array(last[idx]),
-            "last_stable_offset": pa.array(lso[idx]),
-        },
-        schema=ABORTED_TXNS,
-    )
-    if k:
-        acct.see_offsets(int(first[idx].min()), int(last[idx].max()))
+    if first_min is not None:
+        acct.see_offsets(first_min, last_max)
+    table = pa.concat_tables(tables) if tables else ABORTED_TXNS.empty_table()
     return IndexResult(table, acct)
+
+
+_ZEROS = "all-zero bytes where aborted-transaction entries belong (the file is never preallocated)"
+
+
+def _true_runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """[start, end) of each run of True in mask."""
+    if not mask.any():
+        return []
+    edges = np.diff(np.concatenate([[0], mask.view(np.int8), [0]]))
+    return list(
+        zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist(), strict=True)
+    )
+
+
+class _Runs:
+    """Error rows for runs of txnindex entries, merged across chunks, at most MAX_ERROR_ROWS."""
+
+    def __init__(self, file: str, acct: Accounting) -> None:
+        self.file, self.acct = file, acct
+        self.open: tuple[str, int, int, str] | None = None  # kind, first entry, entries, why
+        self.rows = 0
+        self.dropped = 0
+        self.extra = 0  # bytes of a partial last entry added to the last range
+
+    def ends_zeros_at(self, entry: int) -> bool:
+        o = self.open
+        return o is not None and o[3] == _ZEROS and o[1] + o[2] == entry
+
+    def add(self, kind: str, entry: int, n: int, why: str, counted: bool = True) -> None:
+        if counted:
+            self.acct.corrupt += n * ABORTED_TXN_ENTRY_SIZE
+        else:  # an inconsistent but readable entry is still a valid entry's bytes
+            pass
+        o = self.open
+        if o and o[0] == kind and o[1] + o[2] == entry and o[3] == why:
+            self.open = (kind, o[1], o[2] + n, why)
+            return
+        self.flush()
+        self.open = (kind, entry, n, why)
+
+    def flush(self) -> None:
+        from decoders.errors import ErrorRow
+
+        if self.open is None:
+            return
+        kind, entry, n, why = self.open
+        self.open = None
+        if self.rows >= MAX_ERROR_ROWS:
+            self.dropped += 1
+            return
+        self.rows += 1
+        what = f"entry {entry}" if n == 1 else f"entries {entry}..{entry + n - 1}"
+        extra, self.extra = self.extra, 0
+        self.acct.errors.append(
+            ErrorRow(
+                self.file,
+                entry * ABORTED_TXN_ENTRY_SIZE,
+                n * ABORTED_TXN_ENTRY_SIZE + extra,
+                kind,
+                f"aborted-transaction {what}: {why}",
+            )
+        )
+
+    def close(self) -> None:
+        from decoders.errors import ErrorRow
+
+        self.flush()
+        if self.dropped:
+            self.acct.errors.append(
+                ErrorRow(
+                    self.file,
+                    0,
+                    0,
+                    INDEX_INCONSISTENT,
+                    f"{self.dropped} more problem ranges in this file are not listed",
+                )
+            )

@@ -8,10 +8,53 @@ batch stops at the first bad byte and reports where and why.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import pathlib
+import tempfile
 from typing import NamedTuple
 
+import numba
 import numpy as np
 from numba import njit
+
+
+def _cache_dir() -> str | None:
+    """Where numba keeps the compiled kernels: a per-user directory, never the package's own.
+
+    The package directory may be read-only (a system or container install), and numba's cache
+    keys on this file only: constants the kernels take from other modules would be baked in
+    stale. So the directory is named for a hash of every module the kernels depend on, under
+    ``$NUMBA_CACHE_DIR`` if set, else the user's cache directory, else the temp directory;
+    None (compile in memory) when none of them is writable.
+    """
+    here = pathlib.Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for name in ("kernels.py", "constants.py"):
+        digest.update((here / name).read_bytes())
+    tag = f"logreplay-{digest.hexdigest()[:16]}"
+    user = os.environ.get("NUMBA_CACHE_DIR")
+    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    candidates = [os.path.join(user, tag)] if user else []
+    candidates += [
+        os.path.join(cache_home, "logreplay", "numba", tag),
+        os.path.join(tempfile.gettempdir(), f"logreplay-{os.getuid()}", "numba", tag),
+    ]
+    for d in candidates:
+        try:
+            os.makedirs(d, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=d):
+                pass
+        except OSError:
+            continue
+        return d
+    return None
+
+
+_CACHE_DIR = _cache_dir()
+if _CACHE_DIR is not None:
+    numba.config.CACHE_DIR = _CACHE_DIR
+_CACHE = _CACHE_DIR is not None
 
 # hop_entries stop reasons
 HOP_END = 0  # reached the end of the range exactly
@@ -63,7 +106,7 @@ class Scan(NamedTuple):
     error_pos: np.ndarray  # length, attributes, ts delta, offset delta, key len, value len, headers
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=_CACHE, nogil=True)
 def _be32(b, p):
     return np.int32(
         (np.int64(b[p]) << 24)
@@ -73,7 +116,7 @@ def _be32(b, p):
     )
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=_CACHE, nogil=True)
 def _grow(a, n, cap):
     """A copy of a[:n] in a larger array of capacity cap."""
     b = np.empty(cap, a.dtype)
@@ -81,7 +124,7 @@ def _grow(a, n, cap):
     return b
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=_CACHE, nogil=True)
 def hop_entries(buf, start, end, max_entry):
     """Follow `12 + size` from `start` while whole, well-formed entries fit before `end`.
 
@@ -123,7 +166,7 @@ def hop_entries(buf, start, end, max_entry):
     return pos[:n], size[:n], magic[:n], n, p, reason
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=_CACHE, nogil=True)
 def _uvarint(b, p, end, max_bytes):
     """Unsigned LEB128 -> (value, next position, ok)."""
     res = np.int64(0)
@@ -140,7 +183,7 @@ def _uvarint(b, p, end, max_bytes):
     return res, p, False
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=_CACHE, nogil=True)
 def _varint(b, p, end):
     u, p, ok = _uvarint(b, p, end, 5)
     u &= 0xFFFFFFFF
@@ -148,14 +191,14 @@ def _varint(b, p, end):
     return v, p, ok
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=_CACHE, nogil=True)
 def _varlong(b, p, end):
     u, p, ok = _uvarint(b, p, end, 10)
     v = (u >> 1) ^ -(u & 1)
     return v, p, ok
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=_CACHE, nogil=True)
 def scan_records(buf, starts, ends, counts, base_offsets, base_timestamps, fixed_timestamps):
     """Scan the records areas of v2 batches into columns.
 
@@ -324,7 +367,7 @@ def scan_records(buf, starts, ends, counts, base_offsets, base_timestamps, fixed
     )
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=_CACHE, nogil=True)
 def gather(buf, pos, lens):
     """Copy slices buf[pos[i]:pos[i]+lens[i]] into one buffer; negative length means null.
 
@@ -350,7 +393,7 @@ def gather(buf, pos, lens):
     return offsets, data
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=_CACHE, nogil=True)
 def find_resync(buf, start, end, file_remaining_from_start, max_entry):
     """First position >= start whose 17-byte head looks like a log entry that fits the file.
 

@@ -27,6 +27,7 @@ from decoders.constants import (
 from decoders.errors import DecodeError
 
 _ENTRY = struct.Struct(">qi")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _MSG_HEAD = struct.Struct(">Ibb")
 
 
@@ -134,6 +135,9 @@ def decode_entry(
             absolute = msg.offset - last_rel + m.offset
         else:
             absolute = m.offset
+        if not _INT64_MIN <= absolute <= _INT64_MAX:
+            out.errors.append(f"inner message offset {absolute} does not fit a 64-bit offset")
+            continue
         if msg.timestamp_type == LOG_APPEND_TIME:
             ts, ts_type = msg.timestamp, LOG_APPEND_TIME  # the wrapper's time wins (section 2.4)
         else:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import crc32c
@@ -23,7 +23,12 @@ import numpy as np
 import pyarrow as pa
 
 from decoders import fixed, kernels
-from decoders.compression import codec_name, decompress_into
+from decoders.compression import (
+    OutputTooSmall,
+    codec_name,
+    decompress_into,
+    stream_decompress,
+)
 from decoders.constants import (
     COMPRESSION_CODEC_MASK,
     COMPRESSION_NAMES,
@@ -53,8 +58,12 @@ DEFAULT_MAX_BATCH_BYTES = 128 * 1024 * 1024
 # Decompressed bytes held at once, and the most one batch may expand to.
 DEFAULT_MAX_DECOMPRESSED = 32 * 1024 * 1024
 DEFAULT_MAX_BATCH_DECOMPRESSED = 32 * 1024 * 1024
+# What decoding one file may hold at once (decode.memory_budget_mb): sized for an executor of
+# 2 cores and 8 GB, i.e. about 4 GB per task, less what Spark, Arrow and Python keep.
+DEFAULT_MEMORY_BUDGET = 1024 * 1024 * 1024
 
 _HDR = np.arange(RECORDS_OFFSET)
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _TS_TYPES = pa.array([CREATE_TIME, LOG_APPEND_TIME], pa.string())
 _CODEC_NAMES = pa.array([*(COMPRESSION_NAMES[c] for c in range(5)), "unknown"], pa.string())
 # First guess of a batch's decompressed size, as a multiple of its compressed size; the output
@@ -134,10 +143,6 @@ class _V2Headers:
         return (self.attributes & DELETE_HORIZON_FLAG_MASK) != 0
 
 
-class _OutOfRoom(Exception):
-    """A batch did not fit in what was left of the current decompression chunk."""
-
-
 @dataclass(slots=True)
 class FileInfo:
     """Where a file sits in the dump; copied into every row decoded from it."""
@@ -199,6 +204,7 @@ class SegmentDecoder:
         start: int = 0,
         stop: int | None = None,
         emit_records: bool = True,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
     ) -> None:
         self.src: ByteSource = open_source(source)
         self.info = info or FileInfo(file=self.src.name)
@@ -216,6 +222,14 @@ class SegmentDecoder:
         self.stop = self.src.size if stop is None else min(stop, self.src.size)
         self.acct = Accounting(size=self.stop - start)
         self._rbuf: np.ndarray | None = None
+        # The budget bounds the pieces a streamed batch is decompressed in, the records decoded
+        # at once (a record costs about 100 bytes of columns, twice over while Arrow copies
+        # them; internal topics build Python values for a slice of them) and index reads.
+        self.budget = max(memory_budget, 16 << 20)
+        self.stream_piece = min(4 << 20, self.budget // 128)
+        self.chunk_records = max(1024, self.budget // 2048)
+        self.max_decompressed = min(self.max_decompressed, self.budget // 8)
+        self.max_batch_decompressed = min(self.max_batch_decompressed, self.max_decompressed)
 
     # -- the walk ---------------------------------------------------------------------------
     def windows(self) -> Iterator[DecodedWindow]:
@@ -342,9 +356,29 @@ class SegmentDecoder:
             return self.stop
         return resume
 
+    def _skip_hole(self, p: int) -> int:
+        """The first byte at or after p that is not in a hole of a sparse file (holes read as
+        zeros, and no entry, padding aside, can start inside zeros)."""
+        if p < self.stop and hasattr(self.src, "data_after"):
+            return max(p, min(self.stop, self.src.data_after(p)))
+        return p
+
+    def _data_end(self, at: int) -> int:
+        """End of the last extent holding data before ``stop`` (``stop`` if unknown)."""
+        if not hasattr(self.src, "data_after"):
+            return self.stop
+        end, p = at, at
+        while p < self.stop:
+            d = self.src.data_after(p)
+            if d >= self.stop:
+                break
+            p = max(d + 1, self.src.hole_after(d))
+            end = min(p, self.stop)
+        return end
+
     def _zeros_to_end(self, at: int) -> bool:
         p = at
-        while p < self.stop:
+        while (p := self._skip_hole(p)) < self.stop:
             b = np.frombuffer(self.src.read_at(p, min(_ZERO_CHUNK, self.stop - p)), np.uint8)
             if b.any():
                 return False
@@ -353,7 +387,7 @@ class SegmentDecoder:
 
     def _last_nonzero_end(self, at: int) -> int:
         """End of the last non-zero byte at or after `at` (trailing zeros count as padding)."""
-        end = self.stop
+        end = self._data_end(at)
         while end > at:
             lo = max(at, end - _ZERO_CHUNK)
             nz = np.flatnonzero(np.frombuffer(self.src.read_at(lo, end - lo), np.uint8))
@@ -368,6 +402,10 @@ class SegmentDecoder:
         p, size = start, self.src.size
         limit = self.stop if limit is None else min(limit, self.stop)
         while p + 17 <= limit:
+            # an entry's size field is non-zero: none starts more than 12 bytes before data
+            p = max(p, self._skip_hole(p) - 12)
+            if p + 17 > limit:
+                return None
             n = min(self.window_bytes, size - p)
             buf = np.frombuffer(self.src.read_at(p, n), np.uint8)
             q = 0
@@ -534,19 +572,29 @@ class SegmentDecoder:
             schema=BATCHES,
         )
 
-    def _records_v2(self, buf, h: _V2Headers) -> list[pa.RecordBatch]:
+    def _records_v2(self, buf, h: _V2Headers) -> Iterable[pa.RecordBatch]:
+        """Records of the window's batches, in batch order.
+
+        Batches of ordinary size are decoded at once, in chunks of at most ``max_decompressed``
+        bytes. A batch holding more records than ``chunk_records``, or expanding past the view
+        it was given, is streamed: validated now (so that the batches table carries its error),
+        and its records are decoded again chunk by chunk only when the caller asks for them.
+        """
         idx = np.flatnonzero((h.count > 0) & (h.codec <= 4))
         if idx.size == 0:
             return []
-        if (h.codec[idx] == COMPRESSION_NONE).all():  # zero copy: scan the window itself
-            chunks = [(buf, idx, h.positions[idx] + RECORDS_OFFSET, h.entry_end[idx])]
-        else:
-            chunks = self._decompress_chunks(buf, idx, h)
         fixed_ts = np.where(
             h.log_append, h.max_ts, -2
         )  # LogAppendTime: every record gets maxTimestamp
-        out: list[pa.RecordBatch] = []
-        for rbuf, sel, starts, ends in chunks:
+        out: list = []
+        for item in self._record_plan(buf, idx, h):
+            if isinstance(item, int):
+                for _ in self._stream_records(buf, h, item, fixed_ts, first_pass=True):
+                    pass
+                if self.emit_records:
+                    out.append(item)
+                continue
+            rbuf, sel, starts, ends = item
             scan = kernels.Scan(
                 *kernels.scan_records(
                     rbuf,
@@ -569,19 +617,129 @@ class SegmentDecoder:
                 )
             if scan.offset.size and self.emit_records:
                 out.append(self._records_table(rbuf, sel[scan.batch], scan, h))
-        return out
+        if not any(isinstance(x, int) for x in out):
+            return out
+        return self._lazy_records(out, buf, h, fixed_ts)
+
+    def _lazy_records(self, items, buf, h, fixed_ts) -> Iterator[pa.RecordBatch]:
+        for item in items:
+            if isinstance(item, int):
+                yield from self._stream_records(buf, h, item, fixed_ts, first_pass=False)
+            else:
+                yield item
+
+    def _record_plan(self, buf, idx, h: _V2Headers):
+        """Chunks to scan at once (rbuf, batch indexes, starts, ends), or a batch index to stream."""
+        big = h.count[idx] > self.chunk_records
+        if not big.any():
+            yield from self._small_chunks(buf, idx, h)
+            return
+        cut = np.flatnonzero(np.diff(big.astype(np.int8))) + 1
+        for run in np.split(idx, cut):
+            if h.count[run[0]] > self.chunk_records:
+                yield from run.tolist()
+            else:
+                yield from self._small_chunks(buf, run, h)
+
+    def _small_chunks(self, buf, idx, h: _V2Headers):
+        if (h.codec[idx] == COMPRESSION_NONE).all():  # zero copy: scan the window itself
+            yield (buf, idx, h.positions[idx] + RECORDS_OFFSET, h.entry_end[idx])
+        else:
+            yield from self._decompress_chunks(buf, idx, h)
+
+    def _stream_records(
+        self, buf, h: _V2Headers, i: int, fixed_ts, first_pass: bool
+    ) -> Iterator[pa.RecordBatch]:
+        """Decode one batch's records from a stream of decompressed pieces, chunk by chunk.
+
+        At most two pieces and the unfinished record carried over are held at once; a record
+        larger than that grows the buffer up to a quarter of the memory budget. The first pass
+        only validates (and marks the batch bad); the second builds the Arrow records.
+        """
+        a, e = int(h.positions[i]) + RECORDS_OFFSET, int(h.entry_end[i])
+        codec = int(h.codec[i])
+        piece = self.stream_piece
+        if codec == COMPRESSION_NONE:
+            pieces = (bytes(buf[p : min(p + piece, e)]) for p in range(a, e, piece))
+        else:
+            pieces = stream_decompress(codec, memoryview(buf)[a:e], piece=piece)
+        total = int(h.count[i])
+        args = (
+            np.array([h.base_offset[i]], np.int64),
+            np.array([h.base_ts[i]], np.int64),
+            np.array([fixed_ts[i]], np.int64),
+        )
+        cap = 2 * piece
+        rbuf = np.empty(cap, np.uint8)
+        filled, decoded, ended = 0, 0, False
+        pending = b""
+        problem = None
+        try:
+            while True:
+                while not ended and cap - filled >= len(pending):
+                    rbuf[filled : filled + len(pending)] = np.frombuffer(pending, np.uint8)
+                    filled += len(pending)
+                    pending = next(pieces, None)
+                    if pending is None:
+                        ended, pending = True, b""
+                scan = kernels.Scan(
+                    *kernels.scan_records(
+                        rbuf,
+                        np.zeros(1, np.int64),
+                        np.array([filled], np.int64),
+                        np.array([total - decoded], np.int64),
+                        *args,
+                    )
+                )
+                j, st = int(scan.decoded[0]), int(scan.status[0])
+                if j and not first_pass:
+                    yield self._records_table(rbuf, np.full(j, i, np.int64), scan, h)
+                decoded += j
+                if st == kernels.REC_OK:
+                    if not ended and (pending or any(len(x) for x in pieces)):
+                        problem = kernels.REC_REASONS[kernels.REC_LEFTOVER]
+                    break
+                if ended or st not in (
+                    kernels.REC_TOO_FEW,
+                    kernels.REC_BAD_VARINT,
+                    kernels.REC_BAD_LENGTH,
+                ):
+                    problem = kernels.REC_REASONS[st]
+                    break
+                p = int(scan.error_pos[0])
+                if p == 0 and cap - filled < len(pending):  # one record fills the buffer
+                    if st != kernels.REC_BAD_LENGTH or 2 * cap > self.budget // 4:
+                        problem = (
+                            kernels.REC_REASONS[st]
+                            if st != kernels.REC_BAD_LENGTH
+                            else f"a record larger than a quarter of the memory budget ({self.budget // 4} bytes)"
+                        )
+                        break
+                    cap *= 2
+                    grown = np.empty(cap, np.uint8)
+                    grown[:filled] = rbuf[:filled]
+                    rbuf = grown
+                    continue
+                rbuf[: filled - p] = rbuf[p:filled]
+                filled -= p
+        except DecodeError as err:
+            problem = f"{codec_name(codec)} records do not decompress: {err}"
+        if problem and first_pass:
+            self._fail(h, i, CORRUPT_BYTES, f"{problem} (record {decoded} of {total})")
 
     def _decompress_chunks(self, buf, idx, h: _V2Headers):
         """Lay the records areas of a window out in bounded buffers, decompressing as needed.
 
-        A chunk holds at most ``max_decompressed`` bytes (one batch may need up to
-        ``max_batch_decompressed``); the kernel runs once per chunk, and a chunk's bytes are
-        copied out before its buffer is reused for the next one.
+        A chunk holds at most ``max_decompressed`` bytes; the kernel runs once per chunk, and a
+        chunk's bytes are copied out before its buffer is reused for the next one. A batch that
+        expands past the view it is given is not retried with larger buffers: it is streamed
+        (yielded as its index), so a corrupt payload is decompressed at most twice.
         """
         sel: list[int] = []
         starts: list[int] = []
         ends: list[int] = []
         rbuf, w = None, 0
+        held = [0]  # records in the current chunk
 
         def flush():
             done = (
@@ -597,13 +755,15 @@ class SegmentDecoder:
             sel.clear()
             starts.clear()
             ends.clear()
+            held[0] = 0
             return done
 
         for i in idx.tolist():
             a, e = int(h.positions[i]) + RECORDS_OFFSET, int(h.entry_end[i])
             c = int(h.codec[i])
             need = e - a if c == COMPRESSION_NONE else self._first_view(e - a)
-            if rbuf is None or len(rbuf) - w < need:
+            held[0] += int(h.count[i])
+            if rbuf is None or len(rbuf) - w < need or held[0] > self.chunk_records:
                 if done := flush():
                     yield done
                 rbuf, w = self._chunk_buffer(need), 0
@@ -612,13 +772,14 @@ class SegmentDecoder:
                     rbuf[w : w + e - a] = buf[a:e]
                     got = e - a
                 else:
-                    try:
-                        got = self._decompress_batch(c, memoryview(buf)[a:e], rbuf, w)
-                    except _OutOfRoom:  # expands past what this chunk has left: a chunk of its own
-                        if done := flush():
-                            yield done
-                        rbuf, w = self._chunk_buffer(self.max_batch_decompressed), 0
-                        got = self._decompress_batch(c, memoryview(buf)[a:e], rbuf, w)
+                    view = min(len(rbuf) - w, self._first_view(e - a))
+                    got = decompress_into(c, memoryview(buf)[a:e], rbuf[w : w + view])
+            except OutputTooSmall:
+                if done := flush():
+                    yield done
+                rbuf, w = None, 0
+                yield i
+                continue
             except DecodeError as err:
                 self._fail(h, i, CORRUPT_BYTES, f"{codec_name(c)} records do not decompress: {err}")
                 continue
@@ -638,21 +799,6 @@ class SegmentDecoder:
 
     def _first_view(self, compressed: int) -> int:
         return min(self.max_batch_decompressed, max(1 << 16, compressed * _EXPANSION_GUESS))
-
-    def _decompress_batch(self, codec: int, payload: memoryview, rbuf: np.ndarray, w: int) -> int:
-        """Decompress into rbuf[w:], trying a view sized from the payload first (cramjam's cost
-        grows with the size of the view it is given), growing it up to the per-batch bound."""
-        room = len(rbuf) - w
-        view = min(room, self._first_view(len(payload)))
-        while True:
-            try:
-                return decompress_into(codec, payload, rbuf[w : w + view])
-            except DecodeError:
-                if view >= self.max_batch_decompressed:
-                    raise
-                if view >= room:
-                    raise _OutOfRoom() from None
-                view = min(room, self.max_batch_decompressed, view * 8)
 
     def _records_table(
         self, rbuf, b: np.ndarray, scan: kernels.Scan, h: _V2Headers
@@ -706,6 +852,13 @@ class SegmentDecoder:
                 self.acct.corrupt += length
                 continue
             m = entry.message
+            first = entry.records[0][0] if entry.records else m.offset
+            if not _INT32_MIN <= m.offset - first <= _INT32_MAX:
+                # lastOffsetDelta is an int32 column: a wrapper whose inner offsets run further
+                # from it than that is corrupt, and the column is null for it
+                entry.errors.append(
+                    f"inner offsets start {m.offset - first} before the wrapper's offset {m.offset}"
+                )
             problems = list(entry.errors)
             if not m.crc_valid:
                 why = f"CRC-32 mismatch: stored {m.crc:#010x}"
@@ -717,7 +870,6 @@ class SegmentDecoder:
                 self.acct.corrupt += length
             else:
                 self.acct.valid += length
-            first = entry.records[0][0] if entry.records else m.offset
             self.acct.batches += 1
             self.acct.records += len(entry.records)
             self.acct.see_offsets(first, m.offset)
@@ -757,7 +909,10 @@ class SegmentDecoder:
             "producer_epoch": [-1] * n,
             "base_sequence": [-1] * n,
             "last_sequence": [-1] * n,
-            "last_offset_delta": [m.offset - r[2] for m, r in zip(ms, rows, strict=True)],
+            "last_offset_delta": [
+                d if _INT32_MIN <= (d := m.offset - r[2]) <= _INT32_MAX else None
+                for m, r in zip(ms, rows, strict=True)
+            ],
             "record_count": [r[4] for r in rows],
             "control_type": [None] * n,
             "coordinator_epoch": [None] * n,

@@ -14,7 +14,7 @@ from decoders.constants import (
     PRODUCER_SNAPSHOT_VERSION,
 )
 from decoders.errors import CORRUPT_BYTES, CRC_MISMATCH, UNKNOWN_VERSION, ErrorRow
-from decoders.indexes import MAX_INDEX_BYTES, IndexResult
+from decoders.indexes import DEFAULT_INDEX_BUDGET, MAX_INDEX_BYTES, IndexResult
 from decoders.schemas import PRODUCER_SNAPSHOTS
 from decoders.segment import Accounting, FileInfo, _const
 from decoders.source import open_source
@@ -31,16 +31,28 @@ _ENTRY_FIELDS = [  # (name, start, end, dtype)
 ]
 
 
-def read_snapshot(path_or_source, info: FileInfo | None = None) -> IndexResult:
+def read_snapshot(
+    path_or_source, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET
+) -> IndexResult:
     """Entries of a producer snapshot; a bad version, CRC or length makes the whole file corrupt
     (the broker then ignores it and rebuilds from the log), but entries are still shown."""
     src = open_source(path_or_source)
     info = info or FileInfo(file=src.name, kind="snapshot")
-    data = src.read_at(0, min(src.size, MAX_INDEX_BYTES))
+    limit = min(MAX_INDEX_BYTES, memory_budget // 4)
+    too_big = src.size > limit
+    # its CRC covers the whole file, so a snapshot is read whole, or not at all
+    data = b"" if too_big else src.read_at(0, src.size)
     acct = Accounting(size=src.size)
     problems: list[tuple[str, str]] = []
     n = 0
-    if len(data) < PRODUCER_SNAPSHOT_HEADER_SIZE:
+    if too_big:
+        problems.append(
+            (
+                CORRUPT_BYTES,
+                f"{src.size} bytes is more than a producer snapshot holds within the memory budget ({limit} bytes); not decoded",
+            )
+        )
+    elif len(data) < PRODUCER_SNAPSHOT_HEADER_SIZE:
         problems.append((CORRUPT_BYTES, f"{len(data)} bytes is shorter than the 10-byte header"))
     else:
         version, crc, count = struct.unpack_from(">hIi", data, 0)

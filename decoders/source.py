@@ -7,9 +7,14 @@ is wrapped, which is how remote filesystems plug in.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 from typing import Protocol
+
+
+class SourceChanged(OSError):
+    """A file changed under a reader: bytes it had when opened are gone."""
 
 
 class ByteSource(Protocol):
@@ -39,7 +44,31 @@ class LocalFile:
                 break
             chunks.append(b)
             got += len(b)
+        if got < length:  # the file shrank since it was opened
+            raise SourceChanged(
+                f"{self.name} shrank while it was read: {position + got} of {self.size} bytes left"
+            )
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def data_after(self, position: int) -> int:
+        """Where the next bytes with data start at or after ``position``: a hole of a sparse
+        file reads as zeros and need not be read at all (the file size when none follow)."""
+        try:
+            return min(self.size, os.lseek(self._fd, position, os.SEEK_DATA))
+        except OSError as e:
+            # ENXIO: only a hole follows; anything else (no SEEK_DATA here): read it all
+            return self.size if e.errno == errno.ENXIO else position
+
+    def hole_after(self, position: int) -> int:
+        """Where the next hole (or the end of the file) starts at or after ``position``."""
+        try:
+            return min(self.size, os.lseek(self._fd, position, os.SEEK_HOLE))
+        except OSError:
+            return self.size
+
+    def current_size(self) -> int:
+        """The file's size now (the decoders check it against ``size`` when they are done)."""
+        return os.fstat(self._fd).st_size
 
     def close(self) -> None:
         if self._fd >= 0:

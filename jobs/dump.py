@@ -25,7 +25,34 @@ DEEP_TABLES = ("batches", "records", "offset_commits", "group_metadata", "group_
 ALWAYS = ("index_entries", "aborted_txns", "producer_snapshots", "errors", "segments")
 
 
+class Millis(int):
+    """A timestamp kept as int64 milliseconds since the epoch, as Kafka stores it: shown as
+    ISO-8601 when Python's datetime can hold it, as the raw number otherwise (never raises)."""
+
+    def iso(self) -> str:
+        try:
+            t = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=int(self))
+        except OverflowError:
+            return f"{int(self)}ms"
+        return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def rows(batch: pa.RecordBatch) -> list[dict]:
+    """Rows of a batch with timestamp columns as :class:`Millis`, never through datetime."""
+    cols = {}
+    for name, col in zip(batch.schema.names, batch.columns, strict=True):
+        if pa.types.is_timestamp(col.type):
+            cols[name] = [
+                None if v is None else Millis(v) for v in col.cast(pa.int64()).to_pylist()
+            ]
+        else:
+            cols[name] = col.to_pylist()
+    return [dict(zip(cols, vals, strict=True)) for vals in zip(*cols.values(), strict=True)]
+
+
 def _jsonable(v: Any) -> Any:
+    if isinstance(v, Millis):
+        return v.iso()
     if isinstance(v, bytes):
         try:
             return v.decode("utf-8")
@@ -43,7 +70,9 @@ def _jsonable(v: Any) -> Any:
 def _short(v: Any, width: int = 60) -> str:
     if v is None:
         return "null"
-    if isinstance(v, bytes):
+    if isinstance(v, Millis):
+        text = v.iso()
+    elif isinstance(v, bytes):
         try:
             s = v.decode("utf-8")
             text = repr(s)
@@ -67,7 +96,7 @@ class Printer:
     def emit(self, table: str, batch: pa.RecordBatch) -> None:
         if table == "batches":
             self.flush()
-        self.pending.setdefault(table, []).extend(batch.to_pylist())
+        self.pending.setdefault(table, []).extend(rows(batch))
 
     def flush(self) -> None:
         tables, self.pending = self.pending, {}
@@ -240,6 +269,12 @@ def run(
     errors = 0
     unrecognised = _unrecognised(paths, files)
     for f in files:
+        why = _unreadable(f)
+        if why:
+            print(why, file=sys.stderr)
+            if len(files) == 1:  # the one file asked for cannot be read: one line, exit 2
+                return 2
+    for f in files:
         if f.path in unrecognised:
             print(f"logreplay dump: {unrecognised[f.path]}: {NOT_RECOGNISED}", file=sys.stderr)
             continue
@@ -249,7 +284,7 @@ def run(
         for table, batch in decoders.iter_file(f, tables, deep=deep):
             if table == "segments":
                 printer.flush()
-                row = batch.to_pylist()[0]
+                row = rows(batch)[0]
                 errors += row["error_count"]
                 printer.row("segments", row)
             else:
@@ -271,6 +306,15 @@ def _unrecognised(paths: list[str], files: list[decoders.DumpFile]) -> dict[str,
     the command says so and exits 2, instead of dumping a page of one error row."""
     named = {resolve(p)[1]: p for p in paths}
     return {f.path: named[f.path] for f in files if f.kind == "other" and f.path in named}
+
+
+def _unreadable(f) -> str | None:
+    """One line saying why a file cannot be read, or None when it can be opened."""
+    try:
+        f.open().close()
+    except OSError as e:
+        return f"logreplay dump: cannot read {f.path}: {e.strerror or e}"
+    return None
 
 
 def _print_problem(p: ErrorRow, as_json: bool, out: TextIO) -> None:

@@ -158,6 +158,7 @@ SCHEMA = Section(
                 "window_bytes": Int(minimum=65536),
                 "range_bytes": Int(minimum=1 << 20),
                 "verify_crc": Bool(),
+                "memory_budget_mb": Int(minimum=16),
             }
         ),
         "output": Section({"layout": Enum(("flat", "per_run"))}),

@@ -1,0 +1,70 @@
+"""What every fuzzed input must satisfy: no exception, every byte accounted, the same output
+twice. Peak memory is checked in a subprocess (tests.fuzz.measure) for the large inputs."""
+
+from __future__ import annotations
+
+import hashlib
+
+import decoders
+from decoders.segment import FileInfo
+from tests.fuzz.mutators import Case
+
+TABLES = tuple(decoders.TABLES)
+
+
+class Failure(Exception):
+    """An input broke a guarantee; ``signature`` groups failures with the same cause."""
+
+    def __init__(self, signature: str, detail: str) -> None:
+        super().__init__(f"{signature}: {detail}")
+        self.signature = signature
+
+
+def info_for(case: Case) -> FileInfo:
+    return FileInfo(
+        file=f"{case.topic}-0/00000000000000000000.{case.kind}",
+        topic=case.topic,
+        partition=0,
+        base_offset=0,
+        kind=case.kind,
+    )
+
+
+def decode(case: Case, memory_budget: int | None = None) -> tuple[str, dict]:
+    """(digest of every table's rows, the segments row) of one decode of a case."""
+    digest = hashlib.sha256()
+    seg = None
+    for table, batch in decoders.iter_file(
+        case.data, TABLES, info=info_for(case), memory_budget=memory_budget
+    ):
+        digest.update(table.encode())
+        for col in batch.columns:
+            for buf in col.buffers():
+                if buf is not None:
+                    digest.update(buf)
+        if table == "segments":
+            seg = batch.to_pylist()[0]
+    return digest.hexdigest(), seg
+
+
+def check(case: Case, memory_budget: int | None = None) -> None:
+    """Raise Failure when the case breaks a guarantee."""
+    try:
+        first, seg = decode(case, memory_budget)
+        second, _ = decode(case, memory_budget)
+    except Exception as e:  # noqa: BLE001 - any exception is the finding
+        tb = e.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        where = f"{tb.tb_frame.f_code.co_filename.rsplit('/', 2)[-1]}:{tb.tb_lineno}" if tb else "?"
+        raise Failure(f"{type(e).__name__}@{where}", repr(e)[:300]) from e
+    if seg is None:
+        raise Failure("no-segments-row", "no segments row")
+    total = seg["bytes_valid"] + seg["bytes_padding"] + seg["bytes_corrupt"]
+    if total != len(case.data) or seg["size"] != len(case.data):
+        raise Failure(
+            f"accounting-{case.kind}",
+            f"size {len(case.data)}, row size {seg['size']}, valid+padding+corrupt {total}",
+        )
+    if first != second:
+        raise Failure(f"nondeterministic-{case.kind}", "two decodes differ")
