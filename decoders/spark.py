@@ -8,7 +8,8 @@
 Options: ``table`` (any of decoders.TABLES, default ``batches``), ``path`` / ``paths`` (one path
 or a JSON list; URIs allowed), ``topics`` and ``partitions`` (comma lists, pruned at planning),
 ``deep`` (default true; false is the header-only scan), ``verify_crc`` (default true),
-``range_bytes`` (default 128 MiB), ``window_bytes`` (default 8 MiB), ``avro`` (records only:
+``range_bytes`` (default 128 MiB), ``window_bytes`` (default 8 MiB), ``memory_budget_mb``
+(what decoding one file may hold; default: the decoder's), ``avro`` (records only:
 JSON of topic -> Avro encoding and schemas, see :func:`decoders.avro.to_option`; adds the
 ``decoded`` and ``decode_error`` columns). Equality and IN filters
 on ``topic`` and ``partition`` in a query are pushed down and prune the same way.
@@ -154,6 +155,8 @@ class KafkaSegmentsReader(DataSourceReader):
         self.verify_crc = _bool(options.get("verify_crc"), True)
         self.range_bytes = int(options.get("range_bytes", DEFAULT_RANGE_BYTES))
         self.window_bytes = int(options["window_bytes"]) if options.get("window_bytes") else None
+        budget = options.get("memory_budget_mb")
+        self.memory_budget = int(budget) << 20 if budget else None
         self.topic_filter = (
             {t.strip() for t in options["topics"].split(",")} if options.get("topics") else None
         )
@@ -213,6 +216,7 @@ class KafkaSegmentsReader(DataSourceReader):
                 start=r.start,
                 stop=stop,
                 window_bytes=self.window_bytes,
+                memory_budget=self.memory_budget,
             ):
                 if batch.num_rows:
                     if self.avro is not None:

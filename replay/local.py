@@ -49,13 +49,15 @@ def _by(rows: list[dict], *keys: str) -> dict[tuple, list[dict]]:
     return out
 
 
-def _read(paths: list[str], verify_crc: bool) -> dict[str, list[dict]]:
+def _read(paths: list[str], config: AuditConfig) -> dict[str, list[dict]]:
     out: dict[str, list[pa.RecordBatch]] = {t: [] for t in SHALLOW + DEEP}
+    budget = config.memory_budget_mb << 20 if config.memory_budget_mb else None
+    opts = {"verify_crc": config.verify_crc, "memory_budget": budget}
     for f in decoders.discover(paths):
-        for t, b in decoders.iter_file(f, SHALLOW, deep=False, verify_crc=verify_crc):
+        for t, b in decoders.iter_file(f, SHALLOW, deep=False, **opts):
             out[t].append(b)
         if f.kind == "log" and f.info.topic in INTERNAL:
-            for t, b in decoders.iter_file(f, DEEP, deep=True, verify_crc=verify_crc):
+            for t, b in decoders.iter_file(f, DEEP, deep=True, **opts):
                 out[t].append(b)
     return {t: _rows(pa.Table.from_batches(bs, schema=decoders.TABLES[t])) for t, bs in out.items()}
 
@@ -70,7 +72,7 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
     config = conf if isinstance(conf, AuditConfig) else AuditConfig.from_conf(conf)
     facts = config.facts()
     clusters = broker_clusters(paths, config.cluster)
-    t = _read(paths, config.verify_crc)
+    t = _read(paths, config)
     for rows in t.values():
         for r in rows:
             r["cluster"] = clusters.get(r.get("broker"), "")

@@ -21,6 +21,7 @@ class AuditConfig:
     topics: dict[str, dict] = field(default_factory=dict)  # topic -> {cleanup_policy, ...}
     range_bytes: int | None = None
     window_bytes: int | None = None
+    memory_budget_mb: int | None = None
     verify_crc: bool = True
 
     @classmethod
@@ -33,6 +34,7 @@ class AuditConfig:
             topics=conf.get("topics") or {},
             range_bytes=decode.get("range_bytes"),
             window_bytes=decode.get("window_bytes"),
+            memory_budget_mb=decode.get("memory_budget_mb"),
             verify_crc=decode.get("verify_crc", True),
         )
 

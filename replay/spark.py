@@ -80,6 +80,8 @@ class Audit:
             r = r.option("range_bytes", str(self.config.range_bytes))
         if self.config.window_bytes:
             r = r.option("window_bytes", str(self.config.window_bytes))
+        if self.config.memory_budget_mb:
+            r = r.option("memory_budget_mb", str(self.config.memory_budget_mb))
         r = r.option("verify_crc", str(self.config.verify_crc).lower())
         df = r.load().join(F.broadcast(self.cluster_of), "broker", "left")
         return df.withColumn(CLUSTER, F.coalesce(F.col(CLUSTER), F.lit("")))
