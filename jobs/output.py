@@ -183,7 +183,7 @@ class OutputDir:
                 with open(src, "rb") as f:
                     self.write_bytes(target, f.read())
                 written.append(target)
-                if kill and len(written) == 2:
+                if kill and len(written) == 1:
                     kill_point(kill)
         return written
 
