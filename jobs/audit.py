@@ -52,6 +52,7 @@ def run(args) -> int:
     from pyspark.sql import functions as F
 
     from jobs.output import (
+        LAYOUT_VERSION,
         SUMMARY,
         OutputDir,
         commit,
@@ -89,6 +90,7 @@ def run(args) -> int:
     summary = {
         "run_id": run_id,
         "run_key": key,
+        "layout": LAYOUT_VERSION,
         "logical_date": args.logical_date,
         "inputs": args.inputs,
         "files": len(files),

@@ -69,6 +69,7 @@ def run(args) -> int:
         return 2
 
     from jobs.output import (
+        LAYOUT_VERSION,
         MANIFEST,
         OutputDir,
         commit,
@@ -125,6 +126,7 @@ def run(args) -> int:
     manifest = {
         "run_id": run_id,
         "run_key": key,
+        "layout": LAYOUT_VERSION,
         "logical_date": args.logical_date,
         "inputs": args.inputs,
         "files": [

@@ -85,7 +85,11 @@ def prepare_storage(conf: dict) -> dict[str, str]:
 def forward_env(spark, env: dict[str, str]) -> None:
     """Give Spark's Python workers (on any executor) the driver's storage settings: the
     SparkContext's environment travels with every Python function Spark ships."""
-    spark.sparkContext.environment.update(env)
+    try:
+        context = spark.sparkContext
+    except Exception:  # a Spark Connect client has none: its server's workers need the env
+        return
+    context.environment.update(env)
 
 
 def kill_point(name: str) -> None:
@@ -412,6 +416,9 @@ def read_table(spark, out: OutputDir, name: str, entry: dict):
 def _read_unversioned(spark, out: OutputDir) -> dict:
     """An output of layout 1 (before manifests listed files): every table directory whole."""
     from pyarrow import fs as pafs
+
+    if not out.spark_readable:
+        raise ValueError(f"{out.uri}: no layout {LAYOUT_VERSION} commit record to read")
 
     selector = pafs.FileSelector(out.root, allow_not_found=True)
     names = sorted(
