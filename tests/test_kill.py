@@ -58,20 +58,24 @@ def _args(job: str, dump: str, out: str, run_id: str) -> list[str]:
     return [job, dump, "--out", out, "--run-id", run_id, *extra]
 
 
-def _killed(args: list[str], point: str) -> None:
+def _killed(args: list[str], point: str, logs) -> None:
+    """Run the job until the hook kills it at ``point``; then end every process it started
+    (its JVM and Python workers, in its own process group)."""
     env = {**os.environ, "LOGREPLAY_TEST_KILL_AT": point, "PYTHONPATH": REPO}
     env.pop("LOGREPLAY_TEST_KILL_PID", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jobs.cli", *args],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        _out, err = proc.communicate(timeout=900)
-    finally:  # the JVM and Python workers the job started go with it
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == -signal.SIGKILL, (point, proc.returncode, err[-3000:])
+    log = logs / f"{point.replace(':', '-')}.log"
+    with open(log, "wb") as sink:  # a file, not a pipe: the JVM outlives the driver briefly
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jobs.cli", *args],
+            cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        try:
+            proc.wait(timeout=900)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+    tail = log.read_text(errors="replace")[-3000:]
+    assert proc.returncode == -signal.SIGKILL, (point, proc.returncode, tail)
 
 
 def _check_committed(spark, uri: str, runs: set[str]) -> dict:
@@ -103,7 +107,7 @@ def test_killed_runs_never_expose_a_partial_output(spark, s3, tiny, tmp_path, wh
         assert code == (1 if job == "audit" else 0)
         base[job] = _check_committed(spark, out, {"base"})
     for job, point in POINTS:
-        _killed(_args(job, str(tiny), outs[job], "retry"), point)
+        _killed(_args(job, str(tiny), outs[job], "retry"), point, tmp_path)
         doc = _check_committed(spark, outs[job], {"base", "retry"})
         assert doc["rows"] == base[job]["rows"]
         spark.catalog.clearCache()
