@@ -24,6 +24,7 @@ import pyarrow.fs as pafs
 
 from decoders.checkpoints import OFFSET_CHECKPOINT_FILES, broker_id, meta_properties
 from decoders.errors import DecodeError
+from decoders.filesystems import resolve
 from decoders.segment import FileInfo
 
 PARTITION_DIR = re.compile(
@@ -174,23 +175,6 @@ def sniff_entry(read_at, size: int) -> int | None:
         ok = zlib.crc32(memoryview(entry)[16:]) == struct.unpack_from(">I", entry, 12)[0]
         return offset if ok and not entry[17] & 0x07 else None
     return None
-
-
-def resolve(root: str) -> tuple[pafs.FileSystem | None, str]:
-    """(filesystem, path) for a local path or a URI; None stands for the local disk."""
-    if "://" not in root:
-        return None, os.path.abspath(root)
-    if root.startswith("file://"):
-        return None, pafs.LocalFileSystem().normalize_path(root[len("file://") :]) or "/"
-    try:
-        fs, path = pafs.FileSystem.from_uri(root)
-        return fs, path
-    except (ValueError, OSError):  # ArrowInvalid is a ValueError
-        import fsspec  # schemes pyarrow does not know (memory://, ...) through fsspec
-
-        protocol, path = root.split("://", 1)
-        handler = pafs.FSSpecHandler(fsspec.filesystem(protocol))
-        return pafs.PyFileSystem(handler), "/" + path.lstrip("/") if protocol == "memory" else path
 
 
 def _listing(fs: pafs.FileSystem | None, root: str) -> tuple[list[tuple[str, int]], bool]:

@@ -2,11 +2,12 @@
 report findings.
 
 Writes every audit table as Parquet under `DIR/<table>/` and `DIR/summary.json` (findings per
-kind and severity, inputs, bytes, run id, logical date, gate verdict). Output is staged and
-swapped in by rename, rows are written in a fixed order under stable file names, so a rerun with
-the same run id leaves the same bytes. With `--gate`, the gate of :mod:`validations` runs on
-the staged tables and writes `DIR/gate/`; exit 1 when it fails. Runs the same under
-`spark-submit jobs/audit.py ...`.
+kind and severity, inputs, bytes, run id, logical date, gate verdict, the files of every table).
+DIR is a local path or a URI (`s3://`, `gs://`, `hdfs://`, `file://`). summary.json, written
+last, commits the run (see :mod:`jobs.output`); rows are written in a fixed order under stable
+file names, so a rerun with the same run id leaves the same bytes. With `--gate`, the gate of
+:mod:`validations` runs on the run's tables before the commit and writes `DIR/gate/`; exit 1
+when it fails. Runs the same under `spark-submit jobs/audit.py ...`.
 """
 
 from __future__ import annotations
@@ -50,26 +51,46 @@ def run(args) -> int:
 
     from pyspark.sql import functions as F
 
-    from jobs.output import publish, run_dir, run_id_of, staging_dir, versions, write_parquet
+    from jobs.output import (
+        LAYOUT_VERSION,
+        SUMMARY,
+        OutputDir,
+        commit,
+        forward_env,
+        kill_point,
+        prepare_storage,
+        read_table,
+        redacted,
+        run_dir,
+        run_id_of,
+        run_key,
+        versions,
+        write_table,
+    )
     from jobs.session import spark_session
     from replay.spark import audit, audit_summary
 
+    env = prepare_storage(conf)
     spark = spark_session(args.master, "logreplay-audit", conf)
+    forward_env(spark, env)
     run_id = run_id_of(args.run_id, args.logical_date)
-    out = run_dir(args.out, run_id, conf["output"]["layout"])
-    staging = staging_dir(args.out, run_id)
+    out = OutputDir(run_dir(args.out, run_id, conf["output"]["layout"]))
+    previous = out.read_json(SUMMARY)  # the commit this run replaces
+    key = run_key(run_id)
     tables = audit(spark, args.inputs, conf)
     spread = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    rows = {}
+    entries = {}
     for name, df in tables.items():
-        written = write_parquet(
-            df, os.path.join(staging, name), 1 if name in SINGLE_FILE else spread
-        )
-        rows[name] = sum(written.values())
-    findings = spark.read.parquet(os.path.join(staging, "findings"))
+        spread_of = 1 if name in SINGLE_FILE else spread
+        entries[name] = write_table(df, out, name, spread_of, None, key, "audit:writing")
+        kill_point("audit:staged-table")
+    rows = {name: e["rows"] for name, e in entries.items()}
+    findings = read_table(spark, out, "findings", entries["findings"])
     by_kind = findings.groupBy("kind", "severity").count().collect()  # a few rows
     summary = {
         "run_id": run_id,
+        "run_key": key,
+        "layout": LAYOUT_VERSION,
         "logical_date": args.logical_date,
         "inputs": args.inputs,
         "files": len(files),
@@ -77,22 +98,18 @@ def run(args) -> int:
         "rows": rows,
         "findings": _counts(by_kind, rows["findings"]),
         **audit_summary(tables),
-        "conf": conf,
+        "conf": redacted(conf),
         "versions": versions(spark),
         "gate": None,
+        "tables": entries,
     }
-    names = [*tables, "summary.json"]
-    verdict = None
+    verdict, gate_files = None, None
     if args.gate:
-        from jobs.gate import GATE
-        from validations.gate import run_gate
+        from jobs.gate import GATE, validate
 
-        os.makedirs(os.path.join(staging, GATE))
-        verdict = run_gate(
-            spark, staging, os.path.join(staging, GATE), conf, run_id, args.logical_date, rows
-        )
+        verdict, written = validate(spark, out, summary, conf, run_id, args.logical_date)
         summary["gate"] = verdict.summary()
-        names.append(GATE)
+        gate_files = (GATE, written)
     top = (
         findings.orderBy(
             F.desc(F.expr("array_position(array('info','warning','error','critical'), severity)")),
@@ -105,9 +122,8 @@ def run(args) -> int:
         .select("severity", "kind", "topic", "partition", "group_id", "message")
         .collect()
     )
-    with open(os.path.join(staging, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2, sort_keys=True, default=str)
-    publish(staging, out, names, run_id)
+    kill_point("audit:staged")
+    commit(out, SUMMARY, summary, previous, gate_files)
     _print(summary, top)
     if verdict is not None:
         print(verdict.verdict(), file=sys.stderr)

@@ -1,8 +1,9 @@
 """`logreplay decode INPUT... --out DIR [--tables ...]`: every decoded table as Parquet.
 
 Writes `DIR/<table>/` (partitioned by topic where the table has one) and `DIR/_manifest.json`
-(inputs and sizes, byte accounting, row counts, run id, versions). Each run writes into a
-staging directory first and then swaps it in with renames, so a rerun replaces the output and
+(inputs and sizes, byte accounting, row counts, run id, versions, and the files of every
+table). DIR is a local path or a URI (`s3://`, `gs://`, `hdfs://`, `file://`): the manifest,
+written last, commits the run (see :mod:`jobs.output`), so a rerun replaces the output and
 never duplicates it. Runs the same under `spark-submit jobs/decode.py ...` with any master.
 """
 
@@ -67,13 +68,29 @@ def run(args) -> int:
         print(f"logreplay decode: no Kafka files under {', '.join(args.inputs)}", file=sys.stderr)
         return 2
 
-    from jobs.output import publish, run_dir, run_id_of, staging_dir, versions, write_parquet
+    from jobs.output import (
+        LAYOUT_VERSION,
+        MANIFEST,
+        OutputDir,
+        commit,
+        forward_env,
+        kill_point,
+        prepare_storage,
+        run_dir,
+        run_id_of,
+        run_key,
+        versions,
+        write_table,
+    )
     from jobs.session import spark_session
 
+    env = prepare_storage(conf)
     spark = spark_session(args.master, "logreplay-decode", conf)
+    forward_env(spark, env)
     run_id = run_id_of(args.run_id, args.logical_date)
-    out = run_dir(args.out, run_id, conf["output"]["layout"])
-    staging = staging_dir(args.out, run_id)
+    out = OutputDir(run_dir(args.out, run_id, conf["output"]["layout"]))
+    previous = out.read_json(MANIFEST)  # the commit this run replaces
+    key = run_key(run_id)
     decode = conf["decode"]
     from decoders.avro import load_topics, to_option
 
@@ -85,6 +102,7 @@ def run(args) -> int:
             .option("table", table)
             .option("paths", json.dumps(args.inputs))
             .option("window_bytes", str(decode["window_bytes"]))
+            .option("memory_budget_mb", str(decode["memory_budget_mb"]))
             .option("verify_crc", str(decode["verify_crc"]).lower())
             .option("range_bytes", str(args.range_bytes or decode["range_bytes"]))
         )
@@ -94,18 +112,22 @@ def run(args) -> int:
             r = r.option("avro", to_option(avro_topics))
         return r.load()
 
-    counts = {}
+    tables = {}
     for table in args.tables:
         df = reader(table)
         # each task decodes fixed byte ranges in order: rows come out in the same order on
         # every run, so no shuffle is needed for stable bytes, only stable file names
-        path = os.path.join(staging, table)
-        written = write_parquet(df, path, 0, "topic" if "topic" in df.columns else None)
-        counts[table] = sum(written.values())
+        part = "topic" if "topic" in df.columns else None
+        tables[table] = write_table(df, out, table, 0, part, key, "decode:decoding")
+        kill_point("decode:staged-table")
+    counts = {t: e["rows"] for t, e in tables.items()}
 
-    accounting = _accounting(spark, staging, reader, "segments" in args.tables)
+    accounting = _accounting(spark, out, tables.get("segments"), reader)
+    kill_point("decode:staged")
     manifest = {
         "run_id": run_id,
+        "run_key": key,
+        "layout": LAYOUT_VERSION,
         "logical_date": args.logical_date,
         "inputs": args.inputs,
         "files": [
@@ -116,21 +138,21 @@ def run(args) -> int:
         "rows": counts,
         "deep": not args.header_only,
         "versions": versions(spark),
+        "tables": tables,
     }
-    with open(os.path.join(staging, "_manifest.json"), "w") as f:
-        json.dump(manifest, f, indent=2, sort_keys=True)
-    publish(staging, out, [*args.tables, "_manifest.json"], run_id)
-    print(json.dumps({"out": out, "run_id": run_id, "rows": counts, "bytes": accounting}))
+    commit(out, MANIFEST, manifest, previous)
+    print(json.dumps({"out": out.uri, "run_id": run_id, "rows": counts, "bytes": accounting}))
     return 0
 
 
-def _accounting(spark, staging: str, reader, have_segments: bool) -> dict:
-    """Valid/padding/corrupt byte totals: one aggregated row comes back to the driver."""
+def _accounting(spark, out, segments: dict | None, reader) -> dict:
+    """Valid/padding/corrupt byte totals: one aggregated row comes back to the driver. Read
+    from the run's own segments files when it wrote them (decoded once, not twice)."""
     from pyspark.sql import functions as F
 
-    seg = reader("segments")
-    if have_segments:
-        seg = spark.read.schema(seg.schema).parquet(os.path.join(staging, "segments"))
+    from jobs.output import read_table
+
+    seg = read_table(spark, out, "segments", segments) if segments else reader("segments")
     row = seg.agg(
         F.count("*").alias("files"),
         F.sum("size").alias("size"),

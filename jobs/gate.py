@@ -1,7 +1,8 @@
 """`logreplay gate DIR [--conf FILE]`: the data-quality gate over an audit's (or a decode's)
 output directory.
 
-Runs the Great Expectations suites of :mod:`validations` on the tables under DIR, writes the
+Runs the Great Expectations suites of :mod:`validations` on the tables DIR's commit record
+lists (DIR a local path or a URI: `s3://`, `gs://`, `hdfs://`, `file://`), writes the
 validation result (`DIR/gate/result.json`) and the Data Docs (`DIR/gate/data_docs/index.html`),
 records the verdict in `DIR/summary.json` for downstream tasks, prints which expectations failed
 and the findings behind them, and exits 1 on failure. Runs the same under
@@ -13,8 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
+import tempfile
 
 SUMMARY, MANIFEST, GATE = "summary.json", "_manifest.json", "gate"
 
@@ -27,13 +28,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    from jobs.output import OutputDir, committed, prepare_storage
     from jobs.session import job_conf
 
     conf = job_conf(args)
-    if not os.path.isdir(args.dir):
+    env = prepare_storage(conf)
+    out = OutputDir(args.dir)
+    if not out.exists():
         print(f"logreplay gate: no such directory: {args.dir}", file=sys.stderr)
         return 2
-    recorded = _recorded(args.dir)
+    name, recorded = committed(out)
     if recorded is None:
         print(
             f"logreplay gate: {args.dir} holds no {SUMMARY} or {MANIFEST}: "
@@ -41,55 +45,43 @@ def run(args) -> int:
             file=sys.stderr,
         )
         return 2
-    from jobs.output import run_id_of
+    from jobs.output import commit, forward_env, run_id_of
     from jobs.session import spark_session
 
     spark = spark_session(args.master, "logreplay-gate", conf)
+    forward_env(spark, env)
     run_id = run_id_of(args.run_id or recorded.get("run_id"), args.logical_date)
     logical_date = args.logical_date or recorded.get("logical_date")
-    result = gate(spark, args.dir, args.dir, conf, run_id, logical_date, recorded.get("rows"))
-    summary_path = os.path.join(args.dir, SUMMARY)
-    if os.path.exists(summary_path):
+    result, written = validate(spark, out, recorded, conf, run_id, logical_date)
+    if name == SUMMARY:  # the verdict joins the run's commit record, rewritten whole
         recorded["gate"] = result.summary()
-        _write_json(summary_path, recorded)
+        commit(out, SUMMARY, recorded, (None, None), (GATE, written))
+    else:  # a decode's manifest holds no verdict: only older gate files go
+        for rel, _ in out.files_under(GATE):
+            if rel not in written:
+                out.delete(rel)
     print(result.verdict(), file=sys.stderr)
     print(json.dumps({"run_id": run_id, "gate": result.summary()}))
     return 0 if result.success else 1
 
 
-def gate(spark, tables_dir: str, out: str, conf: dict, run_id: str, logical_date, rows):
-    """Validate ``tables_dir`` into a staged gate directory, then swap it in as ``out/gate``."""
-    from jobs.output import publish
-    from validations.gate import run_gate
+def validate(spark, out, recorded: dict, conf: dict, run_id: str, logical_date):
+    """Validate the tables ``recorded`` (a commit record) lists, reading only its files;
+    publish the result and Data Docs under ``out/gate``, file by file (the Data Docs are
+    built in a local temporary directory: Great Expectations writes through ``os``).
+    Returns the result and the gate files written."""
+    from jobs.output import read_tables
+    from validations.gate import DOCS, run_gate
 
-    staging = os.path.join(os.path.abspath(out), f".staging-gate-{run_id}")
-    shutil.rmtree(staging, ignore_errors=True)
-    os.makedirs(os.path.join(staging, GATE))
-    result = run_gate(
-        spark, tables_dir, os.path.join(staging, GATE), conf, run_id, logical_date, rows
-    )
-    publish(staging, out, [GATE], f"gate-{run_id}")
+    frames = read_tables(spark, out, recorded)
+    with tempfile.TemporaryDirectory(prefix="logreplay-gate-") as tmp:
+        local = os.path.join(tmp, GATE)
+        os.makedirs(local)
+        result = run_gate(spark, frames, local, conf, run_id, logical_date, recorded.get("rows"))
+        written = out.upload_tree(local, GATE, kill="gate:publishing")
     if result.docs_index:
-        from validations.gate import DOCS
-
-        result.docs_index = os.path.join(out, GATE, DOCS, "index.html")
-    return result
-
-
-def _recorded(path: str) -> dict | None:
-    for name in (SUMMARY, MANIFEST):
-        full = os.path.join(path, name)
-        if os.path.exists(full):
-            with open(full) as f:
-                return json.load(f)
-    return None
-
-
-def _write_json(path: str, doc: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=2, sort_keys=True, default=str)
-    os.replace(tmp, path)
+        result.docs_index = out.child(f"{GATE}/{DOCS}/index.html")
+    return result, written
 
 
 def main(argv: list[str] | None = None) -> int:

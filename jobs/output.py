@@ -1,26 +1,47 @@
-"""Where and how a job writes: run identity, the run's directory, deterministic Parquet, and
-the atomic swap that makes a retry or a backfill of the same run idempotent.
+"""Where and how a job writes: run identity, the run's directory on any filesystem,
+deterministic Parquet, and the manifest that commits a run.
 
-Airflow retries a task and backfills a date by running the same command again. A rerun with
-the same run id must leave the same bytes and no duplicates, so:
-- every table is written to a staging directory and swapped in by rename (a failed run leaves
-  the previous output untouched; a rerun replaces, never appends);
-- rows are put in a fixed order (hash-partitioned on every column, sorted within each file)
-  and written by pyarrow under stable names (see :func:`write_parquet`);
-- summaries carry the run id and logical date, not the wall-clock time of the run.
+Object stores have no atomic rename, so a run is never swapped in; it is committed:
+- every table is written by the Spark tasks themselves with pyarrow (no Hadoop connector
+  needed) as ``<table>/[topic=<t>/]part-<task>-<run key>-<attempt>.parquet``: the run key is a
+  hash of the run id, so a rerun of the same run writes the same names and bytes, and each task
+  attempt has a name of its own (a retried or speculative attempt never overwrites another);
+- each file appears whole or not at all (an object store publishes an upload when it
+  completes; on local disks and HDFS a file is written under a hidden name and renamed);
+- the run's commit record (``summary.json`` of an audit, ``_manifest.json`` of a decode) is
+  written LAST, in one atomic put or rename. It lists every file of every table with its row
+  count, and readers (the gate included, :func:`read_tables`) read only the files it lists. A
+  run killed at any point before it leaves the previous commit, and the files that commit
+  lists, untouched; a concurrent run's files are invisible until its own commit;
+- after the commit, the files of the replaced run and debris of killed attempts are removed.
+Summaries carry the run id and logical date, not the wall-clock time of the run, and the
+layout version (:data:`LAYOUT_VERSION`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import hashlib
+import json
 import os
 import platform
 import re
-import shutil
 import uuid
 
+from decoders.filesystems import export_s3_settings, filesystem
+
+LAYOUT_VERSION = 2
+SUMMARY, MANIFEST = "summary.json", "_manifest.json"
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # Spark's directory for a null partition value
 SAFE = re.compile(r"[^A-Za-z0-9._=-]")
+PART = re.compile(r"^\.?part-\d{5}-(?P<key>[0-9a-f]{12})-\d+\.parquet(\.tmp)?$")
+# schemes Spark's own Parquet reader handles in pip's PySpark; others are read by pyarrow
+SPARK_READABLE = ("", "file", "hdfs")
+KILL_AT, KILL_PID = "LOGREPLAY_TEST_KILL_AT", "LOGREPLAY_TEST_KILL_PID"
+
+
+# -- run identity ------------------------------------------------------------------------------
 
 
 def run_id_of(run_id: str | None, logical_date: str | None) -> str:
@@ -34,27 +55,162 @@ def run_id_of(run_id: str | None, logical_date: str | None) -> str:
     return f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
 
+def run_key(run_id: str) -> str:
+    """The run's tag in file names: stable for a run id, short, safe everywhere."""
+    return hashlib.sha256(run_id.encode()).hexdigest()[:12]
+
+
 def run_dir(out: str, run_id: str, layout: str) -> str:
-    """``out`` itself (flat) or ``out/<run id>`` (per_run)."""
-    out = os.path.abspath(out)
-    return os.path.join(out, run_id) if layout == "per_run" else out
+    """``out`` itself (flat) or ``out/<run id>`` (per_run), as an absolute path or a URI."""
+    out = out.rstrip("/") if "://" in out else os.path.abspath(out)
+    return f"{out}/{run_id}" if layout == "per_run" else out
 
 
-def staging_dir(out: str, run_id: str) -> str:
-    staging = os.path.join(os.path.abspath(out), f".staging-{run_id}")
-    shutil.rmtree(staging, ignore_errors=True)
-    os.makedirs(staging)
-    return staging
+# -- storage settings and the test-only kill hook ----------------------------------------------
 
 
-def write_parquet(df, path: str, files: int, partition_by: str | None = None) -> dict[str, int]:
-    """Write ``df`` as Parquet under ``path`` with the same bytes on every run; rows per file.
+def prepare_storage(conf: dict) -> dict[str, str]:
+    """Before the Spark session starts: export `storage.s3` keys into the AWS variables (local
+    mode's Python workers inherit them) and arm the kill hook; returns the variables to forward
+    to Spark's Python workers (:func:`forward_env`)."""
+    if os.environ.get(KILL_AT):
+        os.environ.setdefault(KILL_PID, str(os.getpid()))
+    env = export_s3_settings((conf.get("storage") or {}).get("s3"))
+    for var in (KILL_AT, KILL_PID):
+        if os.environ.get(var):
+            env[var] = os.environ[var]
+    return env
+
+
+def forward_env(spark, env: dict[str, str]) -> None:
+    """Give Spark's Python workers (on any executor) the driver's storage settings: the
+    SparkContext's environment travels with every Python function Spark ships."""
+    try:
+        context = spark.sparkContext
+    except Exception:  # a Spark Connect client has none: its server's workers need the env
+        return
+    context.environment.update(env)
+
+
+def kill_point(name: str) -> None:
+    """Test-only: SIGKILL the job's driver here when ``LOGREPLAY_TEST_KILL_AT`` names this
+    point (from a Spark task too: it kills the driver and lets the task run on, as a lost
+    driver does). Kill tests reach named points instead of racing timers."""
+    if os.environ.get(KILL_AT) == name:
+        import signal
+
+        os.kill(int(os.environ.get(KILL_PID) or os.getpid()), signal.SIGKILL)
+
+
+# -- the output directory ----------------------------------------------------------------------
+
+
+class OutputDir:
+    """A run's output directory on any filesystem pyarrow reaches (local paths included)."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri.rstrip("/") if "://" in uri else os.path.abspath(uri)
+        self.fs, self.root = filesystem(self.uri)
+        self.root = self.root.rstrip("/")
+        # local disks and HDFS rename atomically; object stores publish an upload whole
+        self.renames = self.fs.type_name in ("local", "hdfs")
+
+    def path(self, rel: str) -> str:
+        return f"{self.root}/{rel}" if rel else self.root
+
+    def child(self, rel: str) -> str:
+        """A URI (or absolute path) that Spark tasks can resolve on their own."""
+        return f"{self.uri}/{rel}"
+
+    @property
+    def spark_readable(self) -> bool:
+        return self.uri.split("://")[0] in SPARK_READABLE if "://" in self.uri else True
+
+    def exists(self) -> bool:
+        from pyarrow import fs as pafs
+
+        return self.fs.get_file_info(self.root).type == pafs.FileType.Directory
+
+    def read_json(self, rel: str) -> tuple[dict | None, object]:
+        """(document, modification time) of a JSON file; (None, None) when absent."""
+        from pyarrow import fs as pafs
+
+        info = self.fs.get_file_info(self.path(rel))
+        if info.type != pafs.FileType.File:
+            return None, None
+        with self.fs.open_input_stream(self.path(rel)) as f:
+            return json.loads(f.read().decode()), info.mtime
+
+    def write_bytes(self, rel: str, data: bytes, kill: str | None = None) -> None:
+        """Write a file that readers see whole or not at all."""
+        final = self.path(rel)
+        self.fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
+        if not self.renames:  # an upload becomes visible when it completes
+            if kill:
+                kill_point(kill)
+            with self.fs.open_output_stream(final) as f:
+                f.write(data)
+            return
+        folder, name = final.rsplit("/", 1)
+        tmp = f"{folder}/.{name}.tmp"
+        with self.fs.open_output_stream(tmp) as f:
+            f.write(data)
+        if kill:
+            kill_point(kill)
+        if self.fs.type_name == "hdfs" and self.fs.get_file_info(final).size is not None:
+            self.fs.delete_file(final)  # HDFS's rename does not replace
+        self.fs.move(tmp, final)
+
+    def write_json(self, rel: str, doc: dict, kill: str | None = None) -> None:
+        text = json.dumps(doc, indent=2, sort_keys=True, default=str)
+        self.write_bytes(rel, text.encode(), kill)
+
+    def files_under(self, rel: str) -> list[tuple[str, object]]:
+        """(path relative to the directory, modification time) of every file under ``rel``."""
+        from pyarrow import fs as pafs
+
+        selector = pafs.FileSelector(self.path(rel), recursive=True, allow_not_found=True)
+        start = len(self.root) + 1
+        return [
+            (i.path[start:], i.mtime)
+            for i in self.fs.get_file_info(selector)
+            if i.type == pafs.FileType.File
+        ]
+
+    def upload_tree(self, local_dir: str, rel: str, kill: str | None = None) -> list[str]:
+        """Copy a local directory's files under ``rel``, each file whole; their paths."""
+        written = []
+        for folder, _dirs, names in sorted(os.walk(local_dir)):
+            for name in sorted(names):
+                src = os.path.join(folder, name)
+                target = f"{rel}/{os.path.relpath(src, local_dir).replace(os.sep, '/')}"
+                with open(src, "rb") as f:
+                    self.write_bytes(target, f.read())
+                written.append(target)
+                if kill and len(written) == 1:
+                    kill_point(kill)
+        return written
+
+    def delete(self, rel: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.delete_file(self.path(rel))
+
+
+# -- writing tables ----------------------------------------------------------------------------
+
+
+def write_table(
+    df, out: OutputDir, table: str, files: int, partition_by: str | None, key: str, kill: str
+) -> dict:
+    """Write ``df`` as Parquet under ``out/table`` with the same bytes on every run; the table's
+    entry for the commit record (Spark schema, partition column, files with row counts).
 
     The files are written by pyarrow inside the Spark tasks (``mapInArrow``): Spark's own
     Parquet writer lists each column's encodings in hash-set order, which changes from one JVM
-    to the next, so its files differ byte-wise between identical runs. Each task writes
-    ``part-<task>.parquet`` (under ``<partition_by>=<value>/`` when partitioned, Hive style);
-    only the list of files and their row counts comes back to the driver.
+    to the next, so its files differ byte-wise between identical runs; and pip's PySpark has
+    no S3 connector. Each task attempt writes ``part-<task>-<key>-<attempt>.parquet`` (under
+    ``<partition_by>=<value>/`` when partitioned, Hive style); only the names and row counts of
+    the files of successful attempts come back to the driver.
     ``files`` > 0 first puts rows in a fixed order: hash-partitioned on every column into that
     many files, sorted within each; 0 keeps the input's partitions and order (a decode reads
     fixed byte ranges in order, so its order is already stable).
@@ -66,99 +222,219 @@ def write_parquet(df, path: str, files: int, partition_by: str | None = None) ->
     if files > 0 and orderable:
         df = df.repartition(files, *orderable).sortWithinPartitions(*orderable)
     schema = to_arrow_schema(df.schema, timezone="UTC")
-    uri = path if "://" in path else "file://" + os.path.abspath(path)
+    base, folder = out.uri, table
 
     def write(batches):  # no hints: Spark infers its UDF type from them
         import pyarrow as pa
         from pyspark import TaskContext
 
-        files = _TaskFiles(uri, TaskContext.get().partitionId(), schema, partition_by)
-        for batch in batches:
-            files.write(pa.Table.from_batches([batch]).cast(schema))
-        yield files.close()
+        ctx = TaskContext.get()
+        sink = _TaskFiles(base, folder, ctx.partitionId(), ctx.attemptNumber(), key, schema,
+                          partition_by)  # fmt: skip
+        try:
+            for i, batch in enumerate(batches):
+                sink.write(pa.Table.from_batches([batch]).cast(schema))
+                if i == 0:
+                    kill_point(kill)
+        except BaseException:
+            sink.abort()
+            raise
+        yield sink.close()
 
-    written = df.mapInArrow(write, "file string, rows long").collect()  # one row per file
-    if not written:  # an empty table is still a readable directory: its schema, no rows
-        files_of = _TaskFiles(uri, 0, schema, None)
-        files_of.write(schema.empty_table())
-        files_of.close()
-        return {}
-    return {r["file"]: r["rows"] for r in written}
+    written = df.mapInArrow(write, "file string, rows long, value string").collect()
+    listed = sorted(
+        (
+            {"path": r["file"], "rows": r["rows"]}
+            | ({"partition": r["value"]} if partition_by else {})
+            for r in written
+        ),
+        key=lambda f: f["path"],
+    )
+    if not listed:  # an empty table is still readable: one file with its schema, no rows
+        sink = _TaskFiles(base, folder, 0, 0, key, schema, None)
+        sink.write(schema.empty_table())
+        listed = [{"path": f, "rows": 0} for f in sink.close().column("file").to_pylist()]
+    return {
+        "schema": json.loads(df.schema.json()),
+        "partition_by": partition_by if listed and "partition" in listed[0] else None,
+        "rows": sum(f["rows"] for f in listed),
+        "files": listed,
+    }
 
 
 class _TaskFiles:
-    """The Parquet files one task writes: one, or one per value of the partition column."""
+    """The Parquet files one task attempt writes: one, or one per value of the partition
+    column; each under a hidden name until closed where the filesystem renames atomically."""
 
-    def __init__(self, uri: str, task: int, schema, partition_by: str | None) -> None:
-        from pyarrow import fs as pafs
-
-        self.filesystem, self.root = pafs.FileSystem.from_uri(uri)
-        self.task, self.schema, self.partition_by = task, schema, partition_by
-        self.full_schema = schema
+    def __init__(self, base: str, folder: str, task: int, attempt: int, key: str, schema,
+                 partition_by: str | None) -> None:  # fmt: skip
+        self.out = OutputDir(base)
+        self.folder, self.name = folder, f"part-{task:05d}-{key}-{attempt}.parquet"
+        self.full_schema, self.schema, self.partition_by = schema, schema, partition_by
         if partition_by is not None:
             self.schema = schema.remove(schema.get_field_index(partition_by))
-        self.open: dict[object, list] = {}
+        self.open: dict[object, _Sink] = {}
 
     def write(self, table) -> None:
         import pyarrow.compute as pc
 
         if self.partition_by is None:
-            self._writer(None).append(table)
+            self._sink(None).append(table)
             return
         keys = table.column(self.partition_by)
         for value in pc.unique(keys).to_pylist():
             chosen = pc.is_null(keys) if value is None else pc.equal(keys, value)
             rows = table.filter(chosen).drop_columns([self.partition_by])
-            self._writer(HIVE_NULL if value is None else str(value)).append(rows)
+            self._sink(HIVE_NULL if value is None else str(value)).append(rows)
 
-    def _writer(self, value):
+    def _sink(self, value) -> _Sink:
         import pyarrow.parquet as pq
 
         if value not in self.open:
-            folder = self.root if value is None else f"{self.root}/{self.partition_by}={value}"
-            self.filesystem.create_dir(folder, recursive=True)
-            name = f"{folder}/part-{self.task:05d}.parquet"
+            folder = self.folder if value is None else f"{self.folder}/{self.partition_by}={value}"
+            rel = f"{folder}/{self.name}"
+            target = self.out.path(f"{folder}/.{self.name}.tmp" if self.out.renames else rel)
+            self.out.fs.create_dir(self.out.path(folder), recursive=True)
             schema = self.schema if value is not None else self.full_schema
-            w = pq.ParquetWriter(name, schema, filesystem=self.filesystem)
-            self.open[value] = _Sink(w, name)
+            w = pq.ParquetWriter(target, schema, filesystem=self.out.fs)
+            self.open[value] = _Sink(w, rel, target, value)
         return self.open[value]
+
+    def abort(self) -> None:
+        for sink in self.open.values():
+            try:
+                sink.writer.close()
+                self.out.fs.delete_file(sink.target)
+            except OSError:
+                pass
 
     def close(self):
         import pyarrow as pa
 
-        for sink in self.open.values():
-            sink.writer.close()
         sinks = list(self.open.values())
+        for sink in sinks:
+            sink.writer.close()
+            if sink.target != self.out.path(sink.rel):
+                self.out.fs.move(sink.target, self.out.path(sink.rel))
         return pa.RecordBatch.from_arrays(
             [
-                pa.array([s.name for s in sinks], pa.string()),
+                pa.array([s.rel for s in sinks], pa.string()),
                 pa.array([s.rows for s in sinks], pa.int64()),
+                pa.array([None if s.value == HIVE_NULL else s.value for s in sinks], pa.string()),
             ],
-            names=["file", "rows"],
+            names=["file", "rows", "value"],
         )
 
 
 class _Sink:
-    def __init__(self, writer, name: str) -> None:
-        self.writer, self.name, self.rows = writer, name, 0
+    def __init__(self, writer, rel: str, target: str, value) -> None:
+        self.writer, self.rel, self.target, self.value, self.rows = writer, rel, target, value, 0
 
     def append(self, table) -> None:
         self.writer.write_table(table)
         self.rows += table.num_rows
 
 
-def publish(staging: str, out: str, names: list[str], run_id: str) -> None:
-    """Swap each staged output in by rename; the previous run's copy is removed afterwards."""
-    os.makedirs(out, exist_ok=True)
-    trash = os.path.join(os.path.dirname(os.path.abspath(staging)), f".replaced-{run_id}")
-    os.makedirs(trash, exist_ok=True)
-    for name in names:
-        target = os.path.join(out, name)
-        if os.path.lexists(target):
-            os.replace(target, os.path.join(trash, name))
-        os.replace(os.path.join(staging, name), target)
-    shutil.rmtree(trash, ignore_errors=True)
-    shutil.rmtree(staging, ignore_errors=True)
+# -- committing --------------------------------------------------------------------------------
+
+
+def commit(
+    out: OutputDir, name: str, doc: dict, previous, gate: tuple[str, list[str]] | None = None
+) -> None:
+    """Write the commit record ``name`` last, then remove what no commit lists any more: the
+    files of the commit it replaces (``previous``: (document, modification time) read before
+    the run wrote anything), debris of killed attempts (files of this run's key, or older than
+    the replaced commit) and, given ``gate`` = (folder, files kept), older gate files."""
+    doc = {**doc, "layout": LAYOUT_VERSION}
+    out.write_json(name, doc, kill="commit:manifest")
+    kill_point("commit:done")
+    listed = {f["path"] for t in doc.get("tables", {}).values() for f in t["files"]}
+    before, before_time = previous
+    key = doc.get("run_key")
+    stale: set[str] = set()
+    tables = set(doc.get("tables", {}))
+    if before and before.get("layout") == LAYOUT_VERSION:
+        stale |= {f["path"] for t in before["tables"].values() for f in t["files"]} - listed
+        tables |= set(before["tables"])
+    for table in sorted(tables):
+        for rel, mtime in out.files_under(table):
+            m = PART.match(rel.rsplit("/", 1)[-1])
+            if rel in listed or not m:
+                continue
+            if m["key"] == key or (before_time is not None and mtime <= before_time):
+                stale.add(rel)
+    if gate is not None:
+        stale |= {rel for rel, _ in out.files_under(gate[0])} - set(gate[1])
+    for i, rel in enumerate(sorted(stale)):
+        out.delete(rel)
+        if i == 0:
+            kill_point("commit:cleanup")
+
+
+def committed(out: OutputDir) -> tuple[str | None, dict | None]:
+    """(name, document) of the directory's commit record: summary.json, else _manifest.json."""
+    for name in (SUMMARY, MANIFEST):
+        doc, _ = out.read_json(name)
+        if doc is not None:
+            return name, doc
+    return None, None
+
+
+# -- reading committed tables ------------------------------------------------------------------
+
+
+def read_tables(spark, out: OutputDir, doc: dict) -> dict:
+    """The committed tables of ``doc`` as DataFrames (only the files it lists)."""
+    if doc.get("layout") != LAYOUT_VERSION:
+        return _read_unversioned(spark, out)
+    return {name: read_table(spark, out, name, entry) for name, entry in doc["tables"].items()}
+
+
+def read_table(spark, out: OutputDir, name: str, entry: dict):
+    """One committed table: Spark's Parquet reader where pip's PySpark reaches the scheme,
+    else the files read by pyarrow inside Spark tasks (:mod:`jobs.parquet_source`)."""
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromJson(entry["schema"])
+    if out.spark_readable:
+        paths = [out.child(f["path"]) for f in entry["files"]]
+        return spark.read.schema(schema).option("basePath", out.child(name)).parquet(*paths)
+    from jobs.parquet_source import NAME, register
+
+    register(spark)
+    files = [[out.child(f["path"]), f.get("partition")] for f in entry["files"]]
+    return (
+        spark.read.format(NAME)
+        .option("files", json.dumps(files))
+        .option("schema", json.dumps(entry["schema"]))
+        .option("partition_by", entry.get("partition_by") or "")
+        .option("time_zone", spark.conf.get("spark.sql.session.timeZone"))
+        .load()
+    )
+
+
+def _read_unversioned(spark, out: OutputDir) -> dict:
+    """An output of layout 1 (before manifests listed files): every table directory whole."""
+    from pyarrow import fs as pafs
+
+    if not out.spark_readable:
+        raise ValueError(f"{out.uri}: no layout {LAYOUT_VERSION} commit record to read")
+
+    selector = pafs.FileSelector(out.root, allow_not_found=True)
+    names = sorted(
+        i.base_name
+        for i in out.fs.get_file_info(selector)
+        if i.type == pafs.FileType.Directory and not i.base_name.startswith((".", "_", "gate"))
+    )
+    return {n: spark.read.parquet(out.child(n)) for n in names}
+
+
+def redacted(conf: dict) -> dict:
+    """The configuration as a summary records it: no secrets."""
+    s3 = (conf.get("storage") or {}).get("s3") or {}
+    if not s3.get("secret_access_key"):
+        return conf
+    return {**conf, "storage": {**conf["storage"], "s3": {**s3, "secret_access_key": "***"}}}
 
 
 def versions(spark) -> dict:

@@ -162,6 +162,18 @@ SCHEMA = Section(
             }
         ),
         "output": Section({"layout": Enum(("flat", "per_run"))}),
+        "storage": Section(
+            {
+                "s3": Section(
+                    {
+                        "endpoint_url": Str(),
+                        "region": Str(),
+                        "access_key_id": Str(),
+                        "secret_access_key": Str(),
+                    }
+                )
+            }
+        ),
         "audit": Section(
             {
                 "clock_tolerance_ms": Int(),

@@ -1,6 +1,7 @@
 """The gate: Great Expectations checkpoints over the tables of an audit (or decode) output.
 
-Each table is a Spark DataFrame read from the output's Parquet and validated by a GE 1.x
+Each table is a Spark DataFrame read from the files the output's commit record lists, on any
+filesystem (:func:`jobs.output.read_tables`), and validated by a GE 1.x
 checkpoint (Spark data source with ``persist`` off, so a big table is scanned, never cached).
 The checkpoints update one Data Docs site under ``<gate dir>/data_docs``; the verdict, with the
 findings behind each failed expectation, goes to ``<gate dir>/result.json``.
@@ -60,23 +61,20 @@ class GateResult:
 
 def run_gate(
     spark,
-    tables_dir: str,
+    tables: dict,
     gate_dir: str,
     conf: dict,
     run_id: str,
     logical_date: str | None = None,
     rows: dict[str, int] | None = None,
 ) -> GateResult:
-    """Validate the tables under ``tables_dir``; write result.json and Data Docs in ``gate_dir``."""
+    """Validate ``tables`` (name -> DataFrame, as :func:`jobs.output.read_tables` reads a
+    committed output); write result.json and Data Docs in ``gate_dir``, a local directory."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # no network calls from a gate
     from pyspark.sql import functions as F
 
     policy = GatePolicy.from_conf(conf)
-    frames = {
-        name: spark.read.parquet(os.path.join(tables_dir, name))
-        for name in sorted(os.listdir(tables_dir))
-        if _is_table(os.path.join(tables_dir, name))
-    }
+    frames = dict(sorted(tables.items()))
     rows = rows or {}
     suites: list[Suite] = []
     if "findings" in frames:
@@ -159,10 +157,6 @@ def _number_ids(html: str) -> str:
     return COLLAPSE.sub(
         lambda m: "collapse-body-" + ids.setdefault(m.group(1), f"n{len(ids)}"), html
     )
-
-
-def _is_table(path: str) -> bool:
-    return os.path.isdir(path) and not os.path.basename(path).startswith((".", "_", "gate"))
 
 
 def _blocking(policy: GatePolicy, kinds: list[str], F):

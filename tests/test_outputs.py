@@ -1,0 +1,147 @@
+"""Outputs on object storage: `audit`, `decode` and `gate` read and write `s3://` (moto's S3 server
+on loopback, reached through the AWS environment variables only) exactly as they do local paths,
+and a run is published by its commit record alone."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from s3server import s3  # noqa: F401 (the session's S3 server)
+
+from jobs.cli import main
+
+pytestmark = [pytest.mark.spark, pytest.mark.cluster]
+
+RUN = ["--run-id", "scheduled__2026-11-21T00:00:00+00:00", "--logical-date", "2026-11-21"]
+DECODED = ["segments", "errors", "batches", "records", "txn_log"]
+
+
+@pytest.fixture(scope="module")
+def dump(tmp_path_factory):
+    out = tmp_path_factory.mktemp("outputs") / "transaction_faults"
+    assert (
+        main(["synth", "--scenario", "transaction_faults", "--out", str(out), "--seed", "7"]) == 0
+    )
+    return out
+
+
+@pytest.fixture(scope="module")
+def remote_dump(s3, dump):  # noqa: F811
+    return s3.upload(dump, "dumps/transaction_faults")
+
+
+@pytest.fixture(scope="module")
+def local_audit(spark, dump, tmp_path_factory):
+    out = tmp_path_factory.mktemp("local") / "audit"
+    code = main(["audit", str(dump), "--out", str(out), "--gate", *RUN])
+    return code, json.loads((out / "summary.json").read_text()), out
+
+
+@pytest.fixture(scope="module")
+def s3_audit(spark, s3, remote_dump, tmp_path_factory):  # noqa: F811
+    cwd = tmp_path_factory.mktemp("cwd")
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        code = main(["audit", remote_dump, "--out", s3.uri("audit"), "--gate", *RUN])
+    finally:
+        os.chdir(before)
+    return code, cwd
+
+
+def _findings(spark, uri):
+    from jobs.output import OutputDir, committed, read_tables
+
+    out = OutputDir(uri)
+    _name, doc = committed(out)
+    rows = read_tables(spark, out, doc)["findings"].collect()
+    return sorted(json.dumps(r.asDict(recursive=True), sort_keys=True, default=str) for r in rows)
+
+
+def test_audit_on_s3_fails_the_gate_as_locally(spark, s3, s3_audit, local_audit):  # noqa: F811
+    code, cwd = s3_audit
+    local_code, local_summary, local_out = local_audit
+    assert local_code == 1 and code == 1
+    assert os.listdir(cwd) == []  # nothing on the local disk: no `s3:` directory
+    keys = s3.keys("audit")
+    summary = json.loads(s3.read("audit/summary.json"))
+    assert summary["layout"] == 2 and summary["gate"]["success"] is False
+    assert summary["rows"] == local_summary["rows"] and summary["rows"]["findings"] > 0
+    assert summary["findings"] == local_summary["findings"]
+    assert summary["gate"] == local_summary["gate"]
+    listed = {f["path"] for t in summary["tables"].values() for f in t["files"]}
+    assert listed and listed <= set(keys)
+    assert {"gate/result.json", "gate/data_docs/index.html"} <= set(keys)
+    # the committed findings read back from the bucket (in Spark tasks, through pyarrow)
+    assert _findings(spark, s3.uri("audit")) == _findings(spark, str(local_out))
+
+
+def test_gate_on_the_s3_output(s3, s3_audit):  # noqa: F811
+    assert main(["gate", s3.uri("audit"), "--set", "gate.data_docs=false", *RUN]) == 1
+    summary = json.loads(s3.read("audit/summary.json"))
+    assert summary["gate"]["success"] is False and summary["layout"] == 2
+    assert "gate/data_docs/index.html" not in s3.keys("audit")  # docs off: older ones removed
+    lenient = ["--set", "gate.fail_at=never", "--set", "gate.data_docs=false"]
+    assert main(["gate", s3.uri("audit"), *lenient, *RUN]) == 0
+    assert json.loads(s3.read("audit/summary.json"))["gate"]["success"] is True
+
+
+def test_decode_to_s3_equals_local(spark, s3, remote_dump, dump, tmp_path):  # noqa: F811
+    local = tmp_path / "decoded"
+    args = ["--tables", *DECODED, *RUN]
+    assert main(["decode", str(dump), "--out", str(local), *args]) == 0
+    assert main(["decode", remote_dump, "--out", s3.uri("decoded"), *args]) == 0
+    remote = json.loads(s3.read("decoded/_manifest.json"))
+    mine = json.loads((local / "_manifest.json").read_text())
+    assert remote["rows"] == mine["rows"] and remote["rows"]["records"] > 0
+    assert remote["bytes"] == mine["bytes"]
+    # the same bytes in every file, under the same names
+    for table in DECODED:
+        for f in remote["tables"][table]["files"]:
+            assert s3.read(f"decoded/{f['path']}") == (local / f["path"]).read_bytes()
+    assert main(["gate", s3.uri("decoded"), "--set", "gate.data_docs=false"]) == main(
+        ["gate", str(local), "--set", "gate.data_docs=false"]
+    )
+
+
+def test_a_rerun_on_s3_replaces_with_the_same_bytes(s3, remote_dump):  # noqa: F811
+    args = ["decode", remote_dump, "--out", s3.uri("rerun"), "--tables", "batches", "records"]
+    assert main([*args, "--run-id", "first"]) == 0
+    first = {k: s3.read(f"rerun/{k}") for k in s3.keys("rerun")}
+    assert main([*args, "--run-id", "second"]) == 0
+    second = {k: s3.read(f"rerun/{k}") for k in s3.keys("rerun")}
+    manifest = json.loads(second["_manifest.json"])
+    assert manifest["run_id"] == "second"
+    listed = {f["path"] for t in manifest["tables"].values() for f in t["files"]}
+    assert set(second) == listed | {"_manifest.json"}  # the first run's files are gone
+    assert main([*args, "--run-id", "second"]) == 0
+    assert {k: s3.read(f"rerun/{k}") for k in s3.keys("rerun")} == second
+    assert first.keys() != second.keys()
+
+
+def test_a_failed_run_leaves_the_committed_output_readable(spark, s3, remote_dump, monkeypatch):  # noqa: F811
+    """A run that fails after writing its files and before its commit: readers still see the
+    previous commit whole, and none of the failed run's files."""
+    import jobs.output
+    from jobs.output import OutputDir, committed, read_tables
+
+    args = ["decode", remote_dump, "--out", s3.uri("failed"), "--tables", "batches", "records"]
+    assert main([*args, "--run-id", "good"]) == 0
+    good = json.loads(s3.read("failed/_manifest.json"))
+
+    def crash(*_args, **_kwargs):
+        raise RuntimeError("lost before the commit")
+
+    monkeypatch.setattr(jobs.output, "commit", crash)
+    assert main([*args, "--run-id", "bad"]) == 3
+    monkeypatch.undo()
+    keys = s3.keys("failed")
+    listed = {f["path"] for t in good["tables"].values() for f in t["files"]}
+    assert set(keys) - listed - {"_manifest.json"}  # the failed run's files are there...
+    out = OutputDir(s3.uri("failed"))
+    _name, doc = committed(out)
+    assert doc == good  # ...but the commit is the good run's
+    frames = read_tables(spark, out, doc)
+    assert {t: df.count() for t, df in frames.items()} == good["rows"]
