@@ -160,7 +160,8 @@ def test_the_dag_run_succeeds_on_a_clean_dump(airflow_run):
     assert seen["tasks"] == {"audit": "success", "gate": "success"}
     summary = _summary(seen["out"])
     assert summary["gate"]["success"] is True
-    assert summary["logical_date"] == "2026-11-20" and summary["rows"]["records"] > 0
+    assert summary["logical_date"] == "2026-11-20" and summary["files"] > 0
+    assert summary["findings"]["by_severity"].get("critical", 0) == 0
 
 
 @pytest.mark.cluster

@@ -78,22 +78,24 @@ def s3_dump(tmp_path_factory, s3_env) -> str:
 
 
 @pytest.fixture
-def out_root(tmp_path) -> str:
+def out_root(tmp_path, s3_env) -> str:
     """Where the jobs write. Local for now: the jobs write local paths only. Once outputs on
-    S3 land (issue 13, item 3), return ``f"s3://{BUCKET}/out/{tmp_path.name}"`` here (and take
-    ``s3_env``): every assertion below reads the outputs through pyarrow's filesystems."""
+    S3 land (issue 13, item 3), return ``f"s3://{BUCKET}/out/{tmp_path.name}"`` here: every
+    assertion below reads the outputs through pyarrow's filesystems with the same variables."""
     return str(tmp_path)
 
 
-def _read_json(uri: str) -> dict:
-    filesystem, path = pafs.FileSystem.from_uri(uri)
-    with filesystem.open_input_stream(path) as f:
-        return json.loads(f.read())
+def _read_json(uri: str, env: dict) -> dict:
+    with mock.patch.dict(os.environ, env):
+        filesystem, path = pafs.FileSystem.from_uri(uri)
+        with filesystem.open_input_stream(path) as f:
+            return json.loads(f.read())
 
 
-def _read_table(uri: str):
-    filesystem, path = pafs.FileSystem.from_uri(uri)
-    return pq.read_table(path, filesystem=filesystem)
+def _read_table(uri: str, env: dict):
+    with mock.patch.dict(os.environ, env):
+        filesystem, path = pafs.FileSystem.from_uri(uri)
+        return pq.read_table(path, filesystem=filesystem)
 
 
 def _run(standalone, s3_env, job: str, *args: str, master: str | None = None):
@@ -146,7 +148,11 @@ def test_audit_with_gate_on_the_cluster_equals_local_mode(standalone, s3_env, s3
             "--run-id", "cluster-test", "--logical-date", "2026-11-21", master=master,
         )  # fmt: skip
         assert done.returncode == 1, _tail(done)  # the critical finding fails the gate
-        runs[mode] = (_read_json(f"{out}/summary.json"), _read_table(f"{out}/findings"), elapsed)
+        runs[mode] = (
+            _read_json(f"{out}/summary.json", s3_env),
+            _read_table(f"{out}/findings", s3_env),
+            elapsed,
+        )
     (cluster, cluster_findings, _), (local, local_findings, _) = runs["cluster"], runs["local"]
     assert cluster["findings"] == local["findings"]
     assert cluster["findings"]["by_severity"].get("critical", 0) > 0
@@ -174,8 +180,8 @@ def test_decode_on_the_cluster_equals_local_mode(standalone, s3_env, s3_dump, ou
             master=master,
         )  # fmt: skip
         assert done.returncode == 0, _tail(done)
-        runs[mode] = (_read_json(f"{out}/_manifest.json"), elapsed)
-        runs[mode][0]["records"] = _read_table(f"{out}/records").num_rows
+        runs[mode] = (_read_json(f"{out}/_manifest.json", s3_env), elapsed)
+        runs[mode][0]["records"] = _read_table(f"{out}/records", s3_env).num_rows
     cluster, local = runs["cluster"][0], runs["local"][0]
     assert cluster["rows"] == local["rows"] and cluster["rows"]["records"] > 0
     assert cluster["records"] == local["records"] == cluster["rows"]["records"]
