@@ -135,15 +135,20 @@ def airflow_run(tmp_path_factory, standalone):
             [airflow, "dags", "list-runs", DAG_ID, "-o", "json"],
             env=env, capture_output=True, text=True, timeout=300, check=True,
         )  # fmt: skip
-        (dag_run,) = [r for r in json.loads(runs.stdout) if r["logical_date"].startswith(day)]
+        (dag_run,) = [r for r in _last_json(runs.stdout) if r["logical_date"].startswith(day)]
         states = subprocess.run(
             [airflow, "tasks", "states-for-dag-run", DAG_ID, dag_run["run_id"], "-o", "json"],
             env=env, capture_output=True, text=True, timeout=300, check=True,
         )  # fmt: skip
-        tasks = {t["task_id"]: t["state"] for t in json.loads(states.stdout)}
+        tasks = {t["task_id"]: t["state"] for t in _last_json(states.stdout)}
         return run, {"run": dag_run, "tasks": tasks, "out": root / "out" / day}
 
     return dags_test
+
+
+def _last_json(stdout: str):
+    """The CLI's JSON: its last line (Airflow's own warnings may come first on stdout)."""
+    return json.loads(stdout.strip().splitlines()[-1])
 
 
 def _summary(out) -> dict:
