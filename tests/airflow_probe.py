@@ -27,6 +27,7 @@ for dag_id, dag in bag.dags.items():
             "application": task.render_template(task.application, context),
             "application_args": task.render_template(task.application_args, context),
             "name": task.render_template(task.name, context),
+            "py_files": task.render_template(task.py_files, context),
             "retries": task.retries,
             "template_fields": list(task.template_fields),
         }

@@ -62,3 +62,13 @@ def sim_all(tmp_path_factory):
     out = tmp_path_factory.mktemp("sim") / "all"
     assert main(["synth", "--scenario", "all", "--out", str(out), "--seed", str(SIM_SEED)]) == 0
     return out
+
+
+@pytest.fixture(scope="session")
+def standalone(tmp_path_factory):
+    """One Spark standalone cluster (a Master and two Workers, tests/standalone.py) for every
+    cluster test of the session; killed at its end."""
+    from standalone import standalone_cluster
+
+    with standalone_cluster(tmp_path_factory.mktemp("standalone")) as cluster:
+        yield cluster

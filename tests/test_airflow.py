@@ -1,6 +1,8 @@
 """The example DAG under jobs/airflow, loaded by a real Airflow installation (its own virtual
 environment, built by ./dev test from jobs/airflow/requirements.txt): task graph, schedule,
-and templated arguments that our own command line accepts."""
+and templated arguments that our own command line accepts; then run whole with `airflow dags
+test`, its SparkSubmitOperator tasks submitting to the standalone cluster of
+tests/standalone.py with the project shipped as a package."""
 
 from __future__ import annotations
 
@@ -8,6 +10,9 @@ import argparse
 import json
 import os
 import subprocess
+
+import pytest
+from standalone import spark_home as installed_spark_home
 
 from jobs.audit import add_arguments as audit_arguments
 from jobs.gate import add_arguments as gate_arguments
@@ -55,9 +60,9 @@ def test_the_templated_arguments_are_run_specific_and_accepted_by_the_jobs(tmp_p
         "/data/audits",
         os.path.join(REPO, "conf", "default.yaml"),
     )
-    tasks = _load(tmp_path, dump_root=dump, out_root=out, conf=conf)["dags"][
-        "logreplay_daily_audit"
-    ]["tasks"]
+    tasks = _load(tmp_path, dump_root=dump, out_root=out, conf=conf, package="/pkgs/logreplay.zip")[
+        "dags"
+    ]["logreplay_daily_audit"]["tasks"]
     audit = _parse(audit_arguments, tasks["audit"]["application_args"])
     assert audit.inputs == [f"{dump}/2026-11-21"]
     assert audit.out == f"{out}/2026-11-21"  # run-specific: a backfill of another day is apart
@@ -66,3 +71,111 @@ def test_the_templated_arguments_are_run_specific_and_accepted_by_the_jobs(tmp_p
     gate = _parse(gate_arguments, tasks["gate"]["application_args"])
     assert gate.dir == audit.out and gate.run_id == RUN_ID and gate.logical_date == "2026-11-21"
     assert tasks["audit"]["name"] == "logreplay-audit-20261121"
+    # the project reaches the executors as the package the run names, never from a checkout
+    assert tasks["audit"]["py_files"] == tasks["gate"]["py_files"] == "/pkgs/logreplay.zip"
+
+
+DAG_ID = "logreplay_daily_audit"
+DAYS = {"2026-11-20": "clean_transactions", "2026-11-21": "transaction_faults"}
+
+
+@pytest.fixture(scope="module")
+def airflow_run(tmp_path_factory, standalone):
+    """An Airflow home with a migrated SQLite database, a day's dump per scenario of DAYS,
+    and a runner of `airflow dags test` whose Spark connection is the standalone cluster."""
+    from simulator import synth
+
+    root = tmp_path_factory.mktemp("airflow")
+    for day, scenario in DAYS.items():
+        synth(scenario, str(root / "dumps" / day), 7)
+    # spark-submit of the installed pyspark, alone on a directory put first on PATH: the
+    # Airflow environment has only pyspark's Connect client
+    binaries = root / "bin"
+    binaries.mkdir()
+    spark_home = installed_spark_home()
+    os.symlink(spark_home / "bin" / "spark-submit", binaries / "spark-submit")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME"}
+        and not k.startswith("AIRFLOW")
+    }
+    env.update(
+        PATH=os.pathsep.join([str(binaries), os.path.join(VENV, "bin"), env.get("PATH", "")]),
+        AIRFLOW_HOME=str(root / "home"),
+        AIRFLOW__CORE__DAGS_FOLDER=os.path.join(REPO, "jobs", "airflow"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__UNIT_TEST_MODE="False",
+        AIRFLOW_CONN_SPARK_DEFAULT=(
+            f"{standalone.url}?deploy-mode=client&spark-binary=spark-submit"
+        ),
+        SPARK_HOME=str(spark_home),
+        SPARK_CONF_DIR=str(standalone.conf_dir()),
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYSPARK_PYTHON=str(standalone.python),
+    )
+    airflow = os.path.join(VENV, "bin", "airflow")
+    assert os.path.exists(airflow), f"no Airflow environment at {VENV}: run ./dev test"
+    migrate = subprocess.run(
+        [airflow, "db", "migrate"], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert migrate.returncode == 0, migrate.stderr[-4000:]
+
+    def dags_test(day: str) -> tuple[subprocess.CompletedProcess, dict]:
+        params = {
+            "dump_root": str(root / "dumps"),
+            "out_root": str(root / "out"),
+            "package": str(standalone.package),
+        }
+        run = subprocess.run(
+            [airflow, "dags", "test", DAG_ID, day, "--conf", json.dumps(params)],
+            env=env, capture_output=True, text=True, timeout=1500,
+        )  # fmt: skip
+        runs = subprocess.run(
+            [airflow, "dags", "list-runs", DAG_ID, "-o", "json"],
+            env=env, capture_output=True, text=True, timeout=300, check=True,
+        )  # fmt: skip
+        (dag_run,) = [r for r in _last_json(runs.stdout) if r["logical_date"].startswith(day)]
+        states = subprocess.run(
+            [airflow, "tasks", "states-for-dag-run", DAG_ID, dag_run["run_id"], "-o", "json"],
+            env=env, capture_output=True, text=True, timeout=300, check=True,
+        )  # fmt: skip
+        tasks = {t["task_id"]: t["state"] for t in _last_json(states.stdout)}
+        return run, {"run": dag_run, "tasks": tasks, "out": root / "out" / day}
+
+    return dags_test
+
+
+def _last_json(stdout: str):
+    """The CLI's JSON: its last line (Airflow's own warnings may come first on stdout)."""
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def _summary(out) -> dict:
+    with open(out / "summary.json") as f:
+        return json.load(f)
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_the_dag_run_succeeds_on_a_clean_dump(airflow_run):
+    run, seen = airflow_run("2026-11-20")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-6000:]
+    assert seen["run"]["state"] == "success"
+    assert seen["tasks"] == {"audit": "success", "gate": "success"}
+    summary = _summary(seen["out"])
+    assert summary["gate"]["success"] is True
+    assert summary["logical_date"] == "2026-11-20" and summary["files"] > 0
+    assert summary["findings"]["by_severity"].get("critical", 0) == 0
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_the_dag_run_fails_at_the_gate_on_a_critical_finding(airflow_run):
+    run, seen = airflow_run("2026-11-21")
+    assert run.returncode != 0 and "DagRun failed" in run.stdout + run.stderr
+    assert seen["run"]["state"] == "failed"
+    assert seen["tasks"] == {"audit": "success", "gate": "failed"}
+    summary = _summary(seen["out"])
+    assert summary["findings"]["by_severity"].get("critical", 0) > 0
+    assert summary["gate"]["success"] is False  # recorded by the failed gate task

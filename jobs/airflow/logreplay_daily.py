@@ -8,8 +8,16 @@ which stops everything downstream; `summary.json` in the run directory carries t
 
 Params (defaults below; override them per run or in a copy of this file): `dump_root` (where
 each day's dump lands as `<dump_root>/<ds>`, a path or an s3:// / hdfs:// URI), `out_root`
-(output root) and `conf` (a YAML file laid over the defaults). `LOGREPLAY_HOME` is a checkout
-of this project on the workers (default: the one holding this file).
+(output root), `conf` (a YAML file laid over the defaults) and `package` (the project as the
+executors get it: the archive `./dev package` builds, passed with `--py-files`; default
+`$LOGREPLAY_PACKAGE`, else `dist/logreplay.zip` of the checkout). `LOGREPLAY_HOME` is a
+checkout of this project where the tasks run spark-submit (default: the one holding this file):
+the drivers run its job files, the executors import only the shipped package.
+
+The Spark connection `spark_default` names the master, e.g. the environment variable
+`AIRFLOW_CONN_SPARK_DEFAULT='spark://HOST:7077?deploy-mode=client&spark-binary=spark-submit'`
+with `spark-submit` on the PATH; settings of the cluster (the executors' Python, memory,
+S3 variables as `spark.executorEnv.*`) belong in `$SPARK_CONF_DIR/spark-defaults.conf`.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ with DAG(
         "dump_root": "/data/kafka-dumps",
         "out_root": "/data/logreplay",
         "conf": HOME + "/conf/default.yaml",
+        "package": os.environ.get("LOGREPLAY_PACKAGE", HOME + "/dist/logreplay.zip"),
     },
     tags=["kafka", "exactly-once", "data-quality"],
 ) as dag:
@@ -50,6 +59,7 @@ with DAG(
         task_id="audit",
         conn_id="spark_default",
         application=HOME + "/jobs/audit.py",
+        py_files="{{ params.package }}",
         name="logreplay-audit-{{ ds_nodash }}",
         application_args=["{{ params.dump_root }}/{{ ds }}", "--out", OUT, *RUN],
     )
@@ -57,6 +67,7 @@ with DAG(
         task_id="gate",
         conn_id="spark_default",
         application=HOME + "/jobs/gate.py",
+        py_files="{{ params.package }}",
         name="logreplay-gate-{{ ds_nodash }}",
         application_args=[OUT, *RUN],
         retries=0,  # a failed gate is a verdict, not a flake

@@ -1,0 +1,193 @@
+"""The jobs on a real Spark standalone cluster (tests/standalone.py: a Master and two Workers,
+each its own JVM; the project shipped to executors that run their own Python) reading a dump
+from S3 (moto's server on 127.0.0.1): the same findings and the same row counts as local mode.
+
+Every job runs twice under spark-submit, on the cluster and with ``--master local[2]``, with
+the same interpreter, package and configuration; the wall times of both are printed (``-s``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from unittest import mock
+
+import pyarrow.parquet as pq
+import pytest
+from pyarrow import fs as pafs
+from standalone import LOOPBACK, REPO, free_port
+
+pytestmark = [pytest.mark.cluster, pytest.mark.spark]
+
+BUCKET = "dumps"
+SCENARIO = "transaction_faults"  # holds a critical finding: the gate fails
+SEED = 7
+
+
+@pytest.fixture(scope="session")
+def s3_env(tmp_path_factory):
+    """moto's S3 server on 127.0.0.1; the standard AWS variables that point clients at it."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("moto") / "server.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    endpoint = f"http://{LOOPBACK}:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(endpoint + "/moto-api/", timeout=2).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.5)
+        yield {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+        }
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def s3_dump(tmp_path_factory, s3_env) -> str:
+    """The scenario's dump, generated locally and uploaded: ``s3://dumps/<scenario>``."""
+    from simulator import synth
+
+    local = tmp_path_factory.mktemp("dump") / SCENARIO
+    synth(SCENARIO, str(local), SEED)
+    s3 = pafs.S3FileSystem(
+        endpoint_override=s3_env["AWS_ENDPOINT_URL"],
+        access_key=s3_env["AWS_ACCESS_KEY_ID"],
+        secret_key=s3_env["AWS_SECRET_ACCESS_KEY"],
+        region=s3_env["AWS_REGION"],
+        allow_bucket_creation=True,
+    )
+    s3.create_dir(BUCKET)
+    pafs.copy_files(str(local), f"{BUCKET}/{SCENARIO}", destination_filesystem=s3)
+    return f"s3://{BUCKET}/{SCENARIO}"
+
+
+@pytest.fixture
+def out_root(tmp_path, s3_env) -> str:
+    """Where the jobs write. Local for now: the jobs write local paths only. Once outputs on
+    S3 land (issue 13, item 3), return ``f"s3://{BUCKET}/out/{tmp_path.name}"`` here: every
+    assertion below reads the outputs through pyarrow's filesystems with the same variables."""
+    return str(tmp_path)
+
+
+def _read_json(uri: str, env: dict) -> dict:
+    with mock.patch.dict(os.environ, env):
+        filesystem, path = pafs.FileSystem.from_uri(uri)
+        with filesystem.open_input_stream(path) as f:
+            return json.loads(f.read())
+
+
+def _read_table(uri: str, env: dict):
+    with mock.patch.dict(os.environ, env):
+        filesystem, path = pafs.FileSystem.from_uri(uri)
+        return pq.read_table(path, filesystem=filesystem)
+
+
+def _run(standalone, s3_env, job: str, *args: str, master: str | None = None):
+    started = time.perf_counter()
+    done = standalone.submit(
+        str(REPO / "jobs" / job), *args, master=master, env=s3_env, timeout=900
+    )
+    elapsed = time.perf_counter() - started
+    print(f"{job} on {master or 'the standalone cluster'}: {elapsed:.1f} s", file=sys.stderr)
+    return done, elapsed
+
+
+def _tail(done) -> str:
+    return f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-6000:]}"
+
+
+def test_executors_import_the_shipped_package_in_their_own_python(standalone, s3_env, s3_dump):
+    done = standalone.submit(
+        str(REPO / "tests" / "cluster_probe.py"), str(standalone.workers), s3_dump, env=s3_env
+    )
+    assert done.returncode == 0, _tail(done)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["executors"] == standalone.workers
+    repo = str(REPO)
+    for task in seen["tasks"]:
+        assert task["python"] == str(standalone.python)
+        assert repo not in task["pythonpath"]
+        # imported from the copy of the shipped archive in the executor's own directory
+        assert f"{standalone.package.name}/decoders/" in task["decoders"]
+        where = os.path.normpath(os.path.join(task["cwd"], task["decoders"]))
+        assert not where.startswith(repo + os.sep)
+        assert task["cwd"].startswith(str(standalone.root / "work"))
+    work = standalone.root / "work"
+    workers = {os.path.relpath(t["cwd"], work).split(os.sep)[0] for t in seen["tasks"]}
+    assert workers == {f"worker-{i}" for i in range(standalone.workers)}
+    # the dump in S3, decoded on the executors: as many batches as a local read finds
+    import decoders
+
+    with mock.patch.dict(os.environ, s3_env):
+        local = decoders.read_dump([s3_dump], ["batches"])["batches"].num_rows
+    assert seen["batches"] == local > 0
+
+
+def test_audit_with_gate_on_the_cluster_equals_local_mode(standalone, s3_env, s3_dump, out_root):
+    runs = {}
+    for mode, master in (("cluster", None), ("local", "local[2]")):
+        out = f"{out_root}/audit-{mode}"
+        done, elapsed = _run(
+            standalone, s3_env, "audit.py", s3_dump, "--out", out, "--gate",
+            "--run-id", "cluster-test", "--logical-date", "2026-11-21", master=master,
+        )  # fmt: skip
+        assert done.returncode == 1, _tail(done)  # the critical finding fails the gate
+        runs[mode] = (
+            _read_json(f"{out}/summary.json", s3_env),
+            _read_table(f"{out}/findings", s3_env),
+            elapsed,
+        )
+    (cluster, cluster_findings, _), (local, local_findings, _) = runs["cluster"], runs["local"]
+    assert cluster["findings"] == local["findings"]
+    assert cluster["findings"]["by_severity"].get("critical", 0) > 0
+    assert cluster["rows"] == local["rows"] and cluster["rows"]["findings"] > 0
+    assert cluster["gate"]["success"] is local["gate"]["success"] is False
+    order = [(c, "ascending") for c in ("kind", "topic", "partition", "first_offset", "message")]
+    drop = [c for c in cluster_findings.column_names if c not in {n for n, _ in order}]
+    assert (
+        cluster_findings.drop_columns(drop)
+        .sort_by(order)
+        .equals(local_findings.drop_columns(drop).sort_by(order))
+    )
+    print(
+        f"audit --gate: cluster {runs['cluster'][2]:.1f} s, local[2] {runs['local'][2]:.1f} s",
+        file=sys.stderr,
+    )
+
+
+def test_decode_on_the_cluster_equals_local_mode(standalone, s3_env, s3_dump, out_root):
+    runs = {}
+    for mode, master in (("cluster", None), ("local", "local[2]")):
+        out = f"{out_root}/decode-{mode}"
+        done, elapsed = _run(
+            standalone, s3_env, "decode.py", s3_dump, "--out", out, "--run-id", "cluster-test",
+            master=master,
+        )  # fmt: skip
+        assert done.returncode == 0, _tail(done)
+        runs[mode] = (_read_json(f"{out}/_manifest.json", s3_env), elapsed)
+        runs[mode][0]["records"] = _read_table(f"{out}/records", s3_env).num_rows
+    cluster, local = runs["cluster"][0], runs["local"][0]
+    assert cluster["rows"] == local["rows"] and cluster["rows"]["records"] > 0
+    assert cluster["records"] == local["records"] == cluster["rows"]["records"]
+    assert cluster["bytes"] == local["bytes"]
+    assert cluster["bytes"]["valid"] > 0
+    print(
+        f"decode: cluster {runs['cluster'][1]:.1f} s, local[2] {runs['local'][1]:.1f} s",
+        file=sys.stderr,
+    )
