@@ -1,4 +1,4 @@
-"""Text files of a log directory (kafka-formats.md 9.5-9.7): leader-epoch-checkpoint,
+"""Text files of a log directory (docs/formats.md 9.5-9.7): leader-epoch-checkpoint,
 partition.metadata, meta.properties and the offset checkpoints at the log-dir root.
 
 They are tiny; each reader returns a dict and raises DecodeError with the line at fault.

@@ -1,6 +1,6 @@
 """Decompression (and compression, for the writer) of Kafka's codec framings through cramjam.
 
-kafka-formats.md section 4. Decompression writes into a caller-sized buffer, so a hostile
+docs/formats.md section 4. Decompression writes into a caller-sized buffer, so a hostile
 frame cannot make us allocate more than the caller allowed: past the bound it fails like any
 other broken payload.
 """
@@ -300,7 +300,7 @@ def codec_name(codec: int) -> str:
 
 # -- compression, as Kafka's producers and broker write it -------------------------------------
 def compress(codec: int, data: bytes, magic: int = 2, snappy_raw: bool = False) -> bytes:
-    """Compress a payload the way Kafka's Java client frames it (kafka-formats.md section 4)."""
+    """Compress a payload the way Kafka's Java client frames it (docs/formats.md section 4)."""
     if codec == COMPRESSION_NONE:
         return data
     if codec == COMPRESSION_GZIP:

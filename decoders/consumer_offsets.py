@@ -1,4 +1,4 @@
-"""`__consumer_offsets` keys and values (kafka-formats.md section 6).
+"""`__consumer_offsets` keys and values (docs/formats.md section 6).
 
 A key is an int16 record type and a non-flexible key struct; a value is an int16 version and
 the value struct at that version, or null (a tombstone). Record types without a layout here

@@ -1,4 +1,4 @@
-"""ConsumerProtocol subscription and assignment bytes (kafka-formats.md section 7).
+"""ConsumerProtocol subscription and assignment bytes (docs/formats.md section 7).
 
 Version-prefixed, non-flexible. A version above 3 is read as version 3 and trailing bytes are
 ignored (ConsumerProtocol.java); a zero-length assignment means "no assignment".

@@ -1,4 +1,4 @@
-"""Control records: transaction markers and KRaft control types (kafka-formats.md section 5)."""
+"""Control records: transaction markers and KRaft control types (docs/formats.md section 5)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Why a byte range was rejected: the error rows every decoder emits instead of raising.
 
-Error kinds are the decoding finding kinds of DESIGN.md so that a later audit can turn an
+Error kinds are the decoding finding kinds of docs/findings.md so that a later audit can turn an
 error row into a finding without translation.
 """
 

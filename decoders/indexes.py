@@ -1,4 +1,4 @@
-"""Offset index, time index and transaction index files (kafka-formats.md 9.1-9.3).
+"""Offset index, time index and transaction index files (docs/formats.md 9.1-9.3).
 
 Index files are small (10 MiB at most when preallocated); they are still read in bounded
 chunks and decoded with numpy. Entries stop at the first all-zero or non-increasing entry;

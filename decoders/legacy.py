@@ -1,4 +1,4 @@
-"""Message format v0 and v1 (the legacy MessageSet), kafka-formats.md section 2.
+"""Message format v0 and v1 (the legacy MessageSet), docs/formats.md section 2.
 
 Legacy data is rare and small in practice (pre-0.11 topics), so this is plain Python per
 message; the v2 hot path does not go through here.

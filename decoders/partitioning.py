@@ -1,4 +1,4 @@
-"""Which internal-topic partition holds a group or transactional id (kafka-formats.md 6.9)."""
+"""Which internal-topic partition holds a group or transactional id (docs/formats.md 6.9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bounds-checked readers for Kafka's primitive encodings (kafka-formats.md section 0).
+"""Bounds-checked readers for Kafka's primitive encodings (docs/formats.md section 0).
 
 Used on the cold paths (internal-topic records, control records, snapshots, legacy messages).
 The hot v2 record path lives in :mod:`decoders.kernels`. Every length read here is checked
@@ -106,7 +106,7 @@ class ByteReader:
                 return (value >> 1) ^ -(value & 1)
         raise DecodeError(f"varlong longer than 10 bytes at {self.pos - 10}")
 
-    # -- strings and bytes, both encodings (kafka-formats.md 0.3) --------------------------
+    # -- strings and bytes, both encodings (docs/formats.md 0.3) --------------------------
     def _text(self, n: int) -> str:
         data = self.raw(n)
         try:

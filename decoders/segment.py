@@ -1,6 +1,6 @@
 """Walk a `.log` segment by byte ranges and decode it into Arrow batches and records.
 
-Reading (kafka-formats.md section 1 and Appendix B):
+Reading (docs/formats.md section 1 and Appendix B):
 - the file is read in windows of ``window_bytes``; only whole entries inside a window are
   decoded, an entry cut by the window end is re-read at the start of the next one, and an
   entry larger than the window gets a window of its own (up to ``max_batch_bytes``);

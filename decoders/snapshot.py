@@ -1,4 +1,4 @@
-"""Producer state snapshot files, `<offset>.snapshot` (kafka-formats.md 9.4)."""
+"""Producer state snapshot files, `<offset>.snapshot` (docs/formats.md 9.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`__transaction_state` keys and values (kafka-formats.md section 8)."""
+"""`__transaction_state` keys and values (docs/formats.md section 8)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Check a partition's index, transaction index and snapshot files against its log.
 
-Rules (kafka-formats.md 9.1-9.4, LogSegment.append): an offset-index entry maps the last
+Rules (docs/formats.md 9.1-9.4, LogSegment.append): an offset-index entry maps the last
 offset of an append to the position where that append started, so a batch must start at the
 entry's position and the entry's offset must be the last offset of a batch that begins before
 the next entry's position. A time-index entry holds the maximum timestamp seen so far and an

@@ -1,4 +1,4 @@
-"""The `logreplay` command line. Exit codes (DESIGN.md): 0 done, 1 check failed, 2 usage or
+"""The `logreplay` command line. Exit codes (docs/architecture.md): 0 done, 1 check failed, 2 usage or
 configuration error, 3 unexpected failure."""
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def guarded(job, args) -> int:
-    """Run a job with the exit codes of DESIGN.md: a configuration error is 2 and names the
+    """Run a job with the exit codes of docs/architecture.md: a configuration error is 2 and names the
     key; anything unexpected is 3 with its traceback."""
     from replay.config import ConfigError
 

@@ -1,4 +1,4 @@
-"""Replay `__transaction_state` per transactional id (kafka-formats.md 8.4, 8.5).
+"""Replay `__transaction_state` per transactional id (docs/formats.md 8.4, 8.5).
 
 Each record is a state the coordinator moved to; a transition not allowed by 8.4 is a finding.
 The walk yields the coordinator's transactions: the producer id and the epoch the data was

@@ -97,7 +97,7 @@ def _split_shared_ids(ids, nodes, held, root_of) -> dict[str, str]:
 
 def cleaner_checkpoints(paths: list[str]) -> dict[str, int]:
     """`cleaner-offset-checkpoint` of every log dir: how far the cleaner has been, per replica
-    (kafka-formats.md 10.8), as ``"broker|topic|partition" -> offset``. A few short text files."""
+    (docs/formats.md 10.8), as ``"broker|topic|partition" -> offset``. A few short text files."""
     out = {}
     for f in discover(paths):
         if not f.path.endswith("cleaner-offset-checkpoint"):

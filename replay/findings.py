@@ -1,4 +1,4 @@
-"""The finding vocabulary of DESIGN.md: kinds, severities, and the columns every finding has.
+"""The finding vocabulary of docs/findings.md: kinds, severities, and the columns every finding has.
 
 Shared by the replay (which emits findings), the simulator (whose ground truth names the
 findings a correct replay must produce) and the gates (which judge them).
@@ -36,8 +36,8 @@ KINDS: dict[str, str] = {
     "offset_overwrite": "error",
     "offset_regression": "warning",
     "replica_divergence": "error",
-    # added by the replay (DESIGN.md lists the kinds above): a `__transaction_state` record
-    # whose state cannot follow the previous one (kafka-formats.md 8.4)
+    # added by the replay (docs/findings.md: not in the original vocabulary): a `__transaction_state` record
+    # whose state cannot follow the previous one (docs/formats.md 8.4)
     "invalid_txn_transition": "error",
 }
 

@@ -133,7 +133,7 @@ def _snapshot_check(topic, partition, r, snaps, offsets, findings, counts) -> li
 
 def _txn_index_check(topic, partition, r: PartitionReplay, side, findings) -> list[dict]:
     """The aborted-transaction index recomputed from the log (every ABORT that closed data,
-    kafka-formats.md 10.4) against the `.txnindex` of the segment holding the marker
+    docs/formats.md 10.4) against the `.txnindex` of the segment holding the marker
     (LogSegment.updateTxnIndex), only where that file exists: an absent file proves nothing
     and is counted instead. Outside cleaned ranges."""
     existing = {s["file"] for s in side if s["_row"] == "txnindex_file"}

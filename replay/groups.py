@@ -1,4 +1,4 @@
-"""Replay one consumer group's records in `__consumer_offsets` (kafka-formats.md 6).
+"""Replay one consumer group's records in `__consumer_offsets` (docs/formats.md 6).
 
 Group metadata records give the generations (members, protocol, assignment); offset commits
 give the commit timeline, where a transactional commit takes effect only at its producer's

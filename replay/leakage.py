@@ -1,7 +1,7 @@
 """Aborted-read leakage in one partition: which groups' committed offsets passed over records
 of aborted (or still open) transactions, and which of them provably read uncommitted.
 
-kafka-formats.md 10.7: a read_committed consumer is bounded by the LSO, so a commit beyond the
+docs/formats.md 10.7: a read_committed consumer is bounded by the LSO, so a commit beyond the
 first offset of a transaction that was still open at commit time proves the group read
 uncommitted; so does a declared isolation level. The commit is stamped by the group
 coordinator's clock and the marker by the partition leader's: the commit must precede the

@@ -1,6 +1,6 @@
 """Replay one partition's batches the way its leader appended them.
 
-Producer state follows ProducerAppendInfo (kafka-formats.md 10.1-10.4): per producer id the
+Producer state follows ProducerAppendInfo (docs/formats.md 10.1-10.4): per producer id the
 epoch, the last five batches of that epoch, the coordinator epoch and the open transaction.
 Transactions are tracked as the broker tracks them (10.5) to give the `transactions` table, the
 aborted-transaction index (9.3) and the last stable offset over time (10.6). Pure Python over

@@ -168,7 +168,7 @@ class Audit:
     # -- replicas -------------------------------------------------------------------------------
     def _chosen_replicas(self, batches: DataFrame) -> DataFrame:
         """Per partition of a cluster the most complete replica: highest last offset, then most
-        batches with a valid CRC, then the smallest broker name (DESIGN.md: replay one, compare
+        batches with a valid CRC, then the smallest broker name (docs/architecture.md: replay one, compare
         the others)."""
         per = batches.groupBy(CLUSTER, "topic", "partition", "broker").agg(
             F.max("last_offset").alias("_end"),

@@ -17,7 +17,7 @@ I32, I64, STR, BOOL = pa.int32(), pa.int64(), pa.string(), pa.bool_()
 
 FINDINGS = pa.schema(
     [
-        _f("kind", STR, "finding kind (DESIGN.md vocabulary)"),
+        _f("kind", STR, "finding kind (docs/findings.md vocabulary)"),
         _f("severity", STR, "info, warning, error or critical"),
         _f("topic", STR, "topic of the partition the finding is about"),
         _f("partition", I32, "partition"),

@@ -1,4 +1,4 @@
-"""The log cleaner of a compacted partition, as it leaves the log (kafka-formats.md 10.8).
+"""The log cleaner of a compacted partition, as it leaves the log (docs/formats.md 10.8).
 
 Runs on a closed partition directory: every segment below the first uncleanable offset (the
 active segment's base, or the first offset of an open transaction) is rewritten, offsets kept:

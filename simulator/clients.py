@@ -39,7 +39,7 @@ def make_records(
 
 class Producer:
     """A plain (``idempotent=False``) or idempotent producer: one id, epoch 0, and a sequence
-    per partition that wraps after 2^31-1 (kafka-formats.md 3.3)."""
+    per partition that wraps after 2^31-1 (docs/formats.md 3.3)."""
 
     def __init__(self, cluster, *, idempotent: bool = True, codec: int = COMPRESSION_NONE,
                  producer_id: int | None = None, value_bytes: int = 40) -> None:  # fmt: skip

@@ -1,7 +1,7 @@
 """The transaction coordinator and the group coordinator of the simulated cluster.
 
 Both write their internal topics as the brokers do: one batch per write, producer id -1 for
-their own records (kafka-formats.md 6.1, 8.1), and the transaction coordinator's state machine
+their own records (docs/formats.md 6.1, 8.1), and the transaction coordinator's state machine
 with the transitions of 8.4 (an illegal transition raises: the model never writes one unless a
 fault asks for it through ``write_state``). The coordinator of a transactional id (or group) is
 the leader of its internal partition: its clock stamps the records, and the transaction

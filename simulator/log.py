@@ -4,7 +4,7 @@ The bytes go through :class:`simulator.writer.PartitionWriter` (segments, indexe
 adds what UnifiedLog keeps beside them: producer state as ProducerStateManager holds it (for the
 duplicate check a healthy broker applies and for `.snapshot` files at each roll), open
 transactions (the LSO and the `.txnindex`), and compact per-batch metadata so that simulated
-consumers can fetch with either isolation level (kafka-formats.md 10.7).
+consumers can fetch with either isolation level (docs/formats.md 10.7).
 """
 
 from __future__ import annotations

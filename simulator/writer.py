@@ -1,6 +1,6 @@
 """Write Kafka's on-disk formats: the inverse of the decoders, for tests and the simulator.
 
-Batches are built the way the broker stores them (kafka-formats.md 3.6): the CRC covers
+Batches are built the way the broker stores them (docs/formats.md 3.6): the CRC covers
 attributes..end, baseOffset and partitionLeaderEpoch are patched in place on append. Index
 files follow LogSegment.append: an offset/time index entry is written before an append once
 more than ``index.interval.bytes`` were appended since the last entry.

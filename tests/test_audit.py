@@ -16,6 +16,8 @@ from replay.local import audit_local
 from replay.truthcheck import compare
 from simulator import SCENARIOS
 
+pytestmark = pytest.mark.spark
+
 
 def _findings(tables) -> list[dict]:
     return [r.asDict() for r in tables["findings"].collect()]

@@ -296,7 +296,7 @@ def test_arbitrary_bytes_never_raise_and_are_accounted(prefix, cut, noise):
 
 
 def test_cleaned_empty_batches_keep_their_header():
-    """The cleaner keeps a header-only batch (recordsCount 0) for producer state (kafka-formats 3.7)."""
+    """The cleaner keeps a header-only batch (recordsCount 0) for producer state (docs/formats.md 3.7)."""
     from simulator.writer import empty_batch
 
     full = build_batch(

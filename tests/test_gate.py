@@ -16,6 +16,8 @@ import pytest
 from jobs.cli import main
 from replay.findings import at_least
 
+pytestmark = pytest.mark.spark
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = ["--run-id", "scheduled__2026-11-21T00:00:00+00:00", "--logical-date", "2026-11-21"]
 

@@ -140,7 +140,7 @@ def test_compaction_leaves_what_the_cleaner_leaves(sim_all):
     assert int(checkpoint[1]) >= 3 and any(line.startswith("profiles 0 ") for line in checkpoint)
 
 
-# -- consumers' views (kafka-formats.md 10.7) -------------------------------------------------------
+# -- consumers' views (docs/formats.md 10.7) -------------------------------------------------------
 def _reference_view(part_dir: str, isolation: str, high_watermark: int) -> list[int]:
     """The fetch rules applied to the decoded files: read_uncommitted returns every data record
     below the HW; read_committed stops at the LSO and drops batches of aborted transactions

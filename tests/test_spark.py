@@ -11,6 +11,8 @@ from spark_submit import spark_submit
 
 import decoders
 
+pytestmark = pytest.mark.spark
+
 SUBSET = [
     "dschne27__kafka-streams",
     "xpxwo100__bullShit",

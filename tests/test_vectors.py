@@ -1,4 +1,4 @@
-"""The byte vectors of kafka-formats.md Appendix A decode to the stated values."""
+"""The byte vectors of docs/formats.md Appendix A decode to the stated values."""
 
 from __future__ import annotations
 
