@@ -9,8 +9,8 @@ batch stops at the first bad byte and reports where and why.
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import os
-import pathlib
 import tempfile
 from typing import NamedTuple
 
@@ -28,10 +28,10 @@ def _cache_dir() -> str | None:
     ``$NUMBA_CACHE_DIR`` if set, else the user's cache directory, else the temp directory;
     None (compile in memory) when none of them is writable.
     """
-    here = pathlib.Path(__file__).resolve().parent
     digest = hashlib.sha256()
     for name in ("kernels.py", "constants.py"):
-        digest.update((here / name).read_bytes())
+        # through the package's loader: the package may be imported from a zip (--py-files)
+        digest.update(importlib.resources.files("decoders").joinpath(name).read_bytes())
     tag = f"logreplay-{digest.hexdigest()[:16]}"
     user = os.environ.get("NUMBA_CACHE_DIR")
     cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -55,6 +55,7 @@ _CACHE_DIR = _cache_dir()
 if _CACHE_DIR is not None:
     numba.config.CACHE_DIR = _CACHE_DIR
 _CACHE = _CACHE_DIR is not None
+NUMBA_CACHE = _CACHE  # for other modules' kernels (replay.crosslog)
 
 # hop_entries stop reasons
 HOP_END = 0  # reached the end of the range exactly

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from decoders.kernels import NUMBA_CACHE
 from replay.findings import finding
 
 INF = 1 << 40
@@ -208,7 +209,7 @@ class _Costs:
 OUTCOME = {None: 0, "OPEN": 0, "COMMIT": 1, "ABORT": 2}
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=NUMBA_CACHE, nogil=True)
 def _match(a, b, k, i, window):  # pragma: no cover (compiled)
     """The cost of aligning coordinator transaction k with partition entry i."""
     de, me, lo, hi, outcome, maybe, complete, reach = (
@@ -234,7 +235,7 @@ def _match(a, b, k, i, window):  # pragma: no cover (compiled)
     return 0 if outcome == b_out else ANOMALY  # split outcome
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=NUMBA_CACHE, nogil=True)
 def _step(first, last, mid, x, pos, end):  # pragma: no cover (compiled)
     if pos == 0:
         return first[x]
@@ -243,7 +244,7 @@ def _step(first, last, mid, x, pos, end):  # pragma: no cover (compiled)
     return mid[x]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=NUMBA_CACHE, nogil=True)
 def _programme(a, b, sa0, sa1, sa2, sb0, sb1, sb2, window):  # pragma: no cover (compiled)
     """Forward (F) and backward (G) cheapest costs, then which steps lie on a cheapest
     alignment: per entry, whether a cheap step does (free) and whether an anomaly does."""

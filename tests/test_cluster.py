@@ -79,10 +79,9 @@ def s3_dump(tmp_path_factory, s3_env) -> str:
 
 @pytest.fixture
 def out_root(tmp_path, s3_env) -> str:
-    """Where the jobs write. Local for now: the jobs write local paths only. Once outputs on
-    S3 land (issue 13, item 3), return ``f"s3://{BUCKET}/out/{tmp_path.name}"`` here: every
+    """Where the jobs write: S3 too, through pyarrow in the tasks (no Hadoop connector); every
     assertion below reads the outputs through pyarrow's filesystems with the same variables."""
-    return str(tmp_path)
+    return f"s3://{BUCKET}/out/{tmp_path.name}"
 
 
 def _read_json(uri: str, env: dict) -> dict:
