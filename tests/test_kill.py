@@ -95,8 +95,15 @@ def _check_committed(spark, uri: str, runs: set[str]) -> dict:
     return doc
 
 
+# On S3 the points where an object store differs from a rename: a half-written upload, the
+# gate's files half uploaded, the commit record about to be put, the replaced files half removed
+# (every point runs locally; each killed run is a job process with its own Spark start-up).
+S3_POINTS = {"audit:writing", "gate:publishing", "commit:manifest", "commit:cleanup"}
+
+
 @pytest.mark.parametrize("where", ["local", "s3"])
 def test_killed_runs_never_expose_a_partial_output(spark, s3, tiny, tmp_path, where):  # noqa: F811
+    points = POINTS if where == "local" else [p for p in POINTS if p[1] in S3_POINTS]
     outs = {
         job: str(tmp_path / job) if where == "local" else s3.uri(f"kill/{job}")
         for job in ("decode", "audit")
@@ -106,7 +113,7 @@ def test_killed_runs_never_expose_a_partial_output(spark, s3, tiny, tmp_path, wh
         code = main(_args(job, str(tiny), out, "base"))
         assert code == (1 if job == "audit" else 0)
         base[job] = _check_committed(spark, out, {"base"})
-    for job, point in POINTS:
+    for job, point in points:
         _killed(_args(job, str(tiny), outs[job], "retry"), point, tmp_path)
         doc = _check_committed(spark, outs[job], {"base", "retry"})
         assert doc["rows"] == base[job]["rows"]
