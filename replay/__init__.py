@@ -43,7 +43,8 @@ def _instant(when):
         when = dt.datetime.fromisoformat(when)
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
-    return F.timestamp_millis(F.lit(int(when.timestamp() * 1000)))
+    micros = (when - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
+    return F.timestamp_micros(F.lit(micros))  # exact: no float rounding
 
 
 def committed_offsets_at(tables, when):
@@ -53,8 +54,10 @@ def committed_offsets_at(tables, when):
     from pyspark.sql import functions as F
 
     t = tables["offset_timeline"].filter(F.col("effective_timestamp") <= _instant(when))
+    # among the commits stamped no later than T, the latest in log order (one group's commits
+    # share one __consumer_offsets partition: its offsets order them exactly)
     w = Window.partitionBy("cluster", "group_id", "topic", "partition").orderBy(
-        F.desc("effective_timestamp"), F.desc("effective_log_offset")
+        F.desc("effective_log_offset"), F.desc("effective_timestamp")
     )
     return (
         t.withColumn("_r", F.row_number().over(w))
@@ -79,8 +82,10 @@ def lso_at(tables, when):
     from pyspark.sql import functions as F
 
     t = tables["lso_changes"].filter(F.col("timestamp") <= _instant(when))
+    # the furthest log position stamped no later than T: events of one partition are ordered by
+    # their offsets, while their timestamps come from different machines' clocks
     w = Window.partitionBy("cluster", "topic", "partition").orderBy(
-        F.desc("timestamp"), F.desc("log_end_offset")
+        F.desc("log_end_offset"), F.desc("timestamp")
     )
     latest = t.withColumn("_r", F.row_number().over(w)).filter("_r = 1")
     return latest.select(

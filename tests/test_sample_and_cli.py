@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pyarrow.compute as pc
+import pytest
 
 import decoders
 from decoders.verify import verify
@@ -118,6 +119,7 @@ def test_dump_usage_errors(tmp_path, capsys):
     assert "headers" in capsys.readouterr().out
 
 
+@pytest.mark.spark  # the demo audits with Spark
 def test_console_script_runs_demo(tmp_path):
     """The README's first command: simulate a dump with anomalies, audit it with Spark, show
     the findings by kind against what was injected."""
