@@ -77,7 +77,7 @@ def standalone(tmp_path_factory):
 def pytest_collection_modifyitems(items) -> None:
     """Tiers: a test that uses a Spark session (directly or through a fixture) is `spark`; one
     that uses the standalone cluster is `cluster`. Run the Spark-free tier with
-    `pytest -m "not spark and not cluster and not fuzz and not slow"`."""
+    `pytest -m "not spark and not cluster and not fuzz and not sweep and not slow"`."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if "spark" in names:

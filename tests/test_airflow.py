@@ -157,7 +157,6 @@ def _summary(out) -> dict:
 
 
 @pytest.mark.cluster
-@pytest.mark.slow
 def test_the_dag_run_succeeds_on_a_clean_dump(airflow_run):
     run, seen = airflow_run("2026-11-20")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-6000:]
@@ -170,7 +169,6 @@ def test_the_dag_run_succeeds_on_a_clean_dump(airflow_run):
 
 
 @pytest.mark.cluster
-@pytest.mark.slow
 def test_the_dag_run_fails_at_the_gate_on_a_critical_finding(airflow_run):
     run, seen = airflow_run("2026-11-21")
     assert run.returncode != 0 and "DagRun failed" in run.stdout + run.stderr

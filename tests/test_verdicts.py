@@ -1,7 +1,8 @@
 """Verdicts on production-shaped dumps, through the one-process audit (replay.local: the same
 replay functions the Spark plan runs): clean worlds give nothing of warning or above for every
 seed, injected faults are found with their kind, place, offsets and record counts, absent files
-prove nothing, clusters stay apart. Spark-free; the seed sweeps are `slow`."""
+prove nothing, clusters stay apart. Spark-free; the seed sweeps are `sweep`, the whole-corpus
+comparison `slow`."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def _truth(root: pathlib.Path) -> dict:
     return json.loads((root / "truth.json").read_text())
 
 
-@pytest.mark.slow
+@pytest.mark.sweep
 @pytest.mark.parametrize("seed", SEEDS_CLEAN)
 def test_a_production_day_gives_nothing_of_warning_or_above(tmp_path, seed):
     root = tmp_path / "day"
@@ -47,7 +48,7 @@ def test_a_production_day_gives_nothing_of_warning_or_above(tmp_path, seed):
     assert res["unexpected"] == [] and res["missed"] == []
 
 
-@pytest.mark.slow
+@pytest.mark.sweep
 @pytest.mark.parametrize("seed", SEEDS_FAULTS)
 def test_every_fault_of_a_production_day_is_found_and_nothing_else(tmp_path, seed):
     root = tmp_path / "faults"
