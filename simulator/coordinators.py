@@ -7,8 +7,9 @@ fault asks for it through ``write_state``). The coordinator of a transactional i
 the leader of its internal partition: its clock stamps the records, and the transaction
 coordinator's epoch (the leader epoch of that partition) is stamped into every marker.
 
-The transition table is the replay's (:data:`replay.coordinator.VALID_PREVIOUS`, one definition
-of Kafka's rule); ``Dead`` there is the tombstone, which the simulator never writes.
+The transition table is Kafka's, defined once in
+:data:`decoders.transaction_log.VALID_PREVIOUS_STATES` (the replay judges logs by the same one);
+``Dead`` there is the tombstone, which the simulator never writes.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from decoders import consumer_protocol as cp
 from decoders import transaction_log as tl
 from decoders.constants import CONSUMER_OFFSETS_TOPIC
 from decoders.partitioning import partition_for
-from replay.coordinator import VALID_PREVIOUS
+from decoders.transaction_log import VALID_PREVIOUS_STATES
 from simulator.writer import Record
 
 MAX_EPOCH = 32767
@@ -47,7 +48,7 @@ class TransactionCoordinator:
     def write_state(
         self, md: TxnMetadata, state: str, partitions=None, *, check: bool = True
     ) -> None:
-        if check and md.state not in VALID_PREVIOUS[state] and not (state == md.state == "Empty"):
+        if check and md.state not in VALID_PREVIOUS_STATES[state]:
             raise ValueError(f"illegal transition {md.state} -> {state} for {md.transactional_id}")
         md.state = state
         self.cluster.tick(1, 3)
