@@ -130,9 +130,10 @@ def _entries(src, entry_size: int, budget: int, ok_fn):
 
 
 def _index_result(
-    src, info, acct, kind, entry_size, count, rel, budget, log_position=None, timestamp=None
+    src, info, kind, entry_size, count, rel, budget, log_position=None, timestamp=None
 ) -> IndexResult:
     """The first `count` entries as index_entries rows; the bytes after them as padding or inconsistent."""
+    acct = Accounting(size=src.size)
     acct.valid = count * entry_size
     acct.batches = count
     _tail(
@@ -203,14 +204,12 @@ def read_offset_index(
     src: ByteSource, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET
 ) -> IndexResult:
     info = info or FileInfo(file=src.name, kind="index")
-    acct = Accounting(size=src.size)
     raw = _entries(src, OFFSET_INDEX_ENTRY_SIZE, memory_budget, _offset_ok)
     rel = fixed.field(raw, OFFSET_INDEX_RELATIVE_OFFSET_OFFSET, ">i4").astype(np.int64)
     pos = fixed.field(raw, OFFSET_INDEX_POSITION_OFFSET, ">i4").astype(np.int64)
     return _index_result(
         src,
         info,
-        acct,
         "index",
         OFFSET_INDEX_ENTRY_SIZE,
         len(raw),
@@ -225,7 +224,6 @@ def read_time_index(
     src: ByteSource, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET
 ) -> IndexResult:
     info = info or FileInfo(file=src.name, kind="timeindex")
-    acct = Accounting(size=src.size)
     raw = _entries(src, TIME_INDEX_ENTRY_SIZE, memory_budget, _time_ok)
     ts = fixed.field(raw, TIME_INDEX_TIMESTAMP_OFFSET, ">i8")
     rel = fixed.field(raw, TIME_INDEX_RELATIVE_OFFSET_OFFSET, ">i4").astype(np.int64)
@@ -235,7 +233,6 @@ def read_time_index(
     return _index_result(
         src,
         info,
-        acct,
         "timeindex",
         TIME_INDEX_ENTRY_SIZE,
         count,

@@ -289,11 +289,12 @@ class GroupCoordinator:
         group.members.pop(member_id, None)
         self.rebalance(group)
 
-    def commit(self, group: Group, offsets: dict[tuple[str, int], int]) -> tuple[int, int]:
-        """OffsetCommit: one batch with a record per partition (value version 3)."""
+    def _offset_records(self, group: Group, offsets: dict[tuple[str, int], int]) -> list[Record]:
+        """The OffsetCommit records of one commit (value version 3), stamped by the group
+        coordinator's clock."""
         self.cluster.tick(1, 3)
         now = self._now(group)
-        records = [
+        return [
             Record(
                 co.encode_offset_commit_key(group.group_id, t, p),
                 co.encode_offset_commit(o, now),
@@ -301,6 +302,10 @@ class GroupCoordinator:
             )
             for (t, p), o in sorted(offsets.items())
         ]
+
+    def commit(self, group: Group, offsets: dict[tuple[str, int], int]) -> tuple[int, int]:
+        """OffsetCommit: one batch with a record per partition (value version 3)."""
+        records = self._offset_records(group, offsets)
         group.offsets.update(offsets)
         return self.cluster.coordinator_append(
             self.cluster.offsets_log(group.group_id), records, base_sequence=0
@@ -310,16 +315,7 @@ class GroupCoordinator:
                    producer_epoch: int) -> tuple[int, int]:  # fmt: skip
         """TxnOffsetCommit: a transactional batch of the producer; it takes effect only at the
         COMMIT marker in this partition (6.8)."""
-        self.cluster.tick(1, 3)
-        now = self._now(group)
-        records = [
-            Record(
-                co.encode_offset_commit_key(group.group_id, t, p),
-                co.encode_offset_commit(o, now),
-                timestamp=now,
-            )
-            for (t, p), o in sorted(offsets.items())
-        ]
+        records = self._offset_records(group, offsets)
         group.pending_txn.setdefault(producer_id, {}).update(offsets)
         return self.cluster.coordinator_append(
             self.cluster.offsets_log(group.group_id),
