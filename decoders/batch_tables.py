@@ -62,7 +62,7 @@ Fail = Callable[["V2Headers", int, str, str], None]
 
 @dataclass(slots=True)
 class V2Headers:
-    """The 61-byte headers of a run of v2 batches, one numpy column per field, plus what the
+    """The headers (RECORD_BATCH_OVERHEAD bytes) of a run of v2 batches, one numpy column per field, plus what the
     walker learns about each batch (its first error, whether its bytes count as corrupt)."""
 
     positions: np.ndarray
