@@ -123,16 +123,16 @@ RECORD_BATCH_OVERHEAD = RECORDS_OFFSET
 ATTRIBUTES_LOW_BYTE_OFFSET = ATTRIBUTES_OFFSET + ATTRIBUTE_LENGTH - 1
 # Smallest batchLength field value of a valid v2 batch (header only, no records).
 MIN_BATCH_LENGTH_V2 = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
-# The bytes the batch's CRC does not cover and that the broker assigns on append (baseOffset,
-# partitionLeaderEpoch) precede CRC_OFFSET; the CRC covers ATTRIBUTES_OFFSET to the end.
-# The whole header as one big-endian struct, for writers (fields in the order drawn above).
-BATCH_HEADER_FORMAT = ">qiibIhiqqqhii"
-# The part after the CRC (attributes..recordsCount), which the CRC covers.
-BATCH_HEADER_AFTER_CRC_FORMAT = ">hiqqqhii"
-# The part before the CRC (baseOffset..magic) and the CRC, which it does not cover.
+# The header as big-endian structs, for writers and one-batch readers (fields in the order drawn
+# above): up to and with the CRC (baseOffset and partitionLeaderEpoch, which the broker assigns on
+# append, are not covered by it), then what the CRC covers (attributes..recordsCount, then the
+# records).
 BATCH_HEADER_UP_TO_CRC_FORMAT = ">qiibI"
+BATCH_HEADER_AFTER_CRC_FORMAT = ">hiqqqhii"
+BATCH_HEADER_FORMAT = BATCH_HEADER_UP_TO_CRC_FORMAT + BATCH_HEADER_AFTER_CRC_FORMAT[1:]
 
 assert MAGIC_OFFSET == BATCH_MAGIC_OFFSET == LEGACY_ENTRY_MAGIC_OFFSET
+assert struct.calcsize(BATCH_HEADER_UP_TO_CRC_FORMAT) == ATTRIBUTES_OFFSET
 assert struct.calcsize(BATCH_HEADER_FORMAT) == RECORD_BATCH_OVERHEAD
 
 # v2 attributes (DefaultRecordBatch.java).
