@@ -36,6 +36,23 @@ VALID_PREVIOUS_STATES: dict[str, frozenset[str]] = {
     DEAD: frozenset({EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT}),
     PREPARE_EPOCH_FENCE: frozenset({ONGOING}),
 }
+# Transaction version 2 (KIP-890, Kafka 4.x): an abort may also follow Empty, CompleteCommit or
+# CompleteAbort, since a TV2 client can abort with no transaction ongoing (TransactionState.java
+# lists them for PREPARE_ABORT "in transaction v2"); earlier versions never write that.
+TV2_EXTRA_PREVIOUS_STATES: dict[str, frozenset[str]] = {
+    PREPARE_ABORT: frozenset({EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT}),
+}
+
+
+def valid_previous_states(state: str, transaction_version: int = 0) -> frozenset[str] | None:
+    """The states ``state`` may follow for a client of ``transaction_version``; None for a
+    state Kafka does not know."""
+    allowed = VALID_PREVIOUS_STATES.get(state)
+    if allowed is not None and transaction_version >= 2:
+        allowed = allowed | TV2_EXTRA_PREVIOUS_STATES.get(state, frozenset())
+    return allowed
+
+
 MAX_VALUE_VERSION = 1
 TAG_PREVIOUS_PRODUCER_ID = 0
 TAG_NEXT_PRODUCER_ID = 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from decoders.transaction_log import DEAD, VALID_PREVIOUS_STATES
+from decoders.transaction_log import DEAD, valid_previous_states
 from replay.findings import finding
 
 
@@ -51,7 +51,8 @@ def replay_transactional_id(
         tid = r["transactional_id"]
         # across a cleaned range the records between two survivors are gone: not judged
         judged = previous is not None and whole(previous)
-        if judged and new in VALID_PREVIOUS_STATES and state not in VALID_PREVIOUS_STATES[new]:
+        allowed = valid_previous_states(new, r.get("client_transaction_version") or 0)
+        if judged and allowed is not None and state not in allowed:
             findings.append(
                 finding(
                     "invalid_txn_transition",

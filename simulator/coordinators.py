@@ -21,7 +21,7 @@ from decoders import consumer_protocol as cp
 from decoders import transaction_log as tl
 from decoders.constants import CONSUMER_OFFSETS_TOPIC
 from decoders.partitioning import partition_for
-from decoders.transaction_log import VALID_PREVIOUS_STATES
+from decoders.transaction_log import valid_previous_states
 from simulator.writer import Record
 
 MAX_EPOCH = 32767
@@ -48,7 +48,7 @@ class TransactionCoordinator:
     def write_state(
         self, md: TxnMetadata, state: str, partitions=None, *, check: bool = True
     ) -> None:
-        if check and md.state not in VALID_PREVIOUS_STATES[state]:
+        if check and md.state not in valid_previous_states(state, md.version):
             raise ValueError(f"illegal transition {md.state} -> {state} for {md.transactional_id}")
         md.state = state
         self.cluster.tick(1, 3)
