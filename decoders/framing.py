@@ -73,15 +73,22 @@ def crc_holds(entry, magic: int) -> bool:
 def entry_crcs(
     buf: np.ndarray, positions: np.ndarray, sizes: np.ndarray, magics: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(computed, stored) CRC of each whole entry of a window."""
+    """(computed, stored) CRC of each whole entry of a window (the same rule as
+    :func:`computed_crc` and :func:`stored_crc`, inlined: this runs once per batch)."""
     mv = memoryview(buf)
     computed = np.empty(len(positions), np.uint32)
     stored = np.empty(len(positions), np.uint32)
+    crc_at = _CRC.unpack_from
     for i, (p, s, m) in enumerate(
         zip(positions.tolist(), sizes.tolist(), magics.tolist(), strict=True)
     ):
-        computed[i] = computed_crc(mv, m, p, p + LOG_OVERHEAD + s)
-        stored[i] = stored_crc(mv, m, p)
+        e = p + LOG_OVERHEAD + s
+        if m == MAGIC_VALUE_V2:
+            computed[i] = crc32c.crc32c(mv[p + ATTRIBUTES_OFFSET : e])
+            stored[i] = crc_at(mv, p + CRC_OFFSET)[0]
+        else:
+            computed[i] = zlib.crc32(mv[p + LEGACY_ENTRY_MAGIC_OFFSET : e])
+            stored[i] = crc_at(mv, p + LEGACY_ENTRY_CRC_OFFSET)[0]
     return computed, stored
 
 
