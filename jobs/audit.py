@@ -32,6 +32,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--gate", action="store_true", help="run the data-quality gate; exit 1 if it fails"
     )
+    p.add_argument(
+        "--report",
+        action="store_true",
+        help="then write DIR/report/index.html, the findings as one offline HTML page",
+    )
+    from jobs.report import add_options as report_options
+
+    report_options(p)
     add_job_arguments(p)
 
 
@@ -125,6 +133,11 @@ def run(args) -> int:
     kill_point("audit:staged")
     commit(out, SUMMARY, summary, previous, gate_files)
     _print(summary, top)
+    if getattr(args, "report", False):
+        from jobs.report import build
+
+        path, _ = build(out.uri, args.include_payloads, args.cards_per_kind)
+        print(f"report: {path}", file=sys.stderr)
     if verdict is not None:
         print(verdict.verdict(), file=sys.stderr)
         return 0 if verdict.success else 1

@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     syn = sub.add_parser("synth", help="simulate a cluster and write a dump with its truth.json")
     synth_arguments(syn)
 
+    from jobs.report import add_arguments as report_arguments
+
+    rep = sub.add_parser("report", help="write an audit's findings as one offline HTML page")
+    report_arguments(rep)
+
     demo = sub.add_parser("demo", help="write a sample dump and inspect it")
     demo.add_argument("--out", default="demo-output", help="where to write the sample dump")
     demo.add_argument("--json", action="store_true")
@@ -110,6 +115,7 @@ def _dispatch(args) -> int:
         "audit": "jobs.audit",
         "gate": "jobs.gate",
         "synth": "jobs.synth",
+        "report": "jobs.report",
     }
     if args.command in jobs:
         import importlib
