@@ -25,6 +25,7 @@ SINGLE_FILE = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from jobs.progress import add_quiet
     from jobs.session import add_job_arguments
 
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="dump roots: paths or URIs")
@@ -41,10 +42,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     report_options(p)
     add_job_arguments(p)
+    add_quiet(p)
 
 
 def run(args) -> int:
     import decoders
+    from jobs import progress
     from jobs.session import job_conf
 
     conf = job_conf(args)
@@ -56,6 +59,8 @@ def run(args) -> int:
     if not files:
         print(f"logreplay audit: no Kafka files under {', '.join(args.inputs)}", file=sys.stderr)
         return 2
+    progress.total_bytes(sum(f.size for f in files))
+    progress.phase("starting Spark")
 
     from pyspark.sql import functions as F
 
@@ -85,7 +90,9 @@ def run(args) -> int:
     out = OutputDir(run_dir(args.out, run_id, conf["output"]["layout"]))
     previous = out.read_json(SUMMARY)  # the commit this run replaces
     key = run_key(run_id)
+    progress.phase("replay: planning")
     tables = audit(spark, args.inputs, conf)
+    progress.phase("replay: writing tables")
     spread = int(spark.conf.get("spark.sql.shuffle.partitions"))
     entries = {}
     for name, df in tables.items():
@@ -115,6 +122,7 @@ def run(args) -> int:
     if args.gate:
         from jobs.gate import GATE, validate
 
+        progress.phase("gate")
         verdict, written = validate(spark, out, summary, conf, run_id, args.logical_date)
         summary["gate"] = verdict.summary()
         gate_files = (GATE, written)
@@ -131,11 +139,13 @@ def run(args) -> int:
         .collect()
     )
     kill_point("audit:staged")
+    progress.phase("commit")
     commit(out, SUMMARY, summary, previous, gate_files)
     _print(summary, top)
     if getattr(args, "report", False):
         from jobs.report import build
 
+        progress.phase("report")
         path, _ = build(out.uri, args.include_payloads, args.cards_per_kind)
         print(f"report: {path}", file=sys.stderr)
     if verdict is not None:

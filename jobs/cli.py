@@ -76,10 +76,14 @@ def main(argv: list[str] | None = None) -> int:
 def guarded(job, args) -> int:
     """Run a job with the exit codes of docs/architecture.md: a configuration error is 2 and names the
     key; anything unexpected is 3 with its traceback."""
+    from jobs.progress import running
     from replay.config import ConfigError
 
+    name = getattr(args, "command", None) or job.__module__.rsplit(".", 1)[-1]
     try:
-        return job(args)
+        # decode, audit, gate and synth show progress (their parsers have --quiet)
+        with running(name, getattr(args, "quiet", True)):
+            return job(args)
     except ConfigError as e:
         print(f"logreplay: configuration error: {e}", file=sys.stderr)
         return EXIT_USAGE
