@@ -150,7 +150,7 @@ def sequence_context(f: dict, ev: dict, roots: list[str]) -> figures.Figure | No
     except Exception:  # the dump moved or is unreadable: the card keeps its evidence
         return None
     t = t.filter(pc.field("producer_id") == f["producer_id"])
-    cols = ["base_offset", "last_offset", "base_sequence", "last_sequence"]
+    cols = ["base_offset", "last_offset", "base_sequence", "last_sequence", "producer_epoch"]
     rows = sorted(t.select(cols).to_pylist(), key=lambda r: r["base_offset"])
     rows = _near(rows, "base_offset", f.get("first_offset"))
     if not rows:

@@ -298,20 +298,24 @@ def commits_and_generations(
 
 
 def sequences(batches: list[dict], focus: dict, producer: object, topic_partition: str) -> Figure:
-    """A producer's batches in a partition: sequence range against offset range, the batch the
-    finding is about marked."""
-    xs, ys = _segments(batches, "base_offset", "last_offset", "base_sequence", "last_sequence")
-    data = [
-        {
-            "type": "scatter",
-            "mode": "lines+markers",
-            "name": f"producer {producer} batches (sequence over offsets)",
-            "x": xs,
-            "y": ys,
-            "line": {"color": PALETTE[0], "width": 3},
-            "marker": {"size": 5},
-        }
-    ]
+    """A producer's batches in a partition: sequence range against offset range, one trace
+    per producer epoch, the batch the finding is about marked."""
+    data = []
+    epochs = sorted({b.get("producer_epoch") for b in batches}, key=lambda e: (e is None, e))
+    for i, epoch in enumerate(epochs):
+        rows = [b for b in batches if b.get("producer_epoch") == epoch]
+        xs, ys = _segments(rows, "base_offset", "last_offset", "base_sequence", "last_sequence")
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": f"epoch {epoch} batches (sequence over offsets)",
+                "x": xs,
+                "y": ys,
+                "line": {"color": PALETTE[i % len(PALETTE)], "width": 3},
+                "marker": {"size": 5},
+            }
+        )
     hit = [b for b in batches if b["base_offset"] == focus.get("first_offset")]
     if hit:
         data.append(

@@ -22,12 +22,14 @@ from replay.findings import KINDS, SEVERITIES
 PAYLOAD_KEYS = {"key", "value", "keys", "values", "headers", "header_values", "payload"}
 TXN_KINDS = {
     "hanging_transaction", "split_outcome", "missing_marker", "orphan_marker",
-    "write_outside_transaction", "non_transactional_write_in_txn", "invalid_epoch_start",
-    "fenced_epoch_write",
+    "write_outside_transaction", "non_transactional_write_in_txn",
 }  # fmt: skip
 READ_KINDS = {"aborted_read_exposure", "aborted_read_leak", "aborted_data_propagated"}
 GROUP_KINDS = {"offset_overwrite", "offset_regression"}
-SEQUENCE_KINDS = {"duplicate_sequence", "sequence_gap", "out_of_order_sequence"}
+SEQUENCE_KINDS = {
+    "duplicate_sequence", "sequence_gap", "out_of_order_sequence", "invalid_epoch_start",
+    "fenced_epoch_write",
+}  # fmt: skip
 
 COLUMNS = ["cluster", "kind", "severity", "topic", "partition", "producer_id", "producer_epoch",
            "transactional_id", "group_id", "first_offset", "last_offset", "record_count",
