@@ -135,15 +135,35 @@ def transaction_timeline(
                     "line": {"shape": "hv", "color": "#455a64", "dash": dash, "width": 1.5},
                 }
             )
-    return {
-        "data": data,
-        "layout": _layout(
-            f"{topic_partition}: transactions and LSO",
-            "batch timestamp (this partition's leader clock)",
-            f"offset in {topic_partition}",
-            xaxis={"type": "date"},
-        ),
-    }
+    layout = _layout(
+        f"{topic_partition}: transactions and LSO",
+        "batch timestamp (this partition's leader clock)",
+        f"offset in {topic_partition}",
+        xaxis={"type": "date"},
+    )
+    zoom = _zoom(txns, hit, end_timestamp)
+    if zoom is not None:  # open on the finding's neighbourhood; autoscale shows the window
+        layout["xaxis"]["range"], layout["yaxis"]["range"] = zoom
+    return {"data": data, "layout": layout}
+
+
+def _zoom(txns: list[dict], hit: list[dict], end: int | None, around: int = 12):
+    """(x range, y range) of the ``around`` transactions on each side of the finding's."""
+    if not hit:
+        return None
+    at = txns.index(hit[0]) if hit[0] in txns else 0
+    near = txns[max(0, at - around) : at + around + 1]
+    t0 = [t["first_timestamp"] for t in near if t["first_timestamp"] is not None]
+    t1 = [t["marker_timestamp"] or end for t in near]
+    t1 = [t for t in t1 if t is not None]
+    if not t0 or not t1:
+        return None
+    lo, hi = min(t0), max(t1 + t0)
+    pad = max(50, (hi - lo) // 20)
+    o0 = min(t["first_offset"] for t in near)
+    o1 = max(t["marker_offset"] or t["last_offset"] for t in near)
+    opad = max(2, (o1 - o0) // 20)
+    return [lo - pad, hi + pad], [o0 - opad, o1 + opad]
 
 
 def commits_against_transactions(

@@ -33,6 +33,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .finding-card{border-left:5px solid #90a4ae}
 .finding-card.critical{border-left-color:#6a1b9a}.finding-card.error{border-left-color:#c62828}
 .finding-card.warning{border-left-color:#ef6c00}.finding-card.info{border-left-color:#1565c0}
+.finding-card{overflow-x:auto}
 .finding-card h3{margin:2px 0 6px;font-size:15px}
 .where{color:#546e7a;font-size:12px;margin-bottom:6px}
 pre{background:#263238;color:#eceff1;padding:6px 10px;border-radius:4px;overflow-x:auto;font-size:12px}
