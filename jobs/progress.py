@@ -135,7 +135,7 @@ class Reporter:
         parts = []
         if self.bytes is not None:
             parts.append(f"input {_size(self.bytes)}")
-        if self.counts is not None:
+        if self.counts is not None and self.counts[1]:  # Spark ran stages for this job
             sd, st, td, tt = self.counts
             parts.append(f"stages {sd}/{st}, tasks {td}/{tt}")
         return "; ".join(parts)

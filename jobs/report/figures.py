@@ -20,7 +20,7 @@ PALETTE = ["#1565c0", "#00838f", "#6d4c41", "#5e35b1", "#ad1457", "#558b2f", "#f
 
 def _layout(title: str, x: str, y: str, **extra: Any) -> dict:
     layout = {
-        "title": {"text": title, "font": {"size": 14}},
+        "title": {"text": title, "font": {"size": 14}, "x": 0.01, "xanchor": "left"},
         "xaxis": {"title": {"text": x}, "zeroline": False},
         "yaxis": {"title": {"text": y}, "zeroline": False},
         "margin": {"l": 70, "r": 20, "t": 40, "b": 50},

@@ -160,7 +160,8 @@ def header(summary: dict, inputs: dict, counts: dict[str, dict[str, int]], order
     failed = "".join(f"<li>{_esc(f)}</li>" for f in (gate or {}).get("failed") or [])
     gate_panel = (
         f"<div class='panel' id='gate'><b>Failed expectations</b><ul>{failed}</ul>"
-        "<div class='note'>Data Docs: gate/data_docs/index.html beside this report's folder</div></div>"
+        "<div class='note'>The gate's <a href='../gate/data_docs/index.html'>Data Docs</a> "
+        "(gate/data_docs/ of the run) hold every expectation's result.</div></div>"
         if failed
         else ""
     )
