@@ -61,8 +61,9 @@ def build(
     doc.add("</div>")
     segment_of = _segment_finder(src)
     cards = plotted = 0
+    chosen = selection.shown(src, cards_per_kind)
     for kind in order:
-        rows = selection.shown(src, kind, cards_per_kind)
+        rows = chosen.get(kind, [])
         doc.add(page.kind_heading(kind, counts[kind], len(rows)))
         fam = selection.family(kind)
         if fam == "commits":

@@ -7,6 +7,7 @@ transactions shows the few hundred nearest the finding.
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pyarrow.compute as pc
@@ -136,18 +137,28 @@ def commit_context(src: AuditOutput, f: dict, ev: dict) -> figures.Figure | None
     )
 
 
+@functools.lru_cache(maxsize=8)
+def _batches(path: str):
+    """Batch headers of one segment file (several findings often share it)."""
+    import decoders
+
+    cols = ["producer_id", "producer_epoch", "base_offset", "last_offset", "base_sequence",
+            "last_sequence"]  # fmt: skip
+    try:
+        return decoders.read_dump([path], tables=["batches"])["batches"].select(cols)
+    except Exception:
+        return None
+
+
 def sequence_context(f: dict, ev: dict, roots: list[str]) -> figures.Figure | None:
     """The producer's batches in the segment file the finding names, decoded from the dump
     (batch headers only; the audit's tables keep no per-batch sequences)."""
     rel = ev.get("file")
     if not isinstance(rel, str) or f.get("producer_id") is None:
         return None
-    import decoders
-
     path = rel if rel.startswith("/") or "://" in rel or not roots else f"{roots[0]}/{rel}"
-    try:
-        t = decoders.read_dump([path], tables=["batches"])["batches"]
-    except Exception:  # the dump moved or is unreadable: the card keeps its evidence
+    t = _batches(path)
+    if t is None:  # the dump moved or is unreadable: the card keeps its evidence
         return None
     t = t.filter(pc.field("producer_id") == f["producer_id"])
     cols = ["base_offset", "last_offset", "base_sequence", "last_sequence", "producer_epoch"]

@@ -71,17 +71,34 @@ def counts_by_kind(source: AuditOutput) -> dict[str, dict[str, int]]:
     return out
 
 
-def shown(source: AuditOutput, kind: str, cap: int) -> list[dict]:
-    """The first ``cap`` findings of a kind: worst severity first, then by place in the log."""
-    t = source.read("findings", COLUMNS, pc.field("kind") == kind)
+def shown(source: AuditOutput, cap: int) -> dict[str, list[dict]]:
+    """The first ``cap`` findings of each kind: worst severity first, then by place in the
+    log. The order is found on six short columns; only the rows shown are read whole."""
+    keys = ["kind", "severity", "topic", "partition", "first_offset", "group_id"]
+    d = source.dataset("findings")
+    if d is None:
+        return {}
+    t = d.to_table(columns=keys)
     if t.num_rows == 0:
-        return []
+        return {}
     sev = pc.index_in(t.column("severity"), value_set=pa.array(SEVERITIES[::-1]))
-    t = t.append_column("_sev", sev)
-    order = [("_sev", "ascending"), ("topic", "ascending"), ("partition", "ascending"),
-             ("first_offset", "ascending"), ("group_id", "ascending")]  # fmt: skip
-    idx = pc.sort_indices(t, sort_keys=order)
-    return t.take(idx[:cap]).drop_columns(["_sev"]).to_pylist()
+    t = t.append_column("_sev", sev).append_column("_row", pa.array(range(t.num_rows), pa.int64()))
+    order = [("kind", "ascending"), ("_sev", "ascending"), ("topic", "ascending"),
+             ("partition", "ascending"), ("first_offset", "ascending"),
+             ("group_id", "ascending")]  # fmt: skip
+    t = t.take(pc.sort_indices(t, sort_keys=order))
+    kinds = t.column("kind").to_pylist()
+    rows = t.column("_row").to_pylist()
+    picked: dict[str, list[int]] = {}
+    for kind, row in zip(kinds, rows, strict=True):
+        chosen = picked.setdefault(kind, [])
+        if len(chosen) < cap:
+            chosen.append(row)
+    wanted = sorted(r for chosen in picked.values() for r in chosen)
+    have = [c for c in COLUMNS if c in d.schema.names]
+    full = dict(zip(wanted, d.take(pa.array(wanted, pa.int64()), columns=have).to_pylist(),
+                    strict=True))  # fmt: skip
+    return {kind: [full[r] for r in chosen] for kind, chosen in picked.items()}
 
 
 def redact(value: Any, include_payloads: bool, key: str | None = None) -> Any:
