@@ -177,11 +177,16 @@ def test_the_data_docs_render_in_headless_chromium_without_network(gated, tmp_pa
             png = b.screenshot(str(tmp_path / f"page{i}.png"), full_page=False)
             assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000  # a page, not a blank
             if page == index:
-                # bootstrap-table drew one row per validation result
-                rows = b.evaluate("document.querySelectorAll('table tbody tr[data-index]').length")
-                assert rows == len(results)
-                names = b.evaluate("document.querySelector('table tbody').innerText")
-                assert "logreplay.findings" in names
+                # bootstrap-table holds one row per validation result and drew its first page
+                table = "jQuery('#Validation-Results table[id]')"
+                data = f"{table}.bootstrapTable('getData', {{useCurrentPage: false}})"
+                assert b.evaluate(f"{data}.length") == len(results)
+                page_size = b.evaluate(f"{table}.bootstrapTable('getOptions').pageSize")
+                drawn = "#Validation-Results tbody tr[data-index]"
+                rows = b.evaluate(f"document.querySelectorAll('{drawn}').length")
+                assert rows == min(len(results), page_size) > 0
+                names = b.evaluate(f"{data}.map(function(r){{return r.asset_name}}).join(' ')")
+                assert "findings" in names.split()
             else:
                 text = b.evaluate("document.body.innerText")
                 assert "no split_outcome finding of severity error or above" in text
