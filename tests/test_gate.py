@@ -170,6 +170,10 @@ def test_the_data_docs_render_in_headless_chromium_without_network(gated, tmp_pa
         assert remote_loads(page.read_text()) == [], page
     with Browser() as b:
         assert b.network_is_blocked()
+        for page in sorted(site.rglob("*.html")):  # every page loads all it asks for
+            b.open(page.as_uri())
+            b.settle(0.3)
+            assert b.failed_requests() == [] and b.console_errors() == [], page
         for i, page in enumerate([index, pages[0]]):
             b.open(page.as_uri())
             b.settle(1.0)

@@ -48,6 +48,7 @@ ASSETS: dict[str, str] = {
     "https://cdn.jsdelivr.net/npm/vega-embed@6": "vega/vega-embed.min.js",
 }  # fmt: skip
 GE_IMAGE = re.compile(r"https://great-expectations-web-assets\.s3[^\"']*\.png(\?[^\"']*)?")
+SITE_STATIC = re.compile(r"""(?P<attr>src|href)=(?P<q>["'])(?:\./|(?:\.\./)+)static/""")
 # a resource a page would still load from the network (links to follow are not loads)
 REMOTE_LOAD = re.compile(r"""(?:src|href)=["'](https?://[^"']+)["'][^>]*""")
 
@@ -62,7 +63,11 @@ def localise(site: str, html: str, folder: str) -> str:
     for url, rel in ASSETS.items():
         html = html.replace(url, f"{base}/{rel}")
     logo = os.path.relpath(os.path.join(site, "static", "images", "logo-long.png"), folder)
-    return GE_IMAGE.sub(logo.replace(os.sep, "/"), html)
+    html = GE_IMAGE.sub(logo.replace(os.sep, "/"), html)
+    # GE counts one level too few on validation result pages (their favicon is not found):
+    # every reference to the site's static folder is made relative to the page again
+    static = os.path.relpath(os.path.join(site, "static"), folder).replace(os.sep, "/")
+    return SITE_STATIC.sub(lambda m: f"{m['attr']}={m['q']}{static}/", html)
 
 
 def install(site: str) -> None:
