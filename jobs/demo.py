@@ -63,6 +63,7 @@ def run(out: str, as_json: bool, spark: bool = True, master: str | None = None) 
         f"gate: {'passed' if gated == 0 else 'FAILED (exit 1): a pipeline would stop here'}; "
         f"Data Docs at {os.path.join(audited, 'gate', 'data_docs', 'index.html')}"
     )
-    console.print(f"report: {os.path.join(audited, 'report', 'index.html')}")
+    report = os.path.abspath(os.path.join(audited, "report", "index.html"))
+    console.print(f"report: {report}", soft_wrap=True, markup=False)
     # the demo dump holds injected anomalies, so the gate is expected to fail on it
     return 0 if not res["missed"] and not res["unexpected"] and gated == 1 else 1
