@@ -103,6 +103,14 @@ def _cell(v: Any) -> str:
     return _esc(text)
 
 
+def _value(key: str, v: Any) -> str:
+    """An evidence value; a timestamp also as ISO-8601 (the number stays: it is what the log
+    holds)."""
+    if key.endswith("timestamp") and isinstance(v, int) and not isinstance(v, bool):
+        return f"{_ms(v)} ({v})"
+    return _cell(v)
+
+
 class Page:
     """Collects sections and figures; :meth:`render` gives the whole document."""
 
@@ -237,7 +245,7 @@ def card(f: dict, ev: dict, command: str | None, plot: str) -> str:
     )
     if f.get("first_offset") is not None:
         where += f", offsets {f['first_offset']}–{f.get('last_offset')}"
-    rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_cell(v)}</td></tr>" for k, v in ev.items())
+    rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_value(k, v)}</td></tr>" for k, v in ev.items())
     cmd = f"<pre><code>{_esc(command)}</code></pre>" if command else ""
     return (
         f"<article class='finding-card {_esc(f['severity'])}' data-kind='{_esc(f['kind'])}'>"
