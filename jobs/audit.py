@@ -25,6 +25,7 @@ SINGLE_FILE = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from jobs.progress import add_quiet
     from jobs.session import add_job_arguments
 
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="dump roots: paths or URIs")
@@ -32,11 +33,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--gate", action="store_true", help="run the data-quality gate; exit 1 if it fails"
     )
+    p.add_argument(
+        "--report",
+        action="store_true",
+        help="then write DIR/report/index.html, the findings as one offline HTML page",
+    )
+    from jobs.report import add_options as report_options
+
+    report_options(p)
     add_job_arguments(p)
+    add_quiet(p)
 
 
 def run(args) -> int:
     import decoders
+    from jobs import progress
     from jobs.session import job_conf
 
     conf = job_conf(args)
@@ -48,6 +59,8 @@ def run(args) -> int:
     if not files:
         print(f"logreplay audit: no Kafka files under {', '.join(args.inputs)}", file=sys.stderr)
         return 2
+    progress.total_bytes(sum(f.size for f in files))
+    progress.phase("starting Spark")
 
     from pyspark.sql import functions as F
 
@@ -77,7 +90,9 @@ def run(args) -> int:
     out = OutputDir(run_dir(args.out, run_id, conf["output"]["layout"]))
     previous = out.read_json(SUMMARY)  # the commit this run replaces
     key = run_key(run_id)
+    progress.phase("replay: planning")
     tables = audit(spark, args.inputs, conf)
+    progress.phase("replay: writing tables")
     spread = int(spark.conf.get("spark.sql.shuffle.partitions"))
     entries = {}
     for name, df in tables.items():
@@ -107,6 +122,7 @@ def run(args) -> int:
     if args.gate:
         from jobs.gate import GATE, validate
 
+        progress.phase("gate")
         verdict, written = validate(spark, out, summary, conf, run_id, args.logical_date)
         summary["gate"] = verdict.summary()
         gate_files = (GATE, written)
@@ -123,8 +139,15 @@ def run(args) -> int:
         .collect()
     )
     kill_point("audit:staged")
+    progress.phase("commit")
     commit(out, SUMMARY, summary, previous, gate_files)
     _print(summary, top)
+    if getattr(args, "report", False):
+        from jobs.report import build
+
+        progress.phase("report")
+        path, _ = build(out.uri, args.include_payloads, args.cards_per_kind)
+        print(f"report: {path}", file=sys.stderr)
     if verdict is not None:
         print(verdict.verdict(), file=sys.stderr)
         return 0 if verdict.success else 1

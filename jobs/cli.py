@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     syn = sub.add_parser("synth", help="simulate a cluster and write a dump with its truth.json")
     synth_arguments(syn)
 
+    from jobs.report import add_arguments as report_arguments
+
+    rep = sub.add_parser("report", help="write an audit's findings as one offline HTML page")
+    report_arguments(rep)
+
     demo = sub.add_parser("demo", help="write a sample dump and inspect it")
     demo.add_argument("--out", default="demo-output", help="where to write the sample dump")
     demo.add_argument("--json", action="store_true")
@@ -71,10 +76,14 @@ def main(argv: list[str] | None = None) -> int:
 def guarded(job, args) -> int:
     """Run a job with the exit codes of docs/architecture.md: a configuration error is 2 and names the
     key; anything unexpected is 3 with its traceback."""
+    from jobs.progress import running
     from replay.config import ConfigError
 
+    name = getattr(args, "command", None) or job.__module__.rsplit(".", 1)[-1]
     try:
-        return job(args)
+        # decode, audit, gate and synth show progress (their parsers have --quiet)
+        with running(name, getattr(args, "quiet", True)):
+            return job(args)
     except ConfigError as e:
         print(f"logreplay: configuration error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -110,6 +119,7 @@ def _dispatch(args) -> int:
         "audit": "jobs.audit",
         "gate": "jobs.gate",
         "synth": "jobs.synth",
+        "report": "jobs.report",
     }
     if args.command in jobs:
         import importlib

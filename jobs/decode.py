@@ -32,6 +32,9 @@ DEFAULT_TABLES = (
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="dump roots: paths or URIs")
     p.add_argument("--out", required=True, help="output directory")
+    from jobs.progress import add_quiet
+
+    add_quiet(p)
     p.add_argument("--tables", nargs="+", default=list(DEFAULT_TABLES), metavar="TABLE")
     p.add_argument(
         "--header-only", action="store_true", help="scan batch headers only (no records tables)"
@@ -67,6 +70,10 @@ def run(args) -> int:
     if not files:
         print(f"logreplay decode: no Kafka files under {', '.join(args.inputs)}", file=sys.stderr)
         return 2
+    from jobs import progress
+
+    progress.total_bytes(sum(f.size for f in files))
+    progress.phase("starting Spark")
 
     from jobs.output import (
         LAYOUT_VERSION,
@@ -114,6 +121,7 @@ def run(args) -> int:
 
     tables = {}
     for table in args.tables:
+        progress.phase(f"decoding {table}")
         df = reader(table)
         # each task decodes fixed byte ranges in order: rows come out in the same order on
         # every run, so no shuffle is needed for stable bytes, only stable file names
@@ -122,6 +130,7 @@ def run(args) -> int:
         kill_point("decode:staged-table")
     counts = {t: e["rows"] for t, e in tables.items()}
 
+    progress.phase("accounting")
     accounting = _accounting(spark, out, tables.get("segments"), reader)
     kill_point("decode:staged")
     manifest = {

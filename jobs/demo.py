@@ -34,7 +34,9 @@ def run(out: str, as_json: bool, spark: bool = True, master: str | None = None) 
     from replay.truthcheck import compare
 
     audited = os.path.join(out, "audit")
-    gated = audit([sim, "--out", audited, "--gate", *(["--master", master] if master else [])])
+    gated = audit(
+        [sim, "--out", audited, "--gate", "--report", *(["--master", master] if master else [])]
+    )
     if gated not in (0, 1):
         return 3
     import pyarrow.parquet as pq
@@ -61,5 +63,7 @@ def run(out: str, as_json: bool, spark: bool = True, master: str | None = None) 
         f"gate: {'passed' if gated == 0 else 'FAILED (exit 1): a pipeline would stop here'}; "
         f"Data Docs at {os.path.join(audited, 'gate', 'data_docs', 'index.html')}"
     )
+    report = os.path.abspath(os.path.join(audited, "report", "index.html"))
+    console.print(f"report: {report}", soft_wrap=True, markup=False)
     # the demo dump holds injected anomalies, so the gate is expected to fail on it
     return 0 if not res["missed"] and not res["unexpected"] and gated == 1 else 1

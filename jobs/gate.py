@@ -21,10 +21,12 @@ SUMMARY, MANIFEST, GATE = "summary.json", "_manifest.json", "gate"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from jobs.progress import add_quiet
     from jobs.session import add_job_arguments
 
     p.add_argument("dir", metavar="DIR", help="an audit or decode output directory")
     add_job_arguments(p)
+    add_quiet(p)
 
 
 def run(args) -> int:
@@ -45,14 +47,18 @@ def run(args) -> int:
             file=sys.stderr,
         )
         return 2
+    from jobs import progress
     from jobs.output import commit, forward_env, run_id_of
     from jobs.session import spark_session
 
+    progress.phase("starting Spark")
     spark = spark_session(args.master, "logreplay-gate", conf)
     forward_env(spark, env)
     run_id = run_id_of(args.run_id or recorded.get("run_id"), args.logical_date)
     logical_date = args.logical_date or recorded.get("logical_date")
+    progress.phase("validating")
     result, written = validate(spark, out, recorded, conf, run_id, logical_date)
+    progress.phase("commit")
     if name == SUMMARY:  # the verdict joins the run's commit record, rewritten whole
         recorded["gate"] = result.summary()
         commit(out, SUMMARY, recorded, (None, None), (GATE, written))

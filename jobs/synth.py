@@ -21,6 +21,9 @@ def add_arguments(p) -> None:
         ".log files)",
     )
     p.add_argument("--out", required=True, help="directory to write (replaced)")
+    from jobs.progress import add_quiet
+
+    add_quiet(p)
     p.add_argument("--seed", type=int, default=0, help="same seed, same bytes")
     p.add_argument(
         "--scale",
@@ -44,7 +47,11 @@ def run(args) -> int:
         console.print("logreplay synth: --scale must be >= 0")
         return 2
     started = time.perf_counter()
+    from jobs import progress
+
+    progress.phase(f"simulating {args.scenario}")
     truths = synth(args.scenario, args.out, args.seed, args.scale)
+    progress.phase("measuring")
     elapsed = time.perf_counter() - started
     size = sum(
         os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(args.out) for f in files

@@ -138,6 +138,9 @@ def test_console_script_runs_demo(tmp_path):
     )
     assert summary["gate"]["success"] is False and "a pipeline would stop here" in res.stderr
     assert (tmp_path / "demo" / "audit" / "gate" / "data_docs" / "index.html").is_file()
+    report = tmp_path / "demo" / "audit" / "report" / "index.html"
+    assert res.stderr.rstrip().splitlines()[-1] == f"report: {report}"  # the demo ends with it
+    assert report.stat().st_size > 1_000_000 and "finding-card" in report.read_text()
 
 
 def test_kraft_control_records_decode_in_every_corpus_metadata_log(corpus, capsys):

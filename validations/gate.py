@@ -136,7 +136,10 @@ def settle_docs(site: str, run_time: dt.datetime) -> None:
     (the batch's ge_load_time, a cache-busting query on a remote logo) and random element ids.
     The logo becomes the site's own copy (the page needs no network), times become the run's
     time and ids are numbered in page order, so a rerun writes the same pages."""
+    from validations.offline import install, localise
+
     when = run_time.strftime("%Y%m%dT%H%M%S.%fZ")
+    install(site)  # the CDN assets of GE's templates, shipped with the package
     for folder, _dirs, names in os.walk(site):
         for name in names:
             if not name.endswith(".html"):
@@ -146,6 +149,7 @@ def settle_docs(site: str, run_time: dt.datetime) -> None:
                 html = f.read()
             logo = os.path.relpath(os.path.join(site, "static", "images", "logo-long.png"), folder)
             html = GE_LOGO.sub(logo, html)
+            html = localise(site, html, folder)
             html = STAMP.sub(when, html)
             html = _number_ids(html)
             with open(path, "w", encoding="utf-8") as f:

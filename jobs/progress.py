@@ -1,0 +1,203 @@
+"""Progress of a long job: phases with their timings, the input's size, and Spark's stages and
+tasks as its status tracker reports them.
+
+On an interactive terminal a `rich` live display; otherwise (Airflow's logs, a pipe) a plain
+line every ``LOGREPLAY_PROGRESS_SECONDS`` seconds (default 15) and one per finished phase;
+``--quiet`` turns both off. A job reports through the module functions (:func:`phase`,
+:func:`total_bytes`), which do nothing when no progress is running, so the jobs' code reads
+the same under `spark-submit` and in tests. Spark is polled from a daemon thread through
+``SparkContext.statusTracker()`` (a Spark Connect client has none: phases only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import TextIO
+
+_current: Reporter | None = None
+
+
+def add_quiet(p) -> None:
+    p.add_argument("--quiet", action="store_true", help="no progress display or progress lines")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"
+
+
+class SparkStatus:
+    """Stages and tasks of the jobs Spark ran since the reporter started."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple[int, int, int]] = {}  # stage -> (done, total, active)
+
+    def poll(self) -> tuple[int, int, int, int] | None:
+        """(stages done, stages seen, tasks done, tasks seen), or None without a context."""
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+        if sc is None:
+            return None
+        tracker = sc.statusTracker()
+        for sid in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(sid)
+            if info is not None:
+                self.seen[sid] = (info.numCompletedTasks, info.numTasks, info.numActiveTasks)
+        active = set(tracker.getActiveStageIds())
+        for sid, (done, total, _a) in list(self.seen.items()):
+            if sid not in active and done < total:
+                info = tracker.getStageInfo(sid)
+                if info is not None:
+                    self.seen[sid] = (info.numCompletedTasks, info.numTasks, 0)
+        stages_done = sum(1 for s, (d, t, _) in self.seen.items() if s not in active or d >= t)
+        tasks_done = sum(d for d, _t, _a in self.seen.values())
+        tasks = sum(t for _d, t, _a in self.seen.values())
+        return stages_done, len(self.seen), tasks_done, tasks
+
+
+class Reporter:
+    """The running job's progress: phases, timings and Spark's counts, shown as it goes."""
+
+    def __init__(self, job: str, out: TextIO, interactive: bool, every: float) -> None:
+        self.job, self.out, self.interactive, self.every = job, out, interactive, every
+        self.started = time.monotonic()
+        self.phases: list[tuple[str, float]] = []
+        self.current: tuple[str, float] | None = None
+        self.bytes: int | None = None
+        self.spark = SparkStatus()
+        self.counts: tuple[int, int, int, int] | None = None
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.live = None
+        if interactive:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.live = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                TextColumn("{task.fields[detail]}"),
+                TimeElapsedColumn(),
+                console=Console(file=out),
+                transient=False,
+            )
+            self.task = self.live.add_task(job, total=None, detail="starting")
+            self.live.start()
+        self.thread = threading.Thread(target=self._run, name="logreplay-progress", daemon=True)
+        self.thread.start()
+
+    # -- what jobs call ---------------------------------------------------------------------
+    def phase(self, name: str) -> None:
+        with self.lock:
+            self._end_phase()
+            self.current = (name, time.monotonic())
+        if not self.interactive:
+            self._line(f"phase {name}")
+        self._refresh()
+
+    def total_bytes(self, n: int) -> None:
+        self.bytes = n
+        self._refresh()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+        with self.lock:
+            self._end_phase()
+        with contextlib.suppress(Exception):
+            self.counts = self.spark.poll() or self.counts
+        self._refresh()
+        if self.live is not None:
+            self.live.stop()
+        timings = ", ".join(f"{n} {s:.1f} s" for n, s in self.phases)
+        self._line(f"done in {time.monotonic() - self.started:.1f} s" +
+                   (f" ({timings})" if timings else ""))  # fmt: skip
+
+    # -- inside -----------------------------------------------------------------------------
+    def _end_phase(self) -> None:
+        if self.current is not None:
+            name, since = self.current
+            self.phases.append((name, time.monotonic() - since))
+            if not self.interactive:
+                self._line(f"phase {name} done in {self.phases[-1][1]:.1f} s")
+            self.current = None
+
+    def _detail(self) -> str:
+        parts = []
+        if self.bytes is not None:
+            parts.append(f"input {_size(self.bytes)}")
+        if self.counts is not None and self.counts[1]:  # Spark ran stages for this job
+            sd, st, td, tt = self.counts
+            parts.append(f"stages {sd}/{st}, tasks {td}/{tt}")
+        return "; ".join(parts)
+
+    def _refresh(self) -> None:
+        if self.live is None:
+            return
+        name = self.current[0] if self.current else self.job
+        c = self.counts
+        self.live.update(
+            self.task,
+            description=f"{self.job}: {name}",
+            detail=self._detail(),
+            completed=c[2] if c else 0,
+            total=c[3] if c and c[3] else None,
+        )
+
+    def _line(self, text: str) -> None:
+        if self.interactive and self.live is not None and self.live.live.is_started:
+            self.live.console.print(f"{self.job}: {text}")
+            return
+        elapsed = time.monotonic() - self.started
+        print(f"logreplay {self.job} [{elapsed:7.1f} s] {text}", file=self.out, flush=True)
+
+    def _run(self) -> None:
+        last = time.monotonic()
+        while not self.stop.wait(0.5):
+            with contextlib.suppress(Exception):  # a stopping context: keep the last counts
+                self.counts = self.spark.poll() or self.counts
+            self._refresh()
+            if not self.interactive and time.monotonic() - last >= self.every:
+                last = time.monotonic()
+                name = self.current[0] if self.current else "running"
+                detail = self._detail()
+                self._line(f"{name}" + (f": {detail}" if detail else ""))
+
+
+@contextlib.contextmanager
+def running(job: str, quiet: bool, out: TextIO | None = None) -> Iterator[Reporter | None]:
+    """Progress for the length of a job (none when quiet)."""
+    global _current
+    if quiet:
+        yield None
+        return
+    stream = out or sys.stderr
+    interactive = stream.isatty() and os.environ.get("TERM") != "dumb"
+    every = float(os.environ.get("LOGREPLAY_PROGRESS_SECONDS", "15"))
+    reporter = Reporter(job, stream, interactive, every)
+    previous, _current = _current, reporter
+    try:
+        yield reporter
+    finally:
+        _current = previous
+        reporter.close()
+
+
+def phase(name: str) -> None:
+    """The running job enters a phase (the previous one's time is recorded)."""
+    if _current is not None:
+        _current.phase(name)
+
+
+def total_bytes(n: int) -> None:
+    if _current is not None:
+        _current.total_bytes(n)

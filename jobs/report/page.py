@@ -1,0 +1,255 @@
+"""The report as one HTML file: styles, plotly.js and every figure's data inlined, so the file
+opens the same on a machine without network as where it was made."""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+from importlib import resources
+from typing import Any
+
+from jobs.report.selection import rank
+
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#212121;
+ background:#f4f5f7}
+header{background:#263238;color:#fff;padding:18px 28px}
+header h1{margin:0 0 6px;font-size:22px}
+main{padding:16px 28px;max-width:1500px}
+#overview-plots{grid-template-columns:repeat(auto-fit,minmax(560px,1fr))}
+.verdict{display:inline-block;padding:3px 10px;border-radius:4px;font-weight:600}
+.pass{background:#2e7d32}.fail{background:#c62828}.nogate{background:#546e7a}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(400px,1fr));gap:14px}
+.panel,.finding-card{background:#fff;border-radius:6px;box-shadow:0 1px 3px #0002;padding:12px 16px;
+ margin-bottom:14px}
+table{border-collapse:collapse;font-size:13px}
+td,th{padding:3px 8px;border-bottom:1px solid #eceff1;text-align:left;vertical-align:top}
+th{color:#546e7a;font-weight:600}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.sev{display:inline-block;border-radius:3px;padding:0 6px;font-size:12px;color:#fff}
+.sev-critical{background:#6a1b9a}.sev-error{background:#c62828}.sev-warning{background:#ef6c00}
+.sev-info{background:#1565c0}
+.finding-card{border-left:5px solid #90a4ae}
+.finding-card.critical{border-left-color:#6a1b9a}.finding-card.error{border-left-color:#c62828}
+.finding-card.warning{border-left-color:#ef6c00}.finding-card.info{border-left-color:#1565c0}
+.finding-card{overflow-x:auto}
+.finding-card h3{margin:2px 0 6px;font-size:15px}
+.where{color:#546e7a;font-size:12px;margin-bottom:6px}
+pre{background:#263238;color:#eceff1;padding:6px 10px;border-radius:4px;overflow-x:auto;font-size:12px}
+.evidence td:first-child{color:#546e7a;white-space:nowrap}
+.evidence td{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;word-break:break-all}
+.plot{min-height:320px}
+.note{color:#546e7a;font-size:12px}
+nav a{margin-right:12px;color:#1565c0;text-decoration:none;font-size:13px}
+h2{font-size:18px;margin:22px 0 8px}
+"""
+
+SCRIPT = """
+(function(){
+  // plots in the first screen are drawn first (reportFirstViewMs: from the start of navigation
+  // to them drawn), the others one by one after, so the page is usable at once
+  var figs = JSON.parse(document.getElementById('figures').textContent);
+  var nodes = Array.prototype.slice.call(document.querySelectorAll('div.plot[data-fig]'));
+  var cfg = {displaylogo:false, responsive:true, displayModeBar:'hover'};
+  var seen = function(el){ var r = el.getBoundingClientRect();
+    return r.top < window.innerHeight && r.bottom > 0; };
+  var first = nodes.filter(seen), rest = nodes.filter(function(el){ return !seen(el); });
+  var done = 0;
+  function draw(el){ var f = figs[+el.dataset.fig];
+    return Plotly.newPlot(el, f.data, f.layout, cfg).then(function(){ done += 1; }); }
+  function finish(){ window.reportRenderedMs = performance.now();
+    document.body.dataset.rendered = String(done); }
+  function next(){ if (!rest.length) { finish(); return; }
+    draw(rest.shift()).then(function(){ setTimeout(next, 0); }); }
+  Promise.all(first.map(draw)).then(function(){
+    requestAnimationFrame(function(){
+      window.reportFirstViewMs = performance.now();
+      document.body.dataset.firstView = String(first.length);
+      setTimeout(next, 0);
+    });
+  });
+})();
+"""
+
+
+def _esc(v: Any) -> str:
+    return html.escape("" if v is None else str(v))
+
+
+def _script_safe(text: str) -> str:
+    """Text that cannot end the inline <script> it sits in."""
+    return text.replace("</", "<\\/")
+
+
+def _ms(v: int | None) -> str:
+    if v is None:
+        return "–"
+    try:
+        t = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=int(v))
+    except OverflowError:
+        return f"{v} ms"
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _n(v: int | None) -> str:
+    return "–" if v is None else f"{v:,}"
+
+
+def _cell(v: Any) -> str:
+    text = json.dumps(v, sort_keys=True, default=str) if isinstance(v, (dict, list)) else str(v)
+    if len(text) > 1500:
+        text = text[:1500] + f"… ({len(text):,} characters)"
+    return _esc(text)
+
+
+def _value(key: str, v: Any) -> str:
+    """An evidence value; a timestamp also as ISO-8601 (the number stays: it is what the log
+    holds)."""
+    if key.endswith("timestamp") and isinstance(v, int) and not isinstance(v, bool):
+        return f"{_ms(v)} ({v})"
+    return _cell(v)
+
+
+class Page:
+    """Collects sections and figures; :meth:`render` gives the whole document."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.parts: list[str] = []
+        self.figures: list[dict] = []
+
+    def figure(self, fig: dict | None, note: str = "") -> str:
+        if fig is None:
+            return ""
+        self.figures.append(fig)
+        extra = f'<div class="note">{_esc(note)}</div>' if note else ""
+        return f'<div class="plot" data-fig="{len(self.figures) - 1}"></div>{extra}'
+
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+
+    def render(self) -> str:
+        plotly = resources.files("plotly").joinpath("package_data/plotly.min.js").read_text()
+        figs = json.dumps(self.figures, separators=(",", ":"), default=str)
+        return "".join(
+            [
+                "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+                "<meta name='viewport' content='width=device-width,initial-scale=1'>",
+                f"<title>{_esc(self.title)}</title><style>{CSS}</style>",
+                f"<script>{_script_safe(plotly)}</script></head><body>",
+                *self.parts,
+                f'<script type="application/json" id="figures">{_script_safe(figs)}</script>',
+                f"<script>{SCRIPT}</script></body></html>",
+            ]
+        )
+
+
+def header(summary: dict, inputs: dict, counts: dict[str, dict[str, int]], order: list[str]) -> str:
+    gate = summary.get("gate")
+    if gate is None:
+        verdict = '<span class="verdict nogate">not gated</span>'
+    elif gate.get("success"):
+        verdict = (
+            f'<span class="verdict pass">gate PASS ({gate.get("evaluated")} expectations)</span>'
+        )
+    else:
+        verdict = (
+            f'<span class="verdict fail">gate FAIL: {len(gate.get("failed") or [])} of '
+            f"{gate.get('evaluated')} expectations failed</span>"
+        )
+    total = sum(sum(v.values()) for v in counts.values())
+    head = (
+        f"<header><h1>logreplay audit report</h1>{verdict} "
+        f"<span style='margin-left:14px'>{_n(total)} findings · run {_esc(summary.get('run_id'))}"
+        f"{' · logical date ' + _esc(summary['logical_date']) if summary.get('logical_date') else ''}"
+        "</span></header><main>"
+    )
+    failed = "".join(f"<li>{_esc(f)}</li>" for f in (gate or {}).get("failed") or [])
+    gate_panel = (
+        f"<div class='panel' id='gate'><b>Failed expectations</b><ul>{failed}</ul>"
+        "<div class='note'>The gate's <a href='../gate/data_docs/index.html'>Data Docs</a> "
+        "(gate/data_docs/ of the run) hold every expectation's result.</div></div>"
+        if failed
+        else ""
+    )
+    sevs = ("critical", "error", "warning", "info")
+    rows = "".join(
+        f"<tr><td><a href='#kind-{_esc(k)}'>{_esc(k)}</a></td>"
+        + "".join(
+            f"<td class='num'>{_n(counts[k].get(s)) if counts[k].get(s) else ''}</td>" for s in sevs
+        )  # fmt: skip
+        + f"<td class='num'><b>{_n(sum(counts[k].values()))}</b></td></tr>"
+        for k in order
+    )
+    kinds = (
+        "<div class='panel' id='by-kind'><b>Findings by kind and severity</b><table>"
+        "<tr><th>kind</th>"
+        + "".join(f"<th><span class='sev sev-{s}'>{s}</span></th>" for s in sevs)
+        + f"<th>total</th></tr>{rows or '<tr><td colspan=6>no findings</td></tr>'}</table></div>"
+    )
+    i = inputs
+    inp = (
+        "<div class='panel' id='inputs'><b>Inputs</b><table>"
+        f"<tr><td>dump</td><td>{_esc(', '.join(summary.get('inputs') or []))}</td></tr>"
+        f"<tr><td>brokers / topics / partitions</td><td>{i['brokers']} / {i['topics']} / "
+        f"{_n(i['partitions'])}</td></tr>"
+        f"<tr><td>files / bytes</td><td>{_n(i['files'])} / {_n(i['bytes'])}</td></tr>"
+        f"<tr><td>log bytes / data records</td><td>{_n(i['log_bytes'])} / {_n(i['records'])}</td></tr>"
+        f"<tr><td>time span (batch timestamps)</td><td>{_ms(i['first_timestamp'])} → "
+        f"{_ms(i['last_timestamp'])}</td></tr></table></div>"
+    )
+    errors = ", ".join(f"{k}: {_n(v)}" for k, v in sorted(i["errors"].items())) or "none"
+    acct = (
+        "<div class='panel' id='accounting'><b>Decoding accounting</b><table>"
+        f"<tr><td>valid bytes</td><td class='num'>{_n(i['bytes_valid'])}</td></tr>"
+        f"<tr><td>padding bytes</td><td class='num'>{_n(i['bytes_padding'])}</td></tr>"
+        f"<tr><td>corrupt bytes</td><td class='num'>{_n(i['bytes_corrupt'])}</td></tr>"
+        f"<tr><td>error rows</td><td>{_n(sum(i['errors'].values()))} ({_esc(errors)})</td></tr>"
+        "</table></div>"
+    )
+    nav = "<nav>" + "".join(f"<a href='#kind-{_esc(k)}'>{_esc(k)}</a>" for k in order) + "</nav>"
+    return (
+        head + gate_panel + f"<div class='grid'>{kinds}{inp}{acct}</div>{nav}"
+        "<h2 id='overview'>Overview</h2>"
+    )
+
+
+def kind_heading(kind: str, counts: dict[str, int], shown: int) -> str:
+    total = sum(counts.values())
+    worst = max(counts, key=rank)
+    rest = (
+        f" <span class='note rest'>showing {shown}; {total - shown:,} more not shown</span>"
+        if total > shown
+        else ""
+    )
+    return (
+        f"<section class='kind' id='kind-{_esc(kind)}' data-kind='{_esc(kind)}' "
+        f"data-total='{total}' data-shown='{shown}'>"
+        f"<h2><span class='sev sev-{worst}'>{worst}</span> {_esc(kind)} · {_n(total)}</h2>{rest}"
+    )
+
+
+def card(f: dict, ev: dict, command: str | None, plot: str) -> str:
+    where = ", ".join(
+        f"{label} {_esc(f[col])}"
+        for label, col in (
+            ("topic", "topic"),
+            ("partition", "partition"),
+            ("group", "group_id"),
+            ("producer", "producer_id"),
+            ("epoch", "producer_epoch"),
+            ("transactional id", "transactional_id"),
+        )  # fmt: skip
+        if f.get(col) is not None
+    )
+    if f.get("first_offset") is not None:
+        where += f", offsets {f['first_offset']}–{f.get('last_offset')}"
+    rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_value(k, v)}</td></tr>" for k, v in ev.items())
+    cmd = f"<pre><code>{_esc(command)}</code></pre>" if command else ""
+    return (
+        f"<article class='finding-card {_esc(f['severity'])}' data-kind='{_esc(f['kind'])}'>"
+        f"<h3><span class='sev sev-{_esc(f['severity'])}'>{_esc(f['severity'])}</span> "
+        f"{_esc(f['message'])}</h3><div class='where'>{where}</div>"
+        f"<table class='evidence'>{rows}</table>{cmd}{plot}</article>"
+    )

@@ -1,0 +1,137 @@
+"""Which findings a report shows, in which order, and how their evidence is shown.
+
+A report is read by people who never held the dump, so it is capped (a fixed number of cards
+per kind, the rest counted) and, unless asked, carries no payload bytes: evidence values under
+payload-like keys are replaced by their length and a hash, enough to match two of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.report.source import AuditOutput
+from replay.findings import KINDS, SEVERITIES
+
+PAYLOAD_KEYS = {"key", "value", "keys", "values", "headers", "header_values", "payload"}
+TXN_KINDS = {
+    "hanging_transaction", "split_outcome", "missing_marker", "orphan_marker",
+    "write_outside_transaction", "non_transactional_write_in_txn",
+}  # fmt: skip
+READ_KINDS = {"aborted_read_exposure", "aborted_read_leak", "aborted_data_propagated"}
+GROUP_KINDS = {"offset_overwrite", "offset_regression"}
+SEQUENCE_KINDS = {
+    "duplicate_sequence", "sequence_gap", "out_of_order_sequence", "invalid_epoch_start",
+    "fenced_epoch_write",
+}  # fmt: skip
+
+COLUMNS = ["cluster", "kind", "severity", "topic", "partition", "producer_id", "producer_epoch",
+           "transactional_id", "group_id", "first_offset", "last_offset", "record_count",
+           "message", "evidence"]  # fmt: skip
+
+
+def family(kind: str) -> str | None:
+    """The context plot a finding of this kind gets, if any."""
+    for name, kinds in (("transactions", TXN_KINDS), ("reads", READ_KINDS),
+                        ("commits", GROUP_KINDS), ("sequences", SEQUENCE_KINDS)):  # fmt: skip
+        if kind in kinds:
+            return name
+    return None
+
+
+def rank(severity: str | None) -> int:
+    return SEVERITIES.index(severity) if severity in SEVERITIES else -1
+
+
+def kinds_worst_first(counts: dict[str, dict[str, int]]) -> list[str]:
+    """Kinds by their worst severity, then by how many findings they have."""
+
+    def key(kind: str):
+        worst = max((rank(s) for s in counts[kind]), default=-1)
+        return (-worst, -sum(counts[kind].values()), kind)
+
+    return sorted(counts, key=key)
+
+
+def counts_by_kind(source: AuditOutput) -> dict[str, dict[str, int]]:
+    """Findings per kind and severity, aggregated over the table (two short columns read)."""
+    t = source.read("findings", ["kind", "severity"])
+    if t.num_rows == 0:
+        return {}
+    g = t.group_by(["kind", "severity"]).aggregate([([], "count_all")])
+    out: dict[str, dict[str, int]] = {}
+    for r in g.to_pylist():
+        out.setdefault(r["kind"], {})[r["severity"]] = r["count_all"]
+    return out
+
+
+def shown(source: AuditOutput, cap: int) -> dict[str, list[dict]]:
+    """The first ``cap`` findings of each kind: worst severity first, then by place in the
+    log. The order is found on six short columns; only the rows shown are read whole."""
+    keys = ["kind", "severity", "topic", "partition", "first_offset", "group_id"]
+    d = source.dataset("findings")
+    if d is None:
+        return {}
+    t = d.to_table(columns=keys)
+    if t.num_rows == 0:
+        return {}
+    sev = pc.index_in(t.column("severity"), value_set=pa.array(SEVERITIES[::-1]))
+    t = t.append_column("_sev", sev).append_column("_row", pa.array(range(t.num_rows), pa.int64()))
+    order = [("kind", "ascending"), ("_sev", "ascending"), ("topic", "ascending"),
+             ("partition", "ascending"), ("first_offset", "ascending"),
+             ("group_id", "ascending")]  # fmt: skip
+    t = t.take(pc.sort_indices(t, sort_keys=order))
+    kinds = t.column("kind").to_pylist()
+    rows = t.column("_row").to_pylist()
+    picked: dict[str, list[int]] = {}
+    for kind, row in zip(kinds, rows, strict=True):
+        chosen = picked.setdefault(kind, [])
+        if len(chosen) < cap:
+            chosen.append(row)
+    wanted = sorted(r for chosen in picked.values() for r in chosen)
+    have = [c for c in COLUMNS if c in d.schema.names]
+    full = dict(zip(wanted, d.take(pa.array(wanted, pa.int64()), columns=have).to_pylist(),
+                    strict=True))  # fmt: skip
+    return {kind: [full[r] for r in chosen] for kind, chosen in picked.items()}
+
+
+def redact(value: Any, include_payloads: bool, key: str | None = None) -> Any:
+    """Evidence for the report: payload-like values become 'N bytes, sha256 …'."""
+    if isinstance(value, dict):
+        return {k: redact(v, include_payloads, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, include_payloads, key) for v in value]
+    if key in PAYLOAD_KEYS and value is not None and not include_payloads:
+        raw = value if isinstance(value, bytes) else str(value).encode()
+        return f"{len(raw)} bytes, sha256 {hashlib.sha256(raw).hexdigest()[:16]}"
+    return value
+
+
+def evidence(row: dict, include_payloads: bool) -> dict:
+    try:
+        doc = json.loads(row.get("evidence") or "{}")
+    except ValueError:
+        return {"evidence": "(not JSON)"}
+    return redact(doc, include_payloads) if isinstance(doc, dict) else {"evidence": doc}
+
+
+def dump_command(row: dict, ev: dict, roots: list[str], segment_of) -> str | None:
+    """The `logreplay dump` command that shows the raw batches behind a finding: the segment
+    file named by its evidence, else the segment of its partition holding its first offset."""
+    rel = ev.get("file") if isinstance(ev.get("file"), str) else None
+    if rel is None and row.get("topic") is not None and row.get("partition") is not None:
+        rel = segment_of(row["topic"], row["partition"], row.get("first_offset"))
+    if rel is None:
+        return None
+    path = rel if os.path.isabs(rel) or "://" in rel or not roots else f"{roots[0]}/{rel}"
+    return f"logreplay dump {shlex.quote(path)} --deep"
+
+
+def known_kinds() -> list[str]:
+    return list(KINDS)

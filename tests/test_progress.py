@@ -1,0 +1,56 @@
+"""Progress of long jobs when stderr is not a terminal (Airflow's logs): periodic plain lines
+with the phase, the input's size and Spark's stages and tasks, one line per finished phase and
+the timings at the end; `--quiet` prints none of them."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from jobs.cli import main
+
+pytestmark = pytest.mark.spark
+
+LINE = re.compile(r"^logreplay (?P<job>\w+) \[\s*(?P<t>[\d.]+) s\] (?P<text>.*)$")
+
+
+def _lines(err: str, job: str) -> list[str]:
+    return [m["text"] for m in map(LINE.match, err.splitlines()) if m and m["job"] == job]
+
+
+def test_decode_logs_phases_stages_and_tasks_when_not_a_terminal(
+    spark, sample_dump, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setenv("LOGREPLAY_PROGRESS_SECONDS", "0.5")
+    dump, _facts = sample_dump
+    out = tmp_path / "decoded"
+    assert main(["decode", str(dump), "--out", str(out), "--tables", "segments", "batches"]) == 0
+    lines = _lines(capsys.readouterr().err, "decode")
+    assert "phase decoding segments" in lines and "phase decoding batches" in lines
+    assert any(re.match(r"phase decoding batches done in [\d.]+ s", t) for t in lines)
+    # periodic lines name the phase, the input's size and Spark's counts
+    periodic = [t for t in lines if not t.startswith(("phase ", "done in"))]
+    assert periodic, lines
+    assert any(
+        re.search(r"input [\d.]+ [KMG]?B; stages \d+/\d+, tasks \d+/\d+", t) for t in periodic
+    )
+    done = [t for t in lines if t.startswith("done in")]
+    assert len(done) == 1 and "decoding segments" in done[0] and "accounting" in done[0]
+    # tasks done never exceed tasks seen
+    for t in periodic:
+        m = re.search(r"tasks (\d+)/(\d+)", t)
+        assert m is None or int(m[1]) <= int(m[2])
+
+
+def test_quiet_prints_no_progress(spark, sample_dump, tmp_path, capsys):
+    dump, _facts = sample_dump
+    out = tmp_path / "decoded"
+    assert main(["decode", str(dump), "--out", str(out), "--tables", "segments", "--quiet"]) == 0
+    assert _lines(capsys.readouterr().err, "decode") == []
+
+
+def test_synth_logs_its_phases(tmp_path, capsys):
+    assert main(["synth", "--scenario", "demo", "--out", str(tmp_path / "d")]) == 0
+    lines = _lines(capsys.readouterr().err, "synth")
+    assert lines[0] == "phase simulating demo" and lines[-1].startswith("done in")
