@@ -68,7 +68,7 @@ def run(args) -> int:
         write_table,
     )
     from jobs.session import spark_session
-    from replay.spark import audit, audit_summary
+    from replay.plan import audit_session, audit_summary
 
     env = prepare_storage(conf)
     spark = spark_session(args.master, "logreplay-audit", conf)
@@ -77,13 +77,15 @@ def run(args) -> int:
     out = OutputDir(run_dir(args.out, run_id, conf["output"]["layout"]))
     previous = out.read_json(SUMMARY)  # the commit this run replaces
     key = run_key(run_id)
-    tables = audit(spark, args.inputs, conf)
     spread = int(spark.conf.get("spark.sql.shuffle.partitions"))
     entries = {}
-    for name, df in tables.items():
-        spread_of = 1 if name in SINGLE_FILE else spread
-        entries[name] = write_table(df, out, name, spread_of, None, key, "audit:writing")
-        kill_point("audit:staged-table")
+    # what the audit cached is released once its tables are written and summarised
+    with audit_session(spark, args.inputs, conf) as tables:
+        for name, df in tables.items():
+            spread_of = 1 if name in SINGLE_FILE else spread
+            entries[name] = write_table(df, out, name, spread_of, None, key, "audit:writing")
+            kill_point("audit:staged-table")
+        checked = audit_summary(tables)
     rows = {name: e["rows"] for name, e in entries.items()}
     findings = read_table(spark, out, "findings", entries["findings"])
     by_kind = findings.groupBy("kind", "severity").count().collect()  # a few rows
@@ -97,7 +99,7 @@ def run(args) -> int:
         "bytes": sum(f.size for f in files),
         "rows": rows,
         "findings": _counts(by_kind, rows["findings"]),
-        **audit_summary(tables),
+        **checked,
         "conf": redacted(conf),
         "versions": versions(spark),
         "gate": None,

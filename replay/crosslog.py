@@ -453,7 +453,7 @@ def _a_finding(kind, a, tp, pid, tid) -> dict:
         f"listing {topic}-{partition}, but the partition has no marker for it although later "
         f"ones are there",
         evidence,
-        severity="warning",
+        lowered=True,  # the partition may have been added and sent no data
         topic=topic,
         partition=partition,
         producer_id=pid,

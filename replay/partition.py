@@ -4,7 +4,7 @@ Producer state follows ProducerAppendInfo (docs/formats.md 10.1-10.4): per produ
 epoch, the last five batches of that epoch, the coordinator epoch and the open transaction.
 Transactions are tracked as the broker tracks them (10.5) to give the `transactions` table, the
 aborted-transaction index (9.3) and the last stable offset over time (10.6). Pure Python over
-Arrow: no Spark here; :mod:`replay.spark` runs it per partition.
+Arrow: no Spark here; :mod:`replay.plan` runs it per partition.
 """
 
 from __future__ import annotations
