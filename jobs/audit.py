@@ -37,17 +37,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     import decoders
+    from jobs.exits import FAILED, OK, USAGE
     from jobs.session import job_conf
 
     conf = job_conf(args)
     missing = [p for p in args.inputs if "://" not in p and not os.path.exists(p)]
     if missing:
         print(f"logreplay audit: no such path: {', '.join(missing)}", file=sys.stderr)
-        return 2
+        return USAGE
     files = decoders.discover(args.inputs)
     if not files:
         print(f"logreplay audit: no Kafka files under {', '.join(args.inputs)}", file=sys.stderr)
-        return 2
+        return USAGE
 
     from pyspark.sql import functions as F
 
@@ -129,8 +130,8 @@ def run(args) -> int:
     _print(summary, top)
     if verdict is not None:
         print(verdict.verdict(), file=sys.stderr)
-        return 0 if verdict.success else 1
-    return 0
+        return OK if verdict.success else FAILED
+    return OK
 
 
 def _counts(by_kind, total: int) -> dict:
@@ -159,11 +160,9 @@ def _print(summary: dict, top) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jobs.cli import guarded
+    from jobs.exits import job_main
 
-    p = argparse.ArgumentParser(prog="audit", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    return guarded(run, p.parse_args(argv))
+    return job_main("audit", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":  # spark-submit jobs/audit.py INPUT... --out DIR

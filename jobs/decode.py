@@ -47,6 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     import decoders
     from decoders.schemas import TABLES
+    from jobs.exits import OK, USAGE
     from jobs.session import job_conf
 
     conf = job_conf(args)
@@ -57,7 +58,7 @@ def run(args) -> int:
             f"logreplay decode: unknown table(s) {', '.join(unknown)}; known: {', '.join(TABLES)}",
             file=sys.stderr,
         )
-        return 2
+        return USAGE
     if args.header_only:
         dropped = [t for t in args.tables if t in decoders.RECORD_TABLES]
         args.tables = [t for t in args.tables if t not in decoders.RECORD_TABLES]
@@ -66,7 +67,7 @@ def run(args) -> int:
     files = decoders.discover(args.inputs)  # names and sizes only: a small listing
     if not files:
         print(f"logreplay decode: no Kafka files under {', '.join(args.inputs)}", file=sys.stderr)
-        return 2
+        return USAGE
 
     from jobs.output import (
         LAYOUT_VERSION,
@@ -142,7 +143,7 @@ def run(args) -> int:
     }
     commit(out, MANIFEST, manifest, previous)
     print(json.dumps({"out": out.uri, "run_id": run_id, "rows": counts, "bytes": accounting}))
-    return 0
+    return OK
 
 
 def _accounting(spark, out, segments: dict | None, reader) -> dict:
@@ -165,11 +166,9 @@ def _accounting(spark, out, segments: dict | None, reader) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jobs.cli import guarded
+    from jobs.exits import job_main
 
-    p = argparse.ArgumentParser(prog="decode", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    return guarded(run, p.parse_args(argv))
+    return job_main("decode", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":  # spark-submit jobs/decode.py INPUT... --out DIR
