@@ -37,7 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--header-only", action="store_true", help="scan batch headers only (no records tables)"
     )
     p.add_argument(
-        "--range-bytes", type=int, default=None, help="bytes of segment per task (default 128 MiB)"
+        "--range-bytes",
+        type=int,
+        default=None,
+        help="bytes of segment per task (default: decode.range_bytes)",
     )
     from jobs.session import add_job_arguments
 

@@ -41,12 +41,13 @@ def keyed(table: pa.Table, cluster: str) -> pa.Table:
 
 @dataclass(frozen=True)
 class Facts:
-    """What the configuration tells the replay that the dump cannot (replay.config)."""
+    """What the configuration tells the replay that the dump cannot (replay.config; made by
+    replay.settings.AuditConfig.facts, defaults from conf/default.yaml)."""
 
-    producer_id_expiration_ms: int = 86_400_000
-    default_transaction_timeout_ms: int = 900_000
+    producer_id_expiration_ms: int
+    default_transaction_timeout_ms: int
+    bounds: Bounds
     topic_timeouts: dict[str, int] = field(default_factory=dict)
-    bounds: Bounds = Bounds()
 
 
 # -- partitions ------------------------------------------------------------------------------------
