@@ -55,29 +55,17 @@ def run(args) -> int:
     from jobs.output import (
         LAYOUT_VERSION,
         SUMMARY,
-        OutputDir,
         commit,
-        forward_env,
         kill_point,
-        prepare_storage,
         read_table,
         redacted,
-        run_dir,
-        run_id_of,
-        run_key,
+        start_run,
         versions,
         write_table,
     )
-    from jobs.session import spark_session
     from replay.plan import audit_session, audit_summary
 
-    env = prepare_storage(conf)
-    spark = spark_session(args.master, "logreplay-audit", conf)
-    forward_env(spark, env)
-    run_id = run_id_of(args.run_id, args.logical_date)
-    out = OutputDir(run_dir(args.out, run_id, conf["output"]["layout"]))
-    previous = out.read_json(SUMMARY)  # the commit this run replaces
-    key = run_key(run_id)
+    spark, run_id, out, previous, key = start_run(args, conf, "logreplay-audit", SUMMARY)
     spread = int(spark.conf.get("spark.sql.shuffle.partitions"))
     entries = {}
     # what the audit cached is released once its tables are written and summarised

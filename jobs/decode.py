@@ -75,26 +75,14 @@ def run(args) -> int:
     from jobs.output import (
         LAYOUT_VERSION,
         MANIFEST,
-        OutputDir,
         commit,
-        forward_env,
         kill_point,
-        prepare_storage,
-        run_dir,
-        run_id_of,
-        run_key,
+        start_run,
         versions,
         write_table,
     )
-    from jobs.session import spark_session
 
-    env = prepare_storage(conf)
-    spark = spark_session(args.master, "logreplay-decode", conf)
-    forward_env(spark, env)
-    run_id = run_id_of(args.run_id, args.logical_date)
-    out = OutputDir(run_dir(args.out, run_id, conf["output"]["layout"]))
-    previous = out.read_json(MANIFEST)  # the commit this run replaces
-    key = run_key(run_id)
+    spark, run_id, out, previous, key = start_run(args, conf, "logreplay-decode", MANIFEST)
     decode = conf["decode"]
     from decoders.avro import load_topics, to_option
 
