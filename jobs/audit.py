@@ -63,6 +63,7 @@ def run(args) -> int:
         versions,
         write_table,
     )
+    from replay.findings import SEVERITIES
     from replay.plan import audit_session, audit_summary
 
     spark, run_id, out, previous, key = start_run(args, conf, "logreplay-audit", SUMMARY)
@@ -103,7 +104,7 @@ def run(args) -> int:
         gate_files = (GATE, written)
     top = (
         findings.orderBy(
-            F.desc(F.expr("array_position(array('info','warning','error','critical'), severity)")),
+            F.desc(F.array_position(F.array(*map(F.lit, SEVERITIES)), F.col("severity"))),
             "kind",
             "topic",
             "partition",
