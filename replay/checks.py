@@ -114,15 +114,10 @@ def propagation(leaks: DataFrame, pt: DataFrame, ct: DataFrame) -> DataFrame:
             "left",
         )
         .select(
-            F.col(f"l.{CLUSTER}").alias(CLUSTER),
-            F.col("l.topic").alias("topic"),
-            F.col("l.partition").alias("partition"),
+            *[F.col(f"l.{c}").alias(c) for c in (CLUSTER, "topic", "partition", "group_id")],
+            *[F.col(f"l.{c}").alias(c) for c in ("first_offset", "last_offset", "record_count")],
             F.col("l.step_pid").alias("producer_id"),
             F.col("i.tid").alias("transactional_id"),
-            F.col("l.group_id").alias("group_id"),
-            F.col("l.first_offset").alias("first_offset"),
-            F.col("l.last_offset").alias("last_offset"),
-            F.col("l.record_count").alias("record_count"),
             F.col("o.outputs").alias("output_partitions"),
             F.col("o.committed_transactions").alias("committed_transactions"),
             F.col("o.output_records").alias("output_records"),
