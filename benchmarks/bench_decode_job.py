@@ -49,8 +49,9 @@ def single_process(dump: str) -> tuple[float, int]:
     t, n = time.perf_counter(), 0
     for dirpath, _, names in os.walk(dump):
         for name in names:
-            for w in SegmentDecoder(os.path.join(dirpath, name)).windows():
-                n += sum(r.num_rows for r in w.records)
+            with SegmentDecoder(os.path.join(dirpath, name)) as dec:
+                for w in dec.windows():
+                    n += sum(r.num_rows for r in w.records)
     return time.perf_counter() - t, n
 
 

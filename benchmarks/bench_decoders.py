@@ -93,13 +93,15 @@ def crc_floor(path: str) -> None:
 
 
 def ours_scan(path: str) -> int:
-    return sum(w.batches.num_rows for w in SegmentDecoder(path, deep=False).windows())
+    with SegmentDecoder(path, deep=False) as dec:
+        return sum(w.batches.num_rows for w in dec.windows())
 
 
 def ours_deep(path: str) -> int:
     n = 0
-    for w in SegmentDecoder(path, deep=True).windows():
-        n += sum(r.num_rows for r in w.records)
+    with SegmentDecoder(path, deep=True) as dec:
+        for w in dec.windows():
+            n += sum(r.num_rows for r in w.records)
     return n
 
 
@@ -145,8 +147,9 @@ def stream_rss(path: str) -> str:
         f"import sys; sys.path.insert(0, {os.path.dirname(HERE)!r})\n"
         "from decoders.segment import SegmentDecoder\n"
         "n=0\n"
-        f"for w in SegmentDecoder({path!r}).windows():\n"
-        "    n += sum(r.num_rows for r in w.records)\n"
+        f"with SegmentDecoder({path!r}) as dec:\n"
+        "    for w in dec.windows():\n"
+        "        n += sum(r.num_rows for r in w.records)\n"
         "hwm = [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
         "print(n, hwm // 1024)\n"
     )

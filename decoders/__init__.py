@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import pyarrow as pa
 
 from decoders import schemas
+from decoders.accounting import Accounting, FileInfo
 from decoders.errors import ErrorRow
 from decoders.indexes import read_offset_index, read_time_index, read_txn_index
 from decoders.internal import decode_internal, internal_tables_for
 from decoders.layout import LOG_KINDS, DumpFile, classify, discover, replicas
 from decoders.schemas import TABLES
-from decoders.segment import Accounting, FileInfo, SegmentDecoder
+from decoders.segment import SegmentDecoder
 from decoders.snapshot import read_snapshot
 from decoders.source import open_source
 
@@ -85,19 +87,11 @@ def iter_file(
     except OSError as e:  # unreadable or vanished: an error row, never a traceback
         acct, errors = _unreadable(path, info, e, None)
     else:
+        opts = _Options(
+            wanted, deep, verify_crc, max_rows, window_bytes, start, stop, memory_budget
+        )
         try:
-            acct, errors = yield from _dispatch(
-                src,
-                info,
-                wanted,
-                deep,
-                verify_crc,
-                max_rows,
-                window_bytes,
-                start,
-                stop,
-                memory_budget,
-            )
+            acct, errors = yield from _dispatch(src, info, opts)
             errors = errors + _changed(src, info)
         except OSError as e:  # the file went away or changed size while it was read
             acct, errors = _unreadable(path, info, e, src)
@@ -144,26 +138,26 @@ def _changed(src, info: FileInfo) -> list[ErrorRow]:
     ]
 
 
-def _dispatch(
-    src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop, memory_budget=None
-):
+@dataclass(frozen=True, slots=True)
+class _Options:
+    """What :func:`iter_file` was asked for, handed on to the decoder of the file's kind."""
+
+    wanted: set[str]
+    deep: bool
+    verify_crc: bool
+    max_rows: int
+    window_bytes: int | None
+    start: int
+    stop: int | None
+    memory_budget: int | None
+
+
+def _dispatch(src, info: FileInfo, opts: _Options):
     kind = info.kind if info.kind != "other" else classify(src.name.rsplit("/", 1)[-1])[0]
     kind = kind.split(".")[0]  # a segment scheduled for deletion is still a segment
+    wanted, max_rows, memory_budget = opts.wanted, opts.max_rows, opts.memory_budget
     if kind in LOG_KINDS:
-        return (
-            yield from _log(
-                src,
-                info,
-                wanted,
-                deep,
-                verify_crc,
-                max_rows,
-                window_bytes,
-                start,
-                stop,
-                memory_budget,
-            )
-        )
+        return (yield from _log(src, info, opts))
     readers = {
         "index": (read_offset_index, "index_entries"),
         "timeindex": (read_time_index, "index_entries"),
@@ -215,36 +209,35 @@ def _text_file(src, info, kind, acct) -> list[ErrorRow]:
         return [ErrorRow(info.file, 0, src.size, CORRUPT_BYTES, str(e))]
 
 
-def _log(
-    src, info, wanted, deep, verify_crc, max_rows, window_bytes, start, stop, memory_budget=None
-):
-    kwargs = {"window_bytes": window_bytes} if window_bytes else {}
-    if memory_budget:
-        kwargs["memory_budget"] = memory_budget
+def _log(src, info: FileInfo, opts: _Options):
+    wanted, max_rows = opts.wanted, opts.max_rows
+    kwargs = {"window_bytes": opts.window_bytes} if opts.window_bytes else {}
+    if opts.memory_budget:
+        kwargs["memory_budget"] = opts.memory_budget
     internal = [t for t in internal_tables_for(info.topic) if t in wanted]
-    dec = SegmentDecoder(
+    extra_errors: list[ErrorRow] = []
+    with SegmentDecoder(
         src,
         info,
-        deep=deep,
-        verify_crc=verify_crc,
-        start=start,
-        stop=stop,
+        deep=opts.deep,
+        verify_crc=opts.verify_crc,
+        start=opts.start,
+        stop=opts.stop,
         emit_records="records" in wanted or bool(internal),
         **kwargs,
-    )
-    extra_errors: list[ErrorRow] = []
-    for w in dec.windows():
-        if "batches" in wanted and w.batches.num_rows:
-            yield from _split("batches", w.batches, max_rows)
-        for rb in w.records:
-            if "records" in wanted:
-                yield from _split("records", rb, max_rows)
-            if internal:
-                decoded, errs = decode_internal(rb, info.file)
-                extra_errors.extend(errs)
-                for t in internal:
-                    for b in decoded[t].to_batches(max_chunksize=max_rows):
-                        yield t, b
+    ) as dec:
+        for w in dec.windows():
+            if "batches" in wanted and w.batches.num_rows:
+                yield from _split("batches", w.batches, max_rows)
+            for rb in w.records:
+                if "records" in wanted:
+                    yield from _split("records", rb, max_rows)
+                if internal:
+                    decoded, errs = decode_internal(rb, info.file)
+                    extra_errors.extend(errs)
+                    for t in internal:
+                        for b in decoded[t].to_batches(max_chunksize=max_rows):
+                            yield t, b
     return dec.acct, dec.acct.errors + extra_errors
 
 

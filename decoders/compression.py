@@ -32,6 +32,8 @@ XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 XERIAL_BLOCK_SIZE = 32 * 1024
 # The first four magic bytes read as a big-endian int32: marks a concatenated stream header.
 XERIAL_MAGIC_AS_INT = struct.unpack(">i", XERIAL_MAGIC[:4])[0]
+# After the first four magic bytes, what remains of a concatenated stream's header.
+XERIAL_HEADER_REST = len(XERIAL_HEADER) - 4
 
 LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"
 LZ4_KAFKA_FLG = 0x60  # version 01, independent blocks, no checksums, no content size
@@ -106,26 +108,18 @@ def _lz4_with_fixed_header(data: bytes | memoryview) -> bytes | memoryview:
     return fixed
 
 
+def _is_xerial(mv: memoryview) -> bool:
+    return len(mv) >= len(XERIAL_HEADER) and bytes(mv[: len(XERIAL_MAGIC)]) == XERIAL_MAGIC
+
+
 def _xerial_blocks(data: memoryview, out: np.ndarray) -> int:
     """Decode a snappy-java stream: length-prefixed raw snappy blocks after a 16-byte header."""
-    pos, n, written = 16, len(data), 0
-    while pos < n:
-        if pos + 4 > n:
-            raise DecodeError("snappy stream ends inside a block length")
-        (length,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        if length == XERIAL_MAGIC_AS_INT:  # concatenated stream: skip the rest of its header
-            pos += 12
-            continue
-        if length < 0 or pos + length > n:
-            raise DecodeError(f"snappy block length {length} out of range")
+    written = 0
+    for a, b in _xerial_block_ranges(data):
         try:
-            written += cramjam.snappy.decompress_raw_into(
-                bytes(data[pos : pos + length]), out[written:]
-            )
+            written += cramjam.snappy.decompress_raw_into(bytes(data[a:b]), out[written:])
         except cramjam.DecompressionError as e:
             raise _codec_error("snappy block", e) from e
-        pos += length
     return written
 
 
@@ -139,7 +133,7 @@ def decompress_into(codec: int, data: bytes | memoryview, out: np.ndarray, magic
             return cramjam.gzip.decompress_into(bytes(data), out)
         if codec == COMPRESSION_SNAPPY:
             mv = memoryview(data)
-            if len(mv) >= 16 and bytes(mv[:8]) == XERIAL_MAGIC:
+            if _is_xerial(mv):
                 return _xerial_blocks(mv, out)
             return cramjam.snappy.decompress_raw_into(bytes(mv), out)
         if codec == COMPRESSION_LZ4:
@@ -255,10 +249,7 @@ def _lz4_stream(data: bytes, piece: int) -> Iterator[bytes]:
 
 
 def _snappy_stream(mv: memoryview, piece: int) -> Iterator[bytes]:
-    if len(mv) >= 16 and bytes(mv[:8]) == XERIAL_MAGIC:
-        blocks = _xerial_block_ranges(mv)
-    else:
-        blocks = iter([(0, len(mv))])
+    blocks = _xerial_block_ranges(mv) if _is_xerial(mv) else iter([(0, len(mv))])
     for a, b in blocks:
         block = bytes(mv[a:b])
         n = cramjam.snappy.decompress_raw_len(block)
@@ -270,14 +261,16 @@ def _snappy_stream(mv: memoryview, piece: int) -> Iterator[bytes]:
 
 
 def _xerial_block_ranges(data: memoryview) -> Iterator[tuple[int, int]]:
-    pos, n = 16, len(data)
+    """[start, end) of each raw snappy block of a snappy-java stream, concatenated streams
+    included (their headers are skipped)."""
+    pos, n = len(XERIAL_HEADER), len(data)
     while pos < n:
         if pos + 4 > n:
             raise DecodeError("snappy stream ends inside a block length")
         (length,) = struct.unpack_from(">i", data, pos)
         pos += 4
-        if length == XERIAL_MAGIC_AS_INT:
-            pos += 12
+        if length == XERIAL_MAGIC_AS_INT:  # concatenated stream: skip the rest of its header
+            pos += XERIAL_HEADER_REST
             continue
         if length < 0 or pos + length > n:
             raise DecodeError(f"snappy block length {length} out of range")

@@ -12,7 +12,7 @@ import uuid
 from typing import Any
 
 from decoders import consumer_protocol
-from decoders.errors import DecodeError
+from decoders.errors import DecodeError, UnknownVersion
 from decoders.primitives import ByteReader, ByteWriter
 
 OFFSET_COMMIT_LEGACY = 0
@@ -49,10 +49,6 @@ RECORD_NAMES = {
 MEMBER_KEYS = {5, 7, 8, 10, 13, 14}
 MAX_OFFSET_COMMIT_VERSION = 4
 MAX_GROUP_METADATA_VERSION = 4
-
-
-class UnknownVersion(DecodeError):
-    """A record type or value version this decoder (and the Kafka it follows) does not know."""
 
 
 def decode_key(key: bytes) -> dict[str, Any]:

@@ -19,6 +19,10 @@ class DecodeError(ValueError):
     """Raised inside a decoder when bytes do not follow the format; callers turn it into a row."""
 
 
+class UnknownVersion(DecodeError):
+    """A record, key or value version this decoder does not know: an ``unknown_version`` row."""
+
+
 @dataclass(frozen=True, slots=True)
 class ErrorRow:
     """One problem at an exact place in one file."""

@@ -13,18 +13,36 @@ import numpy as np
 import pyarrow as pa
 
 from decoders import fixed
+from decoders.accounting import Accounting, FileInfo
+from decoders.columns import const
 from decoders.constants import (
+    ABORTED_TXN_CURRENT_VERSION,
     ABORTED_TXN_ENTRY_SIZE,
+    ABORTED_TXN_FIRST_OFFSET_OFFSET,
+    ABORTED_TXN_LAST_OFFSET_OFFSET,
+    ABORTED_TXN_LAST_STABLE_OFFSET_OFFSET,
+    ABORTED_TXN_PRODUCER_ID_OFFSET,
+    ABORTED_TXN_VERSION_OFFSET,
     OFFSET_INDEX_ENTRY_SIZE,
+    OFFSET_INDEX_POSITION_OFFSET,
+    OFFSET_INDEX_RELATIVE_OFFSET_OFFSET,
     TIME_INDEX_ENTRY_SIZE,
+    TIME_INDEX_RELATIVE_OFFSET_OFFSET,
+    TIME_INDEX_TIMESTAMP_OFFSET,
 )
 from decoders.errors import CORRUPT_BYTES, INDEX_INCONSISTENT, UNKNOWN_VERSION
 from decoders.schemas import ABORTED_TXNS, INDEX_ENTRIES
-from decoders.segment import Accounting, FileInfo, _const
-from decoders.source import open_source
+from decoders.source import ByteSource, reads_source
 
 MAX_INDEX_BYTES = 1 << 30  # snapshots larger than this are not read (see snapshot.py)
 DEFAULT_INDEX_BUDGET = 1 << 30
+# The int64 fields of an AbortedTxn entry: producerId, firstOffset, lastOffset, lastStableOffset.
+_ABORTED_TXN_LONGS = (
+    ABORTED_TXN_PRODUCER_ID_OFFSET,
+    ABORTED_TXN_FIRST_OFFSET_OFFSET,
+    ABORTED_TXN_LAST_OFFSET_OFFSET,
+    ABORTED_TXN_LAST_STABLE_OFFSET_OFFSET,
+)
 # Error rows one index file may produce; past it, one row sums up the rest.
 MAX_ERROR_ROWS = 1000
 
@@ -112,9 +130,10 @@ def _entries(src, entry_size: int, budget: int, ok_fn):
 
 
 def _index_result(
-    src, info, acct, kind, entry_size, count, rel, budget, log_position=None, timestamp=None
+    src, info, kind, entry_size, count, rel, budget, log_position=None, timestamp=None
 ) -> IndexResult:
     """The first `count` entries as index_entries rows; the bytes after them as padding or inconsistent."""
+    acct = Accounting(size=src.size)
     acct.valid = count * entry_size
     acct.batches = count
     _tail(
@@ -130,11 +149,11 @@ def _index_result(
     ts_type = pa.timestamp("ms", tz="UTC")
     table = pa.table(
         {
-            "broker": _const(info.broker, count, pa.string()),
-            "topic": _const(info.topic, count, pa.string()),
-            "partition": _const(info.partition, count, pa.int32()),
-            "file": _const(info.file, count, pa.string()),
-            "kind": _const(kind, count, pa.string()),
+            "broker": const(info.broker, count, pa.string()),
+            "topic": const(info.topic, count, pa.string()),
+            "partition": const(info.partition, count, pa.int32()),
+            "file": const(info.file, count, pa.string()),
+            "kind": const(kind, count, pa.string()),
             "entry": pa.array(np.arange(count, dtype=np.int32)),
             "position": pa.array(np.arange(count, dtype=np.int64) * entry_size),
             "relative_offset": pa.array(rel[:count].astype(np.int32)),
@@ -157,8 +176,8 @@ def _offset_ok(raw: np.ndarray, prev: np.ndarray | None) -> np.ndarray:
     # Entries are strictly increasing in both fields and the first never points at position
     # 0, so the first all-zero or non-increasing entry ends the list (OffsetIndex.java).
     both = raw if prev is None else np.concatenate([prev, raw])
-    rel = fixed.field(both, 0, ">i4").astype(np.int64)
-    pos = fixed.field(both, 4, ">i4").astype(np.int64)
+    rel = fixed.field(both, OFFSET_INDEX_RELATIVE_OFFSET_OFFSET, ">i4").astype(np.int64)
+    pos = fixed.field(both, OFFSET_INDEX_POSITION_OFFSET, ">i4").astype(np.int64)
     ok = ~((rel == 0) & (pos == 0)) & (rel >= 0) & (pos >= 0)
     if len(both) > 1:
         ok[1:] &= (np.diff(rel) > 0) & (np.diff(pos) > 0)
@@ -167,8 +186,8 @@ def _offset_ok(raw: np.ndarray, prev: np.ndarray | None) -> np.ndarray:
 
 def _time_ok(raw: np.ndarray, prev: np.ndarray | None) -> np.ndarray:
     both = raw if prev is None else np.concatenate([prev, raw])
-    ts = fixed.field(both, 0, ">i8")
-    rel = fixed.field(both, 8, ">i4").astype(np.int64)
+    ts = fixed.field(both, TIME_INDEX_TIMESTAMP_OFFSET, ">i8")
+    rel = fixed.field(both, TIME_INDEX_RELATIVE_OFFSET_OFFSET, ">i4").astype(np.int64)
     ok = np.ones(len(both), bool)
     if len(both):
         ok[1:] = (np.diff(ts) > 0) & (np.diff(rel) >= 0)
@@ -180,19 +199,17 @@ def _time_ok(raw: np.ndarray, prev: np.ndarray | None) -> np.ndarray:
     return ok if prev is None else ok[1:]
 
 
+@reads_source
 def read_offset_index(
-    path_or_source, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET
+    src: ByteSource, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET
 ) -> IndexResult:
-    src = open_source(path_or_source)
     info = info or FileInfo(file=src.name, kind="index")
-    acct = Accounting(size=src.size)
     raw = _entries(src, OFFSET_INDEX_ENTRY_SIZE, memory_budget, _offset_ok)
-    rel = fixed.field(raw, 0, ">i4").astype(np.int64)
-    pos = fixed.field(raw, 4, ">i4").astype(np.int64)
+    rel = fixed.field(raw, OFFSET_INDEX_RELATIVE_OFFSET_OFFSET, ">i4").astype(np.int64)
+    pos = fixed.field(raw, OFFSET_INDEX_POSITION_OFFSET, ">i4").astype(np.int64)
     return _index_result(
         src,
         info,
-        acct,
         "index",
         OFFSET_INDEX_ENTRY_SIZE,
         len(raw),
@@ -202,22 +219,20 @@ def read_offset_index(
     )
 
 
+@reads_source
 def read_time_index(
-    path_or_source, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET
+    src: ByteSource, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET
 ) -> IndexResult:
-    src = open_source(path_or_source)
     info = info or FileInfo(file=src.name, kind="timeindex")
-    acct = Accounting(size=src.size)
     raw = _entries(src, TIME_INDEX_ENTRY_SIZE, memory_budget, _time_ok)
-    ts = fixed.field(raw, 0, ">i8")
-    rel = fixed.field(raw, 8, ">i4").astype(np.int64)
+    ts = fixed.field(raw, TIME_INDEX_TIMESTAMP_OFFSET, ">i8")
+    rel = fixed.field(raw, TIME_INDEX_RELATIVE_OFFSET_OFFSET, ">i4").astype(np.int64)
     count = len(raw)
     if count == 1 and ts[0] == 0 and rel[0] == 0:
         count = 0  # an all-zero first entry followed by zeros: preallocated, never written
     return _index_result(
         src,
         info,
-        acct,
         "timeindex",
         TIME_INDEX_ENTRY_SIZE,
         count,
@@ -227,10 +242,11 @@ def read_time_index(
     )
 
 
+@reads_source
 def read_txn_index(
-    path_or_source, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET
+    src: ByteSource, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET
 ) -> IndexResult:
-    """AbortedTxn entries of 34 bytes, read chunk by chunk.
+    """AbortedTxn entries (ABORTED_TXN_ENTRY_SIZE bytes each), read chunk by chunk.
 
     The file is appended, never preallocated, so zeros in it are not padding: a range of
     all-zero entries (what a crash leaves when the length reached the disk and the blocks did
@@ -239,7 +255,6 @@ def read_txn_index(
     """
     from decoders.errors import ErrorRow
 
-    src = open_source(path_or_source)
     info = info or FileInfo(file=src.name, kind="txnindex")
     acct = Accounting(size=src.size)
     size = ABORTED_TXN_ENTRY_SIZE
@@ -254,13 +269,13 @@ def read_txn_index(
             continue
         n = len(data) // size
         raw = fixed.rows(data, size, n)
-        version = fixed.field(raw, 0, ">i2")
-        pid, first, last, lso = (fixed.field(raw, a, ">i8") for a in (2, 10, 18, 26))
+        version = fixed.field(raw, ABORTED_TXN_VERSION_OFFSET, ">i2")
+        pid, first, last, lso = (fixed.field(raw, a, ">i8") for a in _ABORTED_TXN_LONGS)
         zero = ~raw.any(axis=1)
-        good = (version == 0) & ~zero
+        good = (version == ABORTED_TXN_CURRENT_VERSION) & ~zero
         problem = np.zeros(n, np.int8)  # 0 fine, 1 zeros, 2 version, 3 order, 4 first > last
         problem[zero] = 1
-        problem[~zero & (version != 0)] = 2
+        problem[~zero & (version != ABORTED_TXN_CURRENT_VERSION)] = 2
         lasts = last if prev_last is None else np.concatenate([[prev_last], last])
         order = np.ones(n, bool)
         if len(lasts) > 1:
@@ -291,10 +306,10 @@ def read_txn_index(
             tables.append(
                 pa.table(
                     {
-                        "broker": _const(info.broker, k, pa.string()),
-                        "topic": _const(info.topic, k, pa.string()),
-                        "partition": _const(info.partition, k, pa.int32()),
-                        "file": _const(info.file, k, pa.string()),
+                        "broker": const(info.broker, k, pa.string()),
+                        "topic": const(info.topic, k, pa.string()),
+                        "partition": const(info.partition, k, pa.int32()),
+                        "file": const(info.file, k, pa.string()),
                         "entry": pa.array((idx + entry0).astype(np.int32)),
                         "version": pa.array(version[idx]),
                         "producer_id": pa.array(pid[idx]),

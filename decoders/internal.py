@@ -13,7 +13,7 @@ import pyarrow as pa
 from decoders import consumer_offsets as co
 from decoders import transaction_log as tl
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from decoders.errors import CORRUPT_BYTES, UNKNOWN_VERSION, DecodeError, ErrorRow
+from decoders.errors import CORRUPT_BYTES, UNKNOWN_VERSION, DecodeError, ErrorRow, UnknownVersion
 from decoders.schemas import TABLES
 
 INTERNAL_TABLES = {
@@ -115,9 +115,7 @@ def _inputs(chunk: pa.RecordBatch):
 
 
 def _error(file: str, position: int, offset: int, e: Exception) -> ErrorRow:
-    kind = (
-        UNKNOWN_VERSION if isinstance(e, (co.UnknownVersion, tl.UnknownVersion)) else CORRUPT_BYTES
-    )
+    kind = UNKNOWN_VERSION if isinstance(e, UnknownVersion) else CORRUPT_BYTES
     return ErrorRow(file, position, 0, kind, f"record at offset {offset}: {e}", offset)
 
 

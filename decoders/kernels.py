@@ -18,6 +18,23 @@ import numba
 import numpy as np
 from numba import njit
 
+# Module-level integers are compile-time constants to numba: the kernels read bytes at the
+# layout's names. Only constants.py may be imported from (the cache is keyed on it, below).
+from decoders.constants import (
+    CURRENT_MAGIC_VALUE,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_VALUE_V2,
+    MIN_BATCH_LENGTH_V2,
+    MIN_LEGACY_ENTRY_SIZE,
+    RECORD_BATCH_OVERHEAD,
+    SIZE_OFFSET,
+)
+
+# The modules numba's on-disk cache depends on: a change to any of them is a new cache.
+CACHE_KEY_MODULES = ("kernels.py", "constants.py")
+
 
 def _cache_dir() -> str | None:
     """Where numba keeps the compiled kernels: a per-user directory, never the package's own.
@@ -29,7 +46,7 @@ def _cache_dir() -> str | None:
     None (compile in memory) when none of them is writable.
     """
     digest = hashlib.sha256()
-    for name in ("kernels.py", "constants.py"):
+    for name in CACHE_KEY_MODULES:
         # through the package's loader: the package may be imported from a zip (--py-files)
         digest.update(importlib.resources.files("decoders").joinpath(name).read_bytes())
     tag = f"logreplay-{digest.hexdigest()[:16]}"
@@ -59,7 +76,7 @@ NUMBA_CACHE = _CACHE  # for other modules' kernels (replay.crosslog)
 
 # hop_entries stop reasons
 HOP_END = 0  # reached the end of the range exactly
-HOP_PARTIAL = 1  # the next entry does not fit in the range (or its 17-byte head does not)
+HOP_PARTIAL = 1  # the next entry does not fit in the range (or its head up to magic does not)
 HOP_BAD_SIZE = 2  # size field smaller than the format's minimum or larger than allowed
 HOP_BAD_MAGIC = 3  # magic byte is not 0, 1 or 2
 
@@ -131,7 +148,7 @@ def hop_entries(buf, start, end, max_entry):
 
     Returns (positions, sizes, magics, count, stop_position, stop_reason).
     """
-    cap = max(16, (end - start) // 61 + 1)
+    cap = max(16, (end - start) // RECORD_BATCH_OVERHEAD + 1)
     pos = np.empty(cap, np.int64)
     size = np.empty(cap, np.int32)
     magic = np.empty(cap, np.int8)
@@ -142,18 +159,22 @@ def hop_entries(buf, start, end, max_entry):
         if p == end:
             reason = HOP_END
             break
-        if end - p < 17:
+        if end - p < HEADER_SIZE_UP_TO_MAGIC:
             reason = HOP_PARTIAL
             break
-        s = _be32(buf, p + 8)
-        m = np.int8(buf[p + 16])
-        if m < 0 or m > 2:
+        s = _be32(buf, p + SIZE_OFFSET)
+        m = np.int8(buf[p + MAGIC_OFFSET])
+        if m < 0 or m > CURRENT_MAGIC_VALUE:
             reason = HOP_BAD_MAGIC
             break
-        if s < 14 or (m == 2 and s < 49) or s > max_entry:
+        if (
+            s < MIN_LEGACY_ENTRY_SIZE
+            or (m == MAGIC_VALUE_V2 and s < MIN_BATCH_LENGTH_V2)
+            or s > max_entry
+        ):
             reason = HOP_BAD_SIZE
             break
-        if p + 12 + s > end:
+        if p + LOG_OVERHEAD + s > end:
             reason = HOP_PARTIAL
             break
         if n == cap:
@@ -163,7 +184,7 @@ def hop_entries(buf, start, end, max_entry):
         size[n] = s
         magic[n] = m
         n += 1
-        p += 12 + s
+        p += LOG_OVERHEAD + s
     return pos[:n], size[:n], magic[:n], n, p, reason
 
 
@@ -396,17 +417,23 @@ def gather(buf, pos, lens):
 
 @njit(cache=_CACHE, nogil=True)
 def find_resync(buf, start, end, file_remaining_from_start, max_entry):
-    """First position >= start whose 17-byte head looks like a log entry that fits the file.
+    """First position >= start whose head (up to its magic) looks like a log entry that fits
+    the file.
 
     The caller confirms a candidate by its CRC; this only filters cheaply.
     """
     p = start
-    while p + 17 <= end:
-        m = buf[p + 16]
-        if m <= 2:
-            s = _be32(buf, p + 8)
-            fits = (p - start) + 12 + s <= file_remaining_from_start
-            if s >= 14 and s <= max_entry and (m != 2 or s >= 49) and fits:
+    while p + HEADER_SIZE_UP_TO_MAGIC <= end:
+        m = buf[p + MAGIC_OFFSET]
+        if m <= CURRENT_MAGIC_VALUE:
+            s = _be32(buf, p + SIZE_OFFSET)
+            fits = (p - start) + LOG_OVERHEAD + s <= file_remaining_from_start
+            if (
+                s >= MIN_LEGACY_ENTRY_SIZE
+                and s <= max_entry
+                and (m != MAGIC_VALUE_V2 or s >= MIN_BATCH_LENGTH_V2)
+                and fits
+            ):
                 return p
         p += 1
     return -1

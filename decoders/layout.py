@@ -14,18 +14,29 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-import struct
-import zlib
 from collections import defaultdict
 from dataclasses import dataclass
 
-import crc32c
 import pyarrow.fs as pafs
 
+from decoders.accounting import FileInfo
 from decoders.checkpoints import OFFSET_CHECKPOINT_FILES, broker_id, meta_properties
+from decoders.constants import (
+    LEGACY_COMPRESSION_CODEC_MASK,
+    LEGACY_ENTRY_ATTRIBUTES_OFFSET,
+    LEGACY_HEADER_SIZE_V0,
+    LEGACY_KEY_SIZE_LENGTH,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_VALUE_V0,
+    MAGIC_VALUE_V1,
+    MAGIC_VALUE_V2,
+    MIN_BATCH_LENGTH_V2,
+    MIN_LEGACY_ENTRY_SIZE,
+)
 from decoders.errors import DecodeError
 from decoders.filesystems import resolve
-from decoders.segment import FileInfo
+from decoders.framing import crc_holds, entry_offset, entry_size
 
 PARTITION_DIR = re.compile(
     r"^(?P<topic>.+)-(?P<partition>\d+)(?P<suffix>\.[0-9a-f]{32}-(delete|future|stray))?$"
@@ -151,29 +162,33 @@ def explicit_kind(name: str, read_at, size: int) -> tuple[str, int | None]:
     return kind, first if kind.split(".")[0] in LOG_KINDS else None
 
 
+# Bytes read first to sniff an entry: the framing, a v0 message's head and its key length
+# (fewer than any whole entry has).
+_SNIFFED_HEAD = LOG_OVERHEAD + LEGACY_HEADER_SIZE_V0 + LEGACY_KEY_SIZE_LENGTH
+
+
 def sniff_entry(read_at, size: int) -> int | None:
     """The offset of the entry at byte 0 when it is a whole record batch (magic 2, CRC-32C
     over attributes..end, DefaultRecordBatch) or legacy message (magic 0/1, CRC-32 over
     magic..end, LegacyRecord) whose CRC holds; else None. A compressed legacy wrapper holds
     its last inner offset, not its first: None too."""
-    head = read_at(0, 22)
-    if len(head) < 22 or size < 22:
+    head = read_at(0, _SNIFFED_HEAD)
+    if len(head) < _SNIFFED_HEAD or size < _SNIFFED_HEAD:
         return None
-    offset, length = struct.unpack_from(">qi", head, 0)
-    magic = head[16]
-    if not 14 <= length <= min(size - 12, SNIFF_MAX_BYTES):
+    offset, length = entry_offset(head), entry_size(head)
+    magic = head[MAGIC_OFFSET]
+    if not MIN_LEGACY_ENTRY_SIZE <= length <= min(size - LOG_OVERHEAD, SNIFF_MAX_BYTES):
         return None
-    entry = read_at(0, 12 + length)
-    if len(entry) < 12 + length:
+    entry = read_at(0, LOG_OVERHEAD + length)
+    if len(entry) < LOG_OVERHEAD + length:
         return None
-    if magic == 2:
-        if length < 49:  # RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+    if magic == MAGIC_VALUE_V2:
+        if length < MIN_BATCH_LENGTH_V2:
             return None
-        ok = crc32c.crc32c(memoryview(entry)[21:]) == struct.unpack_from(">I", entry, 17)[0]
-        return offset if ok else None
-    if magic in (0, 1):
-        ok = zlib.crc32(memoryview(entry)[16:]) == struct.unpack_from(">I", entry, 12)[0]
-        return offset if ok and not entry[17] & 0x07 else None
+        return offset if crc_holds(entry, magic) else None
+    if magic in (MAGIC_VALUE_V0, MAGIC_VALUE_V1):
+        compressed = entry[LEGACY_ENTRY_ATTRIBUTES_OFFSET] & LEGACY_COMPRESSION_CODEC_MASK
+        return offset if crc_holds(entry, magic) and not compressed else None
     return None
 
 

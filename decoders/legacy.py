@@ -16,19 +16,34 @@ from decoders.constants import (
     COMPRESSION_ZSTD,
     CREATE_TIME,
     LEGACY_COMPRESSION_CODEC_MASK,
+    LEGACY_ENTRY_CRC_OFFSET,
+    LEGACY_ENTRY_MAGIC_OFFSET,
+    LEGACY_ENTRY_TIMESTAMP_OFFSET,
+    LEGACY_HEADER_SIZE_V0,
+    LEGACY_KEY_SIZE_LENGTH,
+    LEGACY_KEY_SIZE_OFFSET_V0,
+    LEGACY_KEY_SIZE_OFFSET_V1,
+    LEGACY_TIMESTAMP_LENGTH,
     LEGACY_TIMESTAMP_TYPE_MASK,
+    LEGACY_VALUE_SIZE_LENGTH,
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
     MAGIC_VALUE_V0,
+    MAGIC_VALUE_V1,
     NO_TIMESTAMP,
     NO_TIMESTAMP_TYPE,
     RECORD_OVERHEAD_V0,
+    RECORD_OVERHEAD_V1,
 )
 from decoders.errors import DecodeError
 
 _ENTRY = struct.Struct(">qi")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_MSG_HEAD = struct.Struct(">Ibb")
+_MSG_HEAD = struct.Struct(">Ibb")  # crc, magic, attributes
+_TIMESTAMP = struct.Struct(">q")
+_LENGTH = struct.Struct(">i")  # key and value lengths
+assert _MSG_HEAD.size == LEGACY_HEADER_SIZE_V0 and _TIMESTAMP.size == LEGACY_TIMESTAMP_LENGTH
+assert _LENGTH.size == LEGACY_KEY_SIZE_LENGTH == LEGACY_VALUE_SIZE_LENGTH
 
 
 @dataclass(slots=True)
@@ -71,17 +86,17 @@ def parse_message(entry: bytes | memoryview, verify_crc: bool = True) -> LegacyM
     if size < RECORD_OVERHEAD_V0 or LOG_OVERHEAD + size > len(entry):
         raise DecodeError(f"legacy message size {size} out of range")
     end = LOG_OVERHEAD + size
-    crc, magic, attributes = _MSG_HEAD.unpack_from(entry, LOG_OVERHEAD)
-    if magic not in (0, 1):
+    crc, magic, attributes = _MSG_HEAD.unpack_from(entry, LEGACY_ENTRY_CRC_OFFSET)
+    if magic not in (MAGIC_VALUE_V0, MAGIC_VALUE_V1):
         raise DecodeError(f"legacy message with magic {magic}")
-    crc_valid = (zlib.crc32(entry[LOG_OVERHEAD + 4 : end]) == crc) if verify_crc else True
-    p = LOG_OVERHEAD + 6
+    crc_valid = (zlib.crc32(entry[LEGACY_ENTRY_MAGIC_OFFSET:end]) == crc) if verify_crc else True
+    p = LOG_OVERHEAD + LEGACY_KEY_SIZE_OFFSET_V0
     timestamp = NO_TIMESTAMP
-    if magic == 1:
-        if end - p < 16:
+    if magic == MAGIC_VALUE_V1:
+        if end - p < RECORD_OVERHEAD_V1 - LEGACY_HEADER_SIZE_V0:
             raise DecodeError("v1 message shorter than its header")
-        (timestamp,) = struct.unpack_from(">q", entry, p)
-        p += 8
+        (timestamp,) = _TIMESTAMP.unpack_from(entry, LEGACY_ENTRY_TIMESTAMP_OFFSET)
+        p = LOG_OVERHEAD + LEGACY_KEY_SIZE_OFFSET_V1
     key, p = _sized(entry, p, end, "key")
     value, p = _sized(entry, p, end, "value")
     if p != end:
@@ -90,10 +105,10 @@ def parse_message(entry: bytes | memoryview, verify_crc: bool = True) -> LegacyM
 
 
 def _sized(buf, p: int, end: int, what: str) -> tuple[bytes | None, int]:
-    if p + 4 > end:
+    if p + _LENGTH.size > end:
         raise DecodeError(f"message ends inside the {what} length")
-    (n,) = struct.unpack_from(">i", buf, p)
-    p += 4
+    (n,) = _LENGTH.unpack_from(buf, p)
+    p += _LENGTH.size
     if n == -1:
         return None, p
     if n < 0 or p + n > end:
@@ -129,7 +144,7 @@ def decode_entry(
         return out
     last_rel = inner_msgs[-1].offset
     for m in inner_msgs:
-        if msg.magic == 1 and msg.offset != 0:
+        if msg.magic == MAGIC_VALUE_V1 and msg.offset != 0:
             # v1 inner offsets are relative: abs = wrapper - lastRelative + relative
             # (AbstractLegacyRecordBatch); a wrapper offset of 0 keeps them as written.
             absolute = msg.offset - last_rel + m.offset

@@ -17,9 +17,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, LOG_OVERHEAD, TRANSACTION_STATE_TOPIC
+from decoders.framing import entry_size
 from decoders.indexes import read_offset_index
 from decoders.layout import LOG_KINDS, DumpFile
-from decoders.segment import SegmentDecoder
+from decoders.resync import Resync
 
 DEFAULT_RANGE_BYTES = 128 * 1024 * 1024
 # Entries after a resync candidate that must also be CRC-valid before it counts as a boundary.
@@ -130,60 +131,52 @@ def split(f: DumpFile, range_bytes: int, index: DumpFile | None = None) -> list[
 def _index_boundaries(f: DumpFile, nominal: list[int], index: DumpFile) -> list[int] | None:
     """The first offset-index position at or after each nominal split, confirmed by its CRC;
     None when the index does not help (empty, or a position is not a valid batch)."""
-    positions = read_offset_index(index.open(), index.info).table["log_position"].to_pylist()
+    with index.open() as index_src:
+        positions = read_offset_index(index_src, index.info).table["log_position"].to_pylist()
     if not positions:
         return None
-    src = f.open()
-    try:
-        dec = SegmentDecoder(src, f.info)
+    with f.open() as src:
+        entries = Resync(src, src.size)
         out = []
         for n in nominal:
             p = next((q for q in positions if q >= n), None)
             if p is None:
                 break
-            if p >= f.size or not dec._entry_is_valid(p):
+            if p >= f.size or not entries.entry_is_valid(p):
                 return None
             out.append(p)
         tail = [n for n in nominal if n > (positions[-1] if positions else 0)]
-        out.extend(_resync_boundaries(f, tail, src) if tail else [])
+        out.extend(_resync_boundaries(f, tail, entries) if tail else [])
         return out
-    finally:
-        src.close()
 
 
-def _resync_boundaries(f: DumpFile, nominal: list[int], src=None) -> list[int]:
-    own = src is None
-    src = src or f.open()
-    try:
-        dec = SegmentDecoder(src, f.info)
-        out = []
-        for n in nominal:
-            p = n
-            while p is not None and p < f.size:
-                p = dec._resync(p)
-                if p is None or _chain_is_valid(dec, p, f.size):
-                    break
-                p += 1
-            if p is not None:
-                out.append(p)
-        return out
-    finally:
-        if own:
-            src.close()
+def _resync_boundaries(f: DumpFile, nominal: list[int], entries: Resync | None = None) -> list[int]:
+    if entries is None:
+        with f.open() as src:
+            return _resync_boundaries(f, nominal, Resync(src, src.size))
+    out = []
+    for n in nominal:
+        p = n
+        while p is not None and p < f.size:
+            p = entries.next_valid_entry(p)
+            if p is None or _chain_is_valid(entries, p, f.size):
+                break
+            p += 1
+        if p is not None:
+            out.append(p)
+    return out
 
 
-def _chain_is_valid(dec: SegmentDecoder, p: int, size: int) -> bool:
+def _chain_is_valid(entries: Resync, p: int, size: int) -> bool:
     """The entries after a candidate must be valid too (or the file must end there)."""
-    import struct
-
     for _ in range(CHAIN_CONFIRMATIONS):
-        head = dec.src.read_at(p, 12)
-        if len(head) < 12:
+        head = entries.src.read_at(p, LOG_OVERHEAD)
+        if len(head) < LOG_OVERHEAD:
             return True
-        p += LOG_OVERHEAD + struct.unpack_from(">i", head, 8)[0]
+        p += LOG_OVERHEAD + entry_size(head)
         if p >= size:
             return p == size
-        if not dec._entry_is_valid(p):
+        if not entries.entry_is_valid(p):
             return False
     return True
 

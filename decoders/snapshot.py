@@ -5,38 +5,57 @@ from __future__ import annotations
 import struct
 
 import crc32c
+import numpy as np
 import pyarrow as pa
 
 from decoders import fixed
+from decoders.accounting import Accounting, FileInfo
+from decoders.columns import const
 from decoders.constants import (
+    PRODUCER_SNAPSHOT_COUNT_OFFSET,
     PRODUCER_SNAPSHOT_ENTRY_SIZE,
+    PRODUCER_SNAPSHOT_HEADER_FORMAT,
     PRODUCER_SNAPSHOT_HEADER_SIZE,
     PRODUCER_SNAPSHOT_VERSION,
 )
 from decoders.errors import CORRUPT_BYTES, CRC_MISMATCH, UNKNOWN_VERSION, ErrorRow
 from decoders.indexes import DEFAULT_INDEX_BUDGET, MAX_INDEX_BYTES, IndexResult
 from decoders.schemas import PRODUCER_SNAPSHOTS
-from decoders.segment import Accounting, FileInfo, _const
-from decoders.source import open_source
-
-_ENTRY_FIELDS = [  # (name, start, end, dtype)
-    ("producer_id", 0, 8, ">i8"),
-    ("producer_epoch", 8, 10, ">i2"),
-    ("last_sequence", 10, 14, ">i4"),
-    ("last_offset", 14, 22, ">i8"),
-    ("offset_delta", 22, 26, ">i4"),
-    ("timestamp", 26, 34, ">i8"),
-    ("coordinator_epoch", 34, 38, ">i4"),
-    ("current_txn_first_offset", 38, 46, ">i8"),
-]
+from decoders.source import ByteSource, reads_source
 
 
+def _layout(fields: list[tuple[str, str]]) -> list[tuple[str, int, int, str]]:
+    """(name, start, end, dtype) of fixed-width fields laid out one after the other."""
+    out, at = [], 0
+    for name, dt in fields:
+        end = at + np.dtype(dt).itemsize
+        out.append((name, at, end, dt))
+        at = end
+    assert at == PRODUCER_SNAPSHOT_ENTRY_SIZE
+    return out
+
+
+# A snapshot entry's fields in file order (ProducerSnapshot.json, PRODUCER_SNAPSHOT_ENTRY_FORMAT).
+_ENTRY_FIELDS = _layout(
+    [
+        ("producer_id", ">i8"),
+        ("producer_epoch", ">i2"),
+        ("last_sequence", ">i4"),
+        ("last_offset", ">i8"),
+        ("offset_delta", ">i4"),
+        ("timestamp", ">i8"),
+        ("coordinator_epoch", ">i4"),
+        ("current_txn_first_offset", ">i8"),
+    ]
+)
+
+
+@reads_source
 def read_snapshot(
-    path_or_source, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET
+    src: ByteSource, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET
 ) -> IndexResult:
     """Entries of a producer snapshot; a bad version, CRC or length makes the whole file corrupt
     (the broker then ignores it and rebuilds from the log), but entries are still shown."""
-    src = open_source(path_or_source)
     info = info or FileInfo(file=src.name, kind="snapshot")
     limit = min(MAX_INDEX_BYTES, memory_budget // 4)
     too_big = src.size > limit
@@ -53,12 +72,17 @@ def read_snapshot(
             )
         )
     elif len(data) < PRODUCER_SNAPSHOT_HEADER_SIZE:
-        problems.append((CORRUPT_BYTES, f"{len(data)} bytes is shorter than the 10-byte header"))
+        problems.append(
+            (
+                CORRUPT_BYTES,
+                f"{len(data)} bytes is shorter than the {PRODUCER_SNAPSHOT_HEADER_SIZE}-byte header",
+            )
+        )
     else:
-        version, crc, count = struct.unpack_from(">hIi", data, 0)
+        version, crc, count = struct.unpack_from(PRODUCER_SNAPSHOT_HEADER_FORMAT, data, 0)
         if version != PRODUCER_SNAPSHOT_VERSION:
             problems.append((UNKNOWN_VERSION, f"snapshot version {version}"))
-        computed = crc32c.crc32c(memoryview(data)[6:])
+        computed = crc32c.crc32c(memoryview(data)[PRODUCER_SNAPSHOT_COUNT_OFFSET:])
         if computed != crc:
             problems.append(
                 (CRC_MISMATCH, f"CRC-32C mismatch: stored {crc:#010x}, computed {computed:#010x}")
@@ -71,7 +95,7 @@ def read_snapshot(
             problems.append(
                 (
                     CORRUPT_BYTES,
-                    f"header says {count} entries, the file holds {room} (+{(len(data) - 10) % 46} bytes)",
+                    f"header says {count} entries, the file holds {room} (+{(len(data) - PRODUCER_SNAPSHOT_HEADER_SIZE) % PRODUCER_SNAPSHOT_ENTRY_SIZE} bytes)",
                 )
             )
         n = max(0, min(count, room))
@@ -88,11 +112,11 @@ def read_snapshot(
     ts = cols.pop("timestamp")
     table = pa.table(
         {
-            "broker": _const(info.broker, n, pa.string()),
-            "topic": _const(info.topic, n, pa.string()),
-            "partition": _const(info.partition, n, pa.int32()),
-            "file": _const(info.file, n, pa.string()),
-            "snapshot_offset": _const(info.base_offset, n, pa.int64()),
+            "broker": const(info.broker, n, pa.string()),
+            "topic": const(info.topic, n, pa.string()),
+            "partition": const(info.partition, n, pa.int32()),
+            "file": const(info.file, n, pa.string()),
+            "snapshot_offset": const(info.base_offset, n, pa.int64()),
             **{
                 k: pa.array(v)
                 for k, v in cols.items()

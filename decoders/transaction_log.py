@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from decoders.errors import DecodeError
+from decoders.errors import DecodeError, UnknownVersion
 from decoders.primitives import ByteReader, ByteWriter
 
 TXN_STATES = {
@@ -18,14 +18,45 @@ TXN_STATES = {
     7: "PrepareEpochFence",
 }
 STATE_CODES = {v: k for k, v in TXN_STATES.items()}
+EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT = "Empty", "Ongoing", "PrepareCommit", "PrepareAbort"
+COMPLETE_COMMIT, COMPLETE_ABORT, DEAD = "CompleteCommit", "CompleteAbort", "Dead"
+PREPARE_EPOCH_FENCE = "PrepareEpochFence"
+
+# state <- the states it may follow: TransactionState.VALID_PREVIOUS_STATES (Kafka 4.x,
+# transaction-coordinator/.../TransactionState.java), the validPreviousStates of
+# TransactionMetadata.scala's states in 3.x; docs/formats.md 8.4. Dead (never written: expiry
+# writes a tombstone) follows Empty, CompleteCommit or CompleteAbort in both.
+VALID_PREVIOUS_STATES: dict[str, frozenset[str]] = {
+    EMPTY: frozenset({EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT}),
+    ONGOING: frozenset({ONGOING, EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT}),
+    PREPARE_COMMIT: frozenset({ONGOING}),
+    PREPARE_ABORT: frozenset({ONGOING, PREPARE_EPOCH_FENCE}),
+    COMPLETE_COMMIT: frozenset({PREPARE_COMMIT}),
+    COMPLETE_ABORT: frozenset({PREPARE_ABORT}),
+    DEAD: frozenset({EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT}),
+    PREPARE_EPOCH_FENCE: frozenset({ONGOING}),
+}
+# Transaction version 2 (KIP-890, Kafka 4.x): an abort may also follow Empty, CompleteCommit or
+# CompleteAbort, since a TV2 client can abort with no transaction ongoing (TransactionState.java
+# lists them for PREPARE_ABORT "in transaction v2"); earlier versions never write that.
+TV2_EXTRA_PREVIOUS_STATES: dict[str, frozenset[str]] = {
+    PREPARE_ABORT: frozenset({EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT}),
+}
+
+
+def valid_previous_states(state: str, transaction_version: int = 0) -> frozenset[str] | None:
+    """The states ``state`` may follow for a client of ``transaction_version``; None for a
+    state Kafka does not know."""
+    allowed = VALID_PREVIOUS_STATES.get(state)
+    if allowed is not None and transaction_version >= 2:
+        allowed = allowed | TV2_EXTRA_PREVIOUS_STATES.get(state, frozenset())
+    return allowed
+
+
 MAX_VALUE_VERSION = 1
 TAG_PREVIOUS_PRODUCER_ID = 0
 TAG_NEXT_PRODUCER_ID = 1
 TAG_CLIENT_TRANSACTION_VERSION = 2
-
-
-class UnknownVersion(DecodeError):
-    pass
 
 
 def decode_key(key: bytes) -> str:

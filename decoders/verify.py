@@ -16,7 +16,13 @@ from collections import defaultdict
 import pyarrow as pa
 
 from decoders import read_segment
-from decoders.constants import PRODUCER_SNAPSHOT_ENTRY_SIZE, PRODUCER_SNAPSHOT_HEADER_SIZE
+from decoders.constants import (
+    ABORTED_TXN_ENTRY_SIZE,
+    OFFSET_INDEX_ENTRY_SIZE,
+    PRODUCER_SNAPSHOT_ENTRY_SIZE,
+    PRODUCER_SNAPSHOT_HEADER_SIZE,
+    TIME_INDEX_ENTRY_SIZE,
+)
 from decoders.errors import INDEX_INCONSISTENT, ErrorRow
 from decoders.layout import DumpFile, discover
 
@@ -64,14 +70,14 @@ def _offset_index(f: DumpFile, entries: pa.Table, log: pa.Table) -> list[ErrorRo
     out = []
     ent_pos = entries["log_position"].to_pylist()
     for n, (off, p) in enumerate(zip(entries["offset"].to_pylist(), ent_pos, strict=True)):
-        where = n * 8
+        where = n * OFFSET_INDEX_ENTRY_SIZE
         i = starts.get(p)
         if i is None:
             out.append(
                 ErrorRow(
                     f.info.file,
                     where,
-                    8,
+                    OFFSET_INDEX_ENTRY_SIZE,
                     INDEX_INCONSISTENT,
                     f"entry {n}: no batch starts at log position {p}",
                     off,
@@ -91,7 +97,7 @@ def _offset_index(f: DumpFile, entries: pa.Table, log: pa.Table) -> list[ErrorRo
                 ErrorRow(
                     f.info.file,
                     where,
-                    8,
+                    OFFSET_INDEX_ENTRY_SIZE,
                     INDEX_INCONSISTENT,
                     f"entry {n}: offset {off} is not the last offset of a batch appended at position {p}",
                     off,
@@ -117,8 +123,8 @@ def _time_index(f: DumpFile, entries: pa.Table, log: pa.Table) -> list[ErrorRow]
             out.append(
                 ErrorRow(
                     f.info.file,
-                    n * 12,
-                    12,
+                    n * TIME_INDEX_ENTRY_SIZE,
+                    TIME_INDEX_ENTRY_SIZE,
                     INDEX_INCONSISTENT,
                     f"entry {n}: timestamp {ts} is not the largest timestamp up to offset {off} ({seen})",
                     off,
@@ -144,8 +150,8 @@ def _txn_index(f: DumpFile, entries: pa.Table, batches: dict[int, pa.Table]) -> 
             out.append(
                 ErrorRow(
                     f.info.file,
-                    row["entry"] * 34,
-                    34,
+                    row["entry"] * ABORTED_TXN_ENTRY_SIZE,
+                    ABORTED_TXN_ENTRY_SIZE,
                     INDEX_INCONSISTENT,
                     f"entry {row['entry']}: no ABORT marker of producer {row['producer_id']} at offset {row['last_offset']}",
                     row["last_offset"],

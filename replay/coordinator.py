@@ -1,6 +1,7 @@
 """Replay `__transaction_state` per transactional id (docs/formats.md 8.4, 8.5).
 
-Each record is a state the coordinator moved to; a transition not allowed by 8.4 is a finding.
+Each record is a state the coordinator moved to; a transition not allowed by 8.4
+(:data:`decoders.transaction_log.VALID_PREVIOUS_STATES`) is a finding.
 The walk yields the coordinator's transactions: the producer id and the epoch the data was
 written with, the partitions it added, whether it committed or aborted, with which marker epoch,
 and when (start, prepare, complete), so :mod:`replay.spark` can check every partition against it.
@@ -10,17 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from decoders.transaction_log import DEAD, valid_previous_states
 from replay.findings import finding
-
-VALID_PREVIOUS = {  # 8.4: state <- allowed previous states (Dead is the tombstone)
-    "Empty": {"Empty", "CompleteCommit", "CompleteAbort"},
-    "Ongoing": {"Ongoing", "Empty", "CompleteCommit", "CompleteAbort"},
-    "PrepareCommit": {"Ongoing"},
-    "PrepareAbort": {"Ongoing", "PrepareEpochFence"},
-    "CompleteCommit": {"PrepareCommit"},
-    "CompleteAbort": {"PrepareAbort"},
-    "Dead": {"Empty", "CompleteCommit", "CompleteAbort"},
-}
 
 
 def _partitions(value: list[dict] | None) -> set[tuple[str, int]]:
@@ -55,11 +47,12 @@ def replay_transactional_id(
         if pid is not None and pid >= 0:
             first_of.setdefault(pid, r)
             latest_epoch[pid] = max(latest_epoch.get(pid, -1), r["producer_epoch"] or 0)
-        new = "Dead" if r["is_tombstone"] else r["state"]
+        new = DEAD if r["is_tombstone"] else r["state"]
         tid = r["transactional_id"]
         # across a cleaned range the records between two survivors are gone: not judged
         judged = previous is not None and whole(previous)
-        if judged and new in VALID_PREVIOUS and state not in VALID_PREVIOUS[new]:
+        allowed = valid_previous_states(new, r.get("client_transaction_version") or 0)
+        if judged and allowed is not None and state not in allowed:
             findings.append(
                 finding(
                     "invalid_txn_transition",

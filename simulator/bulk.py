@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import struct
 
-import crc32c
+from decoders.constants import (
+    BATCH_HEADER_AFTER_CRC_FORMAT,
+    COMPRESSION_NONE,
+    MAX_SEQUENCE,
+    NO_PARTITION_LEADER_EPOCH,
+    RECORDS_OFFSET,
+)
+from decoders.framing import batch_header
+from simulator.writer import Record, build_batch, frame_batch
 
-from decoders.constants import COMPRESSION_NONE, MAX_SEQUENCE
-from simulator.writer import Record, build_batch
+_AFTER_CRC = struct.Struct(BATCH_HEADER_AFTER_CRC_FORMAT)
 
 SCALE_UNIT_BYTES = 8 << 20  # --scale 1 adds about 8 MiB of background data per scenario
 RECORDS_PER_BATCH = 200
@@ -37,26 +44,22 @@ class BatchTemplate:
         full = build_batch(
             records, base_timestamp=0, codec=codec, producer_id=0, producer_epoch=0, base_sequence=0
         )
-        self.attributes = struct.unpack_from(">h", full, 21)[0]
+        self.attributes = batch_header(full).attributes
         self.count = n
-        self.payload = full[61:]
+        self.payload = full[RECORDS_OFFSET:]
 
     def make(self, timestamp: int, producer_id: int, epoch: int, sequence: int) -> bytes:
-        body = (
-            struct.pack(
-                ">hiqqqhii",
-                self.attributes,
-                self.count - 1,
-                timestamp,
-                timestamp + self.count - 1,
-                producer_id,
-                epoch,
-                sequence,
-                self.count,
-            )
-            + self.payload
+        body = _AFTER_CRC.pack(
+            self.attributes,
+            self.count - 1,
+            timestamp,
+            timestamp + self.count - 1,
+            producer_id,
+            epoch,
+            sequence,
+            self.count,
         )
-        return struct.pack(">qiibI", 0, len(body) + 9, -1, 2, crc32c.crc32c(body)) + body
+        return frame_batch(0, NO_PARTITION_LEADER_EPOCH, body + self.payload)
 
 
 def background(cluster, topic: str, total_bytes: int) -> int:

@@ -7,8 +7,9 @@ fault asks for it through ``write_state``). The coordinator of a transactional i
 the leader of its internal partition: its clock stamps the records, and the transaction
 coordinator's epoch (the leader epoch of that partition) is stamped into every marker.
 
-The transition table is the replay's (:data:`replay.coordinator.VALID_PREVIOUS`, one definition
-of Kafka's rule); ``Dead`` there is the tombstone, which the simulator never writes.
+The transition table is Kafka's, defined once in
+:data:`decoders.transaction_log.VALID_PREVIOUS_STATES` (the replay judges logs by the same one);
+``Dead`` there is the tombstone, which the simulator never writes.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from decoders import consumer_protocol as cp
 from decoders import transaction_log as tl
 from decoders.constants import CONSUMER_OFFSETS_TOPIC
 from decoders.partitioning import partition_for
-from replay.coordinator import VALID_PREVIOUS
+from decoders.transaction_log import valid_previous_states
 from simulator.writer import Record
 
 MAX_EPOCH = 32767
@@ -47,7 +48,7 @@ class TransactionCoordinator:
     def write_state(
         self, md: TxnMetadata, state: str, partitions=None, *, check: bool = True
     ) -> None:
-        if check and md.state not in VALID_PREVIOUS[state] and not (state == md.state == "Empty"):
+        if check and md.state not in valid_previous_states(state, md.version):
             raise ValueError(f"illegal transition {md.state} -> {state} for {md.transactional_id}")
         md.state = state
         self.cluster.tick(1, 3)
@@ -288,11 +289,12 @@ class GroupCoordinator:
         group.members.pop(member_id, None)
         self.rebalance(group)
 
-    def commit(self, group: Group, offsets: dict[tuple[str, int], int]) -> tuple[int, int]:
-        """OffsetCommit: one batch with a record per partition (value version 3)."""
+    def _offset_records(self, group: Group, offsets: dict[tuple[str, int], int]) -> list[Record]:
+        """The OffsetCommit records of one commit (value version 3), stamped by the group
+        coordinator's clock."""
         self.cluster.tick(1, 3)
         now = self._now(group)
-        records = [
+        return [
             Record(
                 co.encode_offset_commit_key(group.group_id, t, p),
                 co.encode_offset_commit(o, now),
@@ -300,6 +302,10 @@ class GroupCoordinator:
             )
             for (t, p), o in sorted(offsets.items())
         ]
+
+    def commit(self, group: Group, offsets: dict[tuple[str, int], int]) -> tuple[int, int]:
+        """OffsetCommit: one batch with a record per partition (value version 3)."""
+        records = self._offset_records(group, offsets)
         group.offsets.update(offsets)
         return self.cluster.coordinator_append(
             self.cluster.offsets_log(group.group_id), records, base_sequence=0
@@ -309,16 +315,7 @@ class GroupCoordinator:
                    producer_epoch: int) -> tuple[int, int]:  # fmt: skip
         """TxnOffsetCommit: a transactional batch of the producer; it takes effect only at the
         COMMIT marker in this partition (6.8)."""
-        self.cluster.tick(1, 3)
-        now = self._now(group)
-        records = [
-            Record(
-                co.encode_offset_commit_key(group.group_id, t, p),
-                co.encode_offset_commit(o, now),
-                timestamp=now,
-            )
-            for (t, p), o in sorted(offsets.items())
-        ]
+        records = self._offset_records(group, offsets)
         group.pending_txn.setdefault(producer_id, {}).update(offsets)
         return self.cluster.coordinator_append(
             self.cluster.offsets_log(group.group_id),

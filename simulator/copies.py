@@ -12,9 +12,20 @@ import os
 import shutil
 import struct
 
-from decoders.constants import ABORTED_TXN_ENTRY_SIZE
+from decoders.constants import (
+    ABORTED_TXN_ENTRY_SIZE,
+    ABORTED_TXN_LAST_OFFSET_OFFSET,
+    OFFSET_INDEX_ENTRY_SIZE,
+    OFFSET_INDEX_POSITION_OFFSET,
+    OFFSET_INDEX_RELATIVE_OFFSET_OFFSET,
+    TIME_INDEX_ENTRY_SIZE,
+    TIME_INDEX_RELATIVE_OFFSET_OFFSET,
+)
+from decoders.framing import iter_entries
 
 INDEX_FILES = (".index", ".timeindex", ".txnindex")
+_INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
 
 
 def _base(name: str) -> int:
@@ -25,12 +36,9 @@ def log_position(path: str, cut: int) -> int:
     """Byte position of the first batch whose base offset is >= ``cut`` (else the file size)."""
     with open(path, "rb") as f:
         data = f.read()
-    pos = 0
-    while pos + 12 <= len(data):
-        base, length = struct.unpack_from(">qi", data, pos)
+    for pos, base, _ in iter_entries(data):
         if base >= cut:
             return pos
-        pos += 12 + length
     return len(data)
 
 
@@ -56,11 +64,13 @@ def truncate_dir(d: str, cut: int) -> None:
     with open(path, "r+b") as f:
         f.truncate(size)
     stem = os.path.join(d, last[:20])
-    _filter(stem + ".index", 8, lambda e: base + struct.unpack(">i", e[:4])[0] < cut
-            and struct.unpack(">i", e[4:])[0] < size)  # fmt: skip
-    _filter(stem + ".timeindex", 12, lambda e: base + struct.unpack(">i", e[8:])[0] < cut)
+    _filter(stem + ".index", OFFSET_INDEX_ENTRY_SIZE,
+            lambda e: base + _INT.unpack_from(e, OFFSET_INDEX_RELATIVE_OFFSET_OFFSET)[0] < cut
+            and _INT.unpack_from(e, OFFSET_INDEX_POSITION_OFFSET)[0] < size)  # fmt: skip
+    _filter(stem + ".timeindex", TIME_INDEX_ENTRY_SIZE,
+            lambda e: base + _INT.unpack_from(e, TIME_INDEX_RELATIVE_OFFSET_OFFSET)[0] < cut)  # fmt: skip
     _filter(stem + ".txnindex", ABORTED_TXN_ENTRY_SIZE,
-            lambda e: struct.unpack(">q", e[18:26])[0] < cut)  # fmt: skip
+            lambda e: _LONG.unpack_from(e, ABORTED_TXN_LAST_OFFSET_OFFSET)[0] < cut)  # fmt: skip
     ckpt = os.path.join(d, "leader-epoch-checkpoint")
     if os.path.exists(ckpt):
         with open(ckpt) as f:

@@ -13,17 +13,19 @@ import bisect
 import collections
 import os
 import shutil
-import struct
 from dataclasses import dataclass, field
 
 from decoders.constants import (
     ABORT,
     COMPRESSION_NONE,
+    CONTROL_FLAG_MASK,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
+    TRANSACTIONAL_FLAG_MASK,
     last_sequence,
 )
+from decoders.framing import batch_header
 from simulator.writer import (
     PartitionWriter,
     Record,
@@ -169,12 +171,17 @@ class PartitionLog:
 
     def append_batch(self, batch: bytes, *, dedupe: bool = False) -> tuple[int, int] | None:
         """Append a prepared v2 batch (its base offset is assigned here)."""
-        (last_delta, _, max_ts, pid, epoch, base_seq, count) = struct.unpack_from(
-            ">iqqqhii", batch, 23
+        h = batch_header(batch)
+        pid, epoch, base_seq, count = (
+            h.producer_id,
+            h.producer_epoch,
+            h.base_sequence,
+            h.records_count,
         )
-        attributes = struct.unpack_from(">h", batch, 21)[0]
-        transactional, control = bool(attributes & 0x10), bool(attributes & 0x20)
-        last_seq = last_sequence(base_seq, last_delta)
+        max_ts = h.max_timestamp
+        transactional = bool(h.attributes & TRANSACTIONAL_FLAG_MASK)
+        control = bool(h.attributes & CONTROL_FLAG_MASK)
+        last_seq = last_sequence(base_seq, h.last_offset_delta)
         entry = self.producers.get(pid) if pid >= 0 else None
         if (
             dedupe

@@ -8,10 +8,7 @@ come from the appends themselves, never from constants.
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Callable
-
-import crc32c
 
 from decoders.constants import (
     COMPRESSION_GZIP,
@@ -19,13 +16,15 @@ from decoders.constants import (
     COMPRESSION_NONE,
     COMPRESSION_SNAPPY,
     COMPRESSION_ZSTD,
+    RECORD_BATCH_OVERHEAD,
 )
+from decoders.framing import batch_header, iter_entries
 from simulator.bulk import SCALE_UNIT_BYTES, background
 from simulator.clients import Consumer, Producer, TransactionalProducer
 from simulator.cluster import Cluster, TopicConfig
 from simulator.log import READ_COMMITTED, READ_UNCOMMITTED, TXN_DATA
 from simulator.truth import Truth
-from simulator.writer import legacy_message, legacy_wrapper
+from simulator.writer import legacy_message, legacy_wrapper, restamp_crc
 
 CODECS = [COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD]
 SCENARIOS: dict[str, Callable[[str, int, float], Truth]] = {}
@@ -655,15 +654,12 @@ def _rewrite_values(part_dir: str, first: int, last: int) -> None:
         path = os.path.join(part_dir, name)
         with open(path, "rb") as f:
             data = bytearray(f.read())
-        pos = 0
-        while pos + 61 <= len(data):
-            base, length = struct.unpack_from(">qi", data, pos)
-            (delta,) = struct.unpack_from(">i", data, pos + 23)
-            if base >= first and base + delta <= last:
-                end = pos + 12 + length
-                data[end - 3] ^= 0x01  # inside the last record's value
-                struct.pack_into(">I", data, pos + 17, crc32c.crc32c(bytes(data[pos + 21 : end])))
-            pos += 12 + length
+        for pos, base, length in iter_entries(data):
+            if pos + RECORD_BATCH_OVERHEAD > len(data):
+                break
+            if base >= first and base + batch_header(data, pos).last_offset_delta <= last:
+                data[pos + length - 3] ^= 0x01  # inside the last record's value
+                restamp_crc(data, pos)
         with open(path, "wb") as f:
             f.write(data)
 
@@ -688,14 +684,8 @@ def corrupt_segments(out: str, seed: int, scale: float) -> Truth:
         return os.path.join(os.path.dirname(d), f"clicks-{p}", "00000000000000000000.log")
 
     def positions(path: str) -> list[tuple[int, int, int]]:
-        out, pos = [], 0
         with open(path, "rb") as f:
-            data = f.read()
-        while pos + 12 <= len(data):
-            base, length = struct.unpack_from(">qi", data, pos)
-            out.append((pos, base, 12 + length))
-            pos += 12 + length
-        return out
+            return list(iter_entries(f.read()))
 
     p0 = positions(seg(0))
     pos, base, size = p0[5]

@@ -20,25 +20,45 @@ import crc32c
 
 from decoders.compression import compress
 from decoders.constants import (
+    ABORTED_TXN_CURRENT_VERSION,
     ABORTED_TXN_ENTRY_SIZE,
+    ABORTED_TXN_FORMAT,
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    BATCH_HEADER_AFTER_CRC_FORMAT,
+    BATCH_HEADER_UP_TO_CRC_FORMAT,
+    COMPRESSION_CODEC_MASK,
     COMPRESSION_NONE,
     CONTROL_FLAG_MASK,
+    CRC_OFFSET,
     DEFAULT_INDEX_INTERVAL_BYTES,
     DELETE_HORIZON_FLAG_MASK,
+    LEGACY_ENTRY_TIMESTAMP_OFFSET,
     LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_VALUE_V1,
+    MAGIC_VALUE_V2,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     NO_TIMESTAMP,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_SNAPSHOT_COUNT_OFFSET,
+    PRODUCER_SNAPSHOT_CRC_OFFSET,
+    PRODUCER_SNAPSHOT_ENTRY_FORMAT,
+    PRODUCER_SNAPSHOT_HEADER_FORMAT,
     PRODUCER_SNAPSHOT_VERSION,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
     last_sequence,
 )
+from decoders.framing import batch_header, entry_offset, entry_size
 from decoders.primitives import encode_varint
 
 Header = tuple[str, bytes | None]
+_AFTER_CRC = struct.Struct(BATCH_HEADER_AFTER_CRC_FORMAT)
+_UP_TO_CRC = struct.Struct(BATCH_HEADER_UP_TO_CRC_FORMAT)
 
 
 @dataclass(slots=True)
@@ -126,8 +146,7 @@ def build_batch(
     if delete_horizon is not None:
         attributes |= DELETE_HORIZON_FLAG_MASK
     body = (
-        struct.pack(
-            ">hiqqqhii",
+        _AFTER_CRC.pack(
             attributes,
             last_offset_delta,
             base_timestamp,
@@ -139,9 +158,27 @@ def build_batch(
         )
         + payload
     )
+    return frame_batch(base_offset, partition_leader_epoch, body)
+
+
+def frame_batch(base_offset: int, partition_leader_epoch: int, body: bytes) -> bytes:
+    """A whole v2 batch from its body (attributes..records): the framing, the leader epoch,
+    the magic and the CRC-32C of the body go in front (DefaultRecordBatch.writeHeader)."""
+    # batchLength counts what follows its own field: the header from the leader epoch on
+    batch_length = len(body) + ATTRIBUTES_OFFSET - PARTITION_LEADER_EPOCH_OFFSET
     crc = crc32c.crc32c(body)
-    head = struct.pack(">qiibI", base_offset, len(body) + 9, partition_leader_epoch, 2, crc)
-    return head + body
+    return (
+        _UP_TO_CRC.pack(base_offset, batch_length, partition_leader_epoch, MAGIC_VALUE_V2, crc)
+        + body
+    )
+
+
+def restamp_crc(data: bytearray, at: int = 0) -> None:
+    """Recompute in place the CRC of the v2 batch at ``at`` after its covered bytes changed."""
+    end = at + LOG_OVERHEAD + entry_size(data, at)
+    struct.pack_into(
+        ">I", data, at + CRC_OFFSET, crc32c.crc32c(bytes(data[at + ATTRIBUTES_OFFSET : end]))
+    )
 
 
 def control_batch(
@@ -169,17 +206,19 @@ def control_batch(
 
 def empty_batch(like: bytes) -> bytes:
     """The header-only batch the cleaner keeps when every record is removed (section 3.7)."""
-    (base_offset, _, leader_epoch, _, _, attributes, last_delta, _, max_ts, pid, epoch, seq, _) = (
-        struct.unpack_from(">qiibIhiqqqhii", like, 0)
+    h = batch_header(like)
+    attributes = h.attributes & ~COMPRESSION_CODEC_MASK & ~DELETE_HORIZON_FLAG_MASK
+    body = _AFTER_CRC.pack(
+        attributes,
+        h.last_offset_delta,
+        NO_TIMESTAMP,
+        h.max_timestamp,
+        h.producer_id,
+        h.producer_epoch,
+        h.base_sequence,
+        0,
     )
-    attributes &= ~0x07 & ~DELETE_HORIZON_FLAG_MASK
-    body = struct.pack(
-        ">hiqqqhii", attributes, last_delta, NO_TIMESTAMP, max_ts, pid, epoch, seq, 0
-    )
-    return (
-        struct.pack(">qiibI", base_offset, len(body) + 9, leader_epoch, 2, crc32c.crc32c(body))
-        + body
-    )
+    return frame_batch(h.base_offset, h.partition_leader_epoch, body)
 
 
 def set_base_offset(
@@ -187,9 +226,9 @@ def set_base_offset(
 ) -> bytes:
     """Patch what the broker assigns on append; neither field is covered by the CRC."""
     out = bytearray(batch)
-    struct.pack_into(">q", out, 0, base_offset)
+    struct.pack_into(">q", out, BASE_OFFSET_OFFSET, base_offset)
     if partition_leader_epoch is not None:
-        struct.pack_into(">i", out, 12, partition_leader_epoch)
+        struct.pack_into(">i", out, PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch)
     return bytes(out)
 
 
@@ -199,7 +238,7 @@ def legacy_message(
 ) -> bytes:
     """One `offset | size | message` entry (LegacyRecord.write)."""
     body = struct.pack(">bb", magic, attributes)
-    if magic == 1:
+    if magic == MAGIC_VALUE_V1:
         body += struct.pack(">q", timestamp)
     for part in (key, value):
         body += struct.pack(">i", -1) if part is None else struct.pack(">i", len(part)) + part
@@ -219,7 +258,7 @@ def legacy_wrapper(
     n = len(messages)
     first = last_offset - n + 1
     inner = b"".join(
-        legacy_message(i if magic == 1 else first + i, k, v, magic=magic, timestamp=ts)
+        legacy_message(i if magic == MAGIC_VALUE_V1 else first + i, k, v, magic=magic, timestamp=ts)
         for i, (k, v, ts) in enumerate(messages)
     )
     attributes = codec
@@ -250,7 +289,9 @@ def time_index_bytes(entries: Sequence[tuple[int, int]]) -> bytes:
 
 def txn_index_bytes(entries: Sequence[tuple[int, int, int, int]]) -> bytes:
     """(producer id, first offset, last offset, last stable offset) aborted transactions."""
-    out = b"".join(struct.pack(">hqqqq", 0, *e) for e in entries)
+    out = b"".join(
+        struct.pack(ABORTED_TXN_FORMAT, ABORTED_TXN_CURRENT_VERSION, *e) for e in entries
+    )
     assert len(out) == ABORTED_TXN_ENTRY_SIZE * len(entries)
     return out
 
@@ -268,9 +309,11 @@ class SnapshotEntry:
 
 
 def snapshot_bytes(entries: Sequence[SnapshotEntry]) -> bytes:
-    body = struct.pack(">i", len(entries)) + b"".join(
+    """A producer snapshot: version, CRC-32C of count..end, count, entries."""
+    count = len(entries)
+    body = b"".join(
         struct.pack(
-            ">qhiqiqiq",
+            PRODUCER_SNAPSHOT_ENTRY_FORMAT,
             e.producer_id,
             e.producer_epoch,
             e.last_sequence,
@@ -282,7 +325,13 @@ def snapshot_bytes(entries: Sequence[SnapshotEntry]) -> bytes:
         )
         for e in entries
     )
-    return struct.pack(">hI", PRODUCER_SNAPSHOT_VERSION, crc32c.crc32c(body)) + body
+    out = bytearray(
+        struct.pack(PRODUCER_SNAPSHOT_HEADER_FORMAT, PRODUCER_SNAPSHOT_VERSION, 0, count)
+    )
+    out += body
+    crc = crc32c.crc32c(bytes(out[PRODUCER_SNAPSHOT_COUNT_OFFSET:]))
+    struct.pack_into(">I", out, PRODUCER_SNAPSHOT_CRC_OFFSET, crc)
+    return bytes(out)
 
 
 def leader_epoch_checkpoint_text(entries: Sequence[tuple[int, int]]) -> str:
@@ -435,18 +484,23 @@ class PartitionWriter:
         epoch = self.leader_epoch if leader_epoch is None else leader_epoch
         if base_offset is not None:
             self.next_offset = base_offset
-        if batch[16] == 2:
-            (last_delta,) = struct.unpack_from(">i", batch, 23)
+        magic = batch[MAGIC_OFFSET]
+        if magic == MAGIC_VALUE_V2:
+            h = batch_header(batch)
             batch = set_base_offset(batch, self.next_offset, epoch)
-            base, last = self.next_offset, self.next_offset + last_delta
-            (max_ts,) = struct.unpack_from(">q", batch, 35)
+            base, last = self.next_offset, self.next_offset + h.last_offset_delta
+            max_ts = h.max_timestamp
             if not self.epochs or epoch > self.epochs[-1][0]:
                 self.epochs.append((epoch, base))
         else:  # legacy entries carry their own offsets
-            (last,) = struct.unpack_from(">q", batch, 0)
+            last = entry_offset(batch)
             base, max_ts = (
                 self.next_offset,
-                (struct.unpack_from(">q", batch, 18)[0] if batch[16] == 1 else NO_TIMESTAMP),
+                (
+                    struct.unpack_from(">q", batch, LEGACY_ENTRY_TIMESTAMP_OFFSET)[0]
+                    if magic == MAGIC_VALUE_V1
+                    else NO_TIMESTAMP
+                ),
             )
         if self.active.size and self.active.size + len(batch) > self.segment_bytes:
             self.next_offset = base

@@ -92,8 +92,8 @@ def test_the_gate_policy_maps_kinds_and_severities():
 def test_the_decoders_own_defaults_are_the_embedded_ones():
     """decoders/ may not import replay/ (the layering), so the decoders keep their defaults as
     named constants for direct callers; conf/default.yaml must say the same."""
+    from decoders.limits import DEFAULT_MEMORY_BUDGET, DEFAULT_WINDOW_BYTES
     from decoders.planning import DEFAULT_RANGE_BYTES
-    from decoders.segment import DEFAULT_MEMORY_BUDGET, DEFAULT_WINDOW_BYTES
 
     decode = load()["decode"]
     assert decode["range_bytes"] == DEFAULT_RANGE_BYTES

@@ -98,13 +98,23 @@ def remote(connect_url):
 
     from decoders.spark import register
 
-    spark = SparkSession.builder.remote(connect_url).getOrCreate()
+    # The test process may already run a classic session (other test modules share one); a user's
+    # Connect client has none. `create()` opens a Connect session beside it, and the mode flag pyspark
+    # sets in the environment is restored afterwards so later classic sessions still work.
+    flag = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
+    spark = SparkSession.builder.remote(connect_url).create()
     assert spark.__class__.__module__.startswith("pyspark.sql.connect")
     spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
     spark.conf.set("spark.sql.shuffle.partitions", "4")  # a tiny dump: few shuffle tasks
     register(spark)
-    yield spark
-    spark.stop()
+    try:
+        yield spark
+    finally:
+        spark.stop()
+        if flag is None:
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+        else:
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = flag
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import decoders
 from decoders import consumer_offsets as co
+from decoders.accounting import FileInfo
 from decoders.constants import CONSUMER_OFFSETS_TOPIC
-from decoders.segment import FileInfo
 from simulator.writer import (
     Record,
     SnapshotEntry,

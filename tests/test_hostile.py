@@ -203,9 +203,9 @@ def test_corrupt_payload_is_decompressed_at_most_twice(monkeypatch):
         return real(*a, **k)
 
     monkeypatch.setattr(compression.cramjam.zstd, "decompress_into", counting)
-    dec = SegmentDecoder(bytes(bad), verify_crc=False)
-    for w in dec.windows():
-        list(w.records)
+    with SegmentDecoder(bytes(bad), verify_crc=False) as dec:
+        for w in dec.windows():
+            list(w.records)
     assert dec.acct.corrupt == len(bad)
     assert len(calls) <= 2
 

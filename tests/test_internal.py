@@ -13,9 +13,9 @@ import decoders
 from decoders import consumer_offsets as co
 from decoders import consumer_protocol as cp
 from decoders import transaction_log as tl
+from decoders.accounting import FileInfo
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from decoders.primitives import ByteWriter
-from decoders.segment import FileInfo
 from simulator.writer import Record, build_batch
 
 T0 = 1_700_000_000_000

@@ -222,6 +222,14 @@ def test_coordinator_illegal_transition():
     assert [f["kind"] for f in findings] == ["invalid_txn_transition"]
 
 
+def test_coordinator_abort_without_transaction_is_valid_for_tv2_only():
+    # TransactionState.java: PrepareAbort may follow Empty for a transaction-version-2 client
+    for tv, expected in ((2, []), (0, ["invalid_txn_transition"])):
+        rows = [_txn("Empty", tv=tv), _txn("PrepareAbort", 1, {}, 1, tv=tv)]
+        _, findings = replay_transactional_id(rows)
+        assert [f["kind"] for f in findings] == expected
+
+
 # -- groups -------------------------------------------------------------------------------------
 def _meta(gen, members, off):
     ms = [

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 
 import decoders
-from decoders.segment import FileInfo
+from decoders.accounting import FileInfo
 from tests.fuzz.mutators import Case
 
 TABLES = tuple(decoders.TABLES)

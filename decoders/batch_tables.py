@@ -1,0 +1,272 @@
+"""The headers of a window's v2 batches as numpy columns, and the Arrow batches and records
+tables built from them (DefaultRecordBatch.java; docs/tables.md).
+
+One gather reads every header of a window; each field is then one vectorised view at its
+named offset. Nothing here is per record in Python but control records, of which a batch has
+one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from decoders import fixed, kernels
+from decoders.accounting import FileInfo
+from decoders.columns import (
+    CODEC_NAMES,
+    TIMESTAMP_TYPES,
+    UNKNOWN_CODEC_SLOT,
+    binary,
+    const,
+    timestamps,
+    valid_utf8,
+)
+from decoders.constants import (
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    BASE_SEQUENCE_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    COMPRESSION_NONE,
+    CONTROL_FLAG_MASK,
+    CRC_OFFSET,
+    DELETE_HORIZON_FLAG_MASK,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_VALUE_V2,
+    MAX_SEQUENCE,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
+    RECORDS_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+)
+from decoders.control import control_key, control_type_name, end_txn_marker, is_txn_marker
+from decoders.errors import CORRUPT_BYTES, DecodeError
+from decoders.primitives import ByteReader
+from decoders.schemas import BATCHES, RECORDS
+
+_HEADER_BYTES = np.arange(RECORD_BATCH_OVERHEAD)
+
+# fail(headers, batch index, error kind, reason): marks a batch bad (see SegmentDecoder.fail)
+Fail = Callable[["V2Headers", int, str, str], None]
+
+
+@dataclass(slots=True)
+class V2Headers:
+    """The headers (RECORD_BATCH_OVERHEAD bytes) of a run of v2 batches, one numpy column per field, plus what the
+    walker learns about each batch (its first error, whether its bytes count as corrupt)."""
+
+    positions: np.ndarray
+    sizes: np.ndarray
+    abs_pos: np.ndarray
+    entry_end: np.ndarray
+    base_offset: np.ndarray
+    leader_epoch: np.ndarray
+    crc: np.ndarray
+    attributes: np.ndarray
+    last_delta: np.ndarray
+    base_ts: np.ndarray
+    max_ts: np.ndarray
+    producer_id: np.ndarray
+    producer_epoch: np.ndarray
+    base_seq: np.ndarray
+    count: np.ndarray
+    errors: list
+    bad: np.ndarray
+    crc_valid: np.ndarray | None = None
+
+    @classmethod
+    def read(
+        cls, buf: np.ndarray, base: int, positions: np.ndarray, sizes: np.ndarray
+    ) -> V2Headers:
+        hdr = buf[positions[:, None] + _HEADER_BYTES]  # one gather for every header of the window
+
+        def col(at: int, dt: str) -> np.ndarray:
+            return fixed.field(hdr, at, dt)
+
+        n = len(positions)
+        return cls(
+            positions,
+            sizes,
+            positions + base,
+            positions + LOG_OVERHEAD + sizes,
+            col(BASE_OFFSET_OFFSET, ">i8"),
+            col(PARTITION_LEADER_EPOCH_OFFSET, ">i4"),
+            col(CRC_OFFSET, ">u4"),
+            col(ATTRIBUTES_OFFSET, ">i2"),
+            col(LAST_OFFSET_DELTA_OFFSET, ">i4"),
+            col(BASE_TIMESTAMP_OFFSET, ">i8"),
+            col(MAX_TIMESTAMP_OFFSET, ">i8"),
+            col(PRODUCER_ID_OFFSET, ">i8"),
+            col(PRODUCER_EPOCH_OFFSET, ">i2"),
+            col(BASE_SEQUENCE_OFFSET, ">i4"),
+            col(RECORDS_COUNT_OFFSET, ">i4"),
+            [None] * n,
+            np.zeros(n, bool),
+        )
+
+    @property
+    def n(self) -> int:
+        return len(self.positions)
+
+    @property
+    def last_offset(self) -> np.ndarray:
+        return self.base_offset + self.last_delta
+
+    @property
+    def codec(self) -> np.ndarray:
+        return self.attributes & COMPRESSION_CODEC_MASK
+
+    @property
+    def log_append(self) -> np.ndarray:
+        return (self.attributes & TIMESTAMP_TYPE_MASK) != 0
+
+    @property
+    def transactional(self) -> np.ndarray:
+        return (self.attributes & TRANSACTIONAL_FLAG_MASK) != 0
+
+    @property
+    def control(self) -> np.ndarray:
+        return (self.attributes & CONTROL_FLAG_MASK) != 0
+
+    @property
+    def horizon(self) -> np.ndarray:
+        return (self.attributes & DELETE_HORIZON_FLAG_MASK) != 0
+
+    def records_area(self, i: int) -> tuple[int, int]:
+        """[start, end) of batch i's records in the window."""
+        return int(self.positions[i]) + RECORDS_OFFSET, int(self.entry_end[i])
+
+
+def wrap_sequence(seq: np.ndarray) -> np.ndarray:
+    """Sequence arithmetic wraps from Integer.MAX_VALUE to 0 (DefaultRecordBatch.incrementSequence)."""
+    return np.mod(seq, MAX_SEQUENCE + 1)
+
+
+def control_records(buf, h: V2Headers, fail: Fail) -> tuple[list[str | None], pa.Array]:
+    """COMMIT/ABORT with coordinator epoch, KRaft control types named (markers are never compressed)."""
+    control_type: list[str | None] = [None] * h.n
+    epoch = np.full(h.n, -1, np.int32)
+    has_epoch = np.zeros(h.n, bool)
+    for i in np.flatnonzero(h.control & (h.count > 0) & (h.codec == COMPRESSION_NONE)):
+        try:
+            key, value = _first_record_key_value(buf, *h.records_area(i))
+            _, ctype = control_key(key)
+            control_type[i] = control_type_name(ctype)
+            if is_txn_marker(ctype):
+                epoch[i] = end_txn_marker(value)[1]
+                has_epoch[i] = True
+        except DecodeError as e:
+            fail(h, i, CORRUPT_BYTES, f"control record: {e}")
+    return control_type, pa.array(epoch, mask=~has_epoch)
+
+
+def _first_record_key_value(
+    buf: np.ndarray, start: int, end: int
+) -> tuple[bytes | None, bytes | None]:
+    """Key and value of the first record of an uncompressed records area (control batches)."""
+    r = ByteReader(memoryview(buf), start, end)
+    length = r.varint()
+    rend = r.pos + length
+    if length < 0 or rend > end:
+        raise DecodeError("record length out of range")
+    r.end = rend
+    r.int8()  # attributes
+    r.varlong()  # timestamp delta
+    r.varint()  # offset delta
+    kl = r.varint()
+    key = r.raw(kl) if kl >= 0 else None
+    vl = r.varint()
+    value = r.raw(vl) if vl >= 0 else None
+    return key, value
+
+
+def batches_table(info: FileInfo, h: V2Headers, control_type, coord_epoch) -> pa.RecordBatch:
+    """One batches row per header (docs/tables.md, batches)."""
+    n = h.n
+    last_seq = np.where(
+        h.base_seq < 0, -1, wrap_sequence(h.base_seq.astype(np.int64) + h.last_delta)
+    )
+    return pa.RecordBatch.from_arrays(
+        [
+            const(info.broker, n, pa.string()),
+            const(info.topic, n, pa.string()),
+            const(info.partition, n, pa.int32()),
+            const(info.file, n, pa.string()),
+            pa.array(h.abs_pos, pa.int64()),
+            pa.array((h.sizes + LOG_OVERHEAD).astype(np.int32)),
+            pa.array(h.base_offset),
+            pa.array(h.last_offset),
+            pa.array(np.full(n, MAGIC_VALUE_V2, np.int8)),
+            pa.array(h.crc),
+            pa.array(h.crc_valid) if h.crc_valid is not None else pa.nulls(n, pa.bool_()),
+            pa.array(h.attributes),
+            CODEC_NAMES.take(pa.array(np.minimum(h.codec, UNKNOWN_CODEC_SLOT).astype(np.int8))),
+            TIMESTAMP_TYPES.take(pa.array(h.log_append.view(np.int8))),
+            pa.array(h.transactional),
+            pa.array(h.control),
+            pa.array(h.horizon),
+            pa.array(h.leader_epoch),
+            timestamps(h.base_ts, mask=h.horizon),
+            timestamps(h.max_ts),
+            timestamps(h.base_ts, mask=~h.horizon),
+            pa.array(h.producer_id),
+            pa.array(h.producer_epoch),
+            pa.array(h.base_seq),
+            pa.array(last_seq.astype(np.int32)),
+            pa.array(h.last_delta),
+            pa.array(h.count),
+            pa.array(control_type, pa.string()),
+            coord_epoch,
+            pa.array(h.errors, pa.string()),
+        ],
+        schema=BATCHES,
+    )
+
+
+def records_table(
+    info: FileInfo, rbuf, b: np.ndarray, scan: kernels.Scan, h: V2Headers
+) -> pa.RecordBatch:
+    """Arrow records from the kernel's columns; b maps each record to its batch."""
+    n = scan.offset.size
+    seq_base = h.base_seq[b].astype(np.int64)
+    seq = np.where(seq_base < 0, -1, wrap_sequence(seq_base + (scan.offset - h.base_offset[b])))
+    hoffsets = np.zeros(n + 1, np.int32)
+    np.cumsum(scan.header_count, out=hoffsets[1:])
+    header_keys = valid_utf8(binary(rbuf, scan.hkey_pos, scan.hkey_len, pa.string()))
+    header_values = binary(rbuf, scan.hvalue_pos, scan.hvalue_len, pa.binary())
+    headers = pa.ListArray.from_arrays(
+        pa.array(hoffsets),
+        pa.StructArray.from_arrays([header_keys, header_values], names=["key", "value"]),
+    )
+    return pa.RecordBatch.from_arrays(
+        [
+            const(info.broker, n, pa.string()),
+            const(info.topic, n, pa.string()),
+            const(info.partition, n, pa.int32()),
+            pa.array(scan.offset),
+            timestamps(scan.timestamp),
+            TIMESTAMP_TYPES.take(pa.array(h.log_append[b].view(np.int8))),
+            binary(rbuf, scan.key_pos, scan.key_len, pa.binary()),
+            binary(rbuf, scan.value_pos, scan.value_len, pa.binary()),
+            headers,
+            pa.array(h.producer_id[b]),
+            pa.array(h.producer_epoch[b]),
+            pa.array(seq.astype(np.int32)),
+            pa.array(h.transactional[b]),
+            pa.array(h.control[b]),
+            pa.array(h.crc_valid[b]) if h.crc_valid is not None else pa.nulls(n, pa.bool_()),
+            pa.array(h.abs_pos[b]),
+            const(info.base_offset, n, pa.int64()),
+        ],
+        schema=RECORDS,
+    )

@@ -1,0 +1,300 @@
+"""The records of v2 batches: decompressed in bounded chunks, big batches streamed, scanned by
+the compiled kernel into Arrow columns (docs/formats.md sections 3 and 4).
+
+Memory stays bounded whatever a batch declares: ordinary batches are decompressed into one
+reusable buffer of at most ``max_decompressed`` bytes, chunk after chunk; a batch holding more
+records than ``chunk_records``, or expanding past the view it was given, is streamed piece by
+piece. A payload that does not decompress is a corrupt batch, never retried with a larger
+buffer: it is decompressed at most twice (the bounded attempt, then the streamed validation),
+and a streamed batch that yielded no record is not decompressed again for its records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from decoders import kernels
+from decoders.accounting import FileInfo
+from decoders.batch_tables import Fail, V2Headers, records_table
+from decoders.compression import OutputTooSmall, codec_name, decompress_into, stream_decompress
+from decoders.constants import COMPRESSION_NONE, MAX_CODEC_V2, RECORDS_OFFSET
+from decoders.errors import CORRUPT_BYTES, DecodeError
+
+# First guess of a batch's decompressed size, as a multiple of its compressed size; the output
+# view grows (up to max_batch_decompressed) only when a batch expands more than that.
+EXPANSION_GUESS = 16
+# The smallest view a compressed batch is given.
+MIN_VIEW = 1 << 16
+# fixed_timestamps value meaning "baseTimestamp + the record's delta" (see kernels.scan_records)
+_DELTA_TIMESTAMPS = -2
+
+
+class V2Records:
+    """Decodes the records of one file's v2 batches, window after window.
+
+    ``fail`` marks a batch bad (its error row, its bytes corrupt); the decompression buffer is
+    kept from one window to the next, so chunks cost no fresh page faults.
+    """
+
+    def __init__(
+        self,
+        info: FileInfo,
+        fail: Fail,
+        *,
+        emit_records: bool,
+        budget: int,
+        max_decompressed: int,
+        max_batch_decompressed: int,
+    ) -> None:
+        self.info = info
+        self.fail = fail
+        self.emit_records = emit_records
+        # The budget bounds the pieces a streamed batch is decompressed in, the records decoded
+        # at once (a record costs about 100 bytes of columns, twice over while Arrow copies
+        # them; internal topics build Python values for a slice of them) and index reads.
+        self.budget = budget
+        self.stream_piece = min(4 << 20, budget // 128)
+        self.chunk_records = max(1024, budget // 2048)
+        self.max_decompressed = min(max_decompressed, budget // 8)
+        self.max_batch_decompressed = min(max_batch_decompressed, self.max_decompressed)
+        self._rbuf: np.ndarray | None = None
+
+    def records(self, buf, h: V2Headers) -> Iterable[pa.RecordBatch]:
+        """Records of the window's batches, in batch order.
+
+        Batches of ordinary size are decoded at once, in chunks of at most ``max_decompressed``
+        bytes. A batch holding more records than ``chunk_records``, or expanding past the view
+        it was given, is streamed: validated now (so that the batches table carries its error),
+        and its records are decoded again chunk by chunk only when the caller asks for them.
+        """
+        idx = np.flatnonzero((h.count > 0) & (h.codec <= MAX_CODEC_V2))
+        if idx.size == 0:
+            return []
+        # LogAppendTime: every record gets maxTimestamp
+        fixed_ts = np.where(h.log_append, h.max_ts, _DELTA_TIMESTAMPS)
+        out: list = []
+        for item in self._record_plan(buf, idx, h):
+            if isinstance(item, int):
+                decoded = _drain(self._stream_records(buf, h, item, fixed_ts, first_pass=True))
+                if self.emit_records and decoded:  # a batch that yielded nothing: not again
+                    out.append(item)
+                continue
+            rbuf, sel, starts, ends = item
+            scan = kernels.Scan(
+                *kernels.scan_records(
+                    rbuf,
+                    starts,
+                    ends,
+                    h.count[sel].astype(np.int64),
+                    h.base_offset[sel],
+                    h.base_ts[sel],
+                    fixed_ts[sel],
+                )
+            )
+            for j in np.flatnonzero(scan.status):
+                i = sel[j]
+                reason = kernels.REC_REASONS[int(scan.status[j])]
+                self.fail(
+                    h,
+                    i,
+                    CORRUPT_BYTES,
+                    f"{reason} (record {int(scan.decoded[j])} of {int(h.count[i])})",
+                )
+            if scan.offset.size and self.emit_records:
+                out.append(records_table(self.info, rbuf, sel[scan.batch], scan, h))
+        if not any(isinstance(x, int) for x in out):
+            return out
+        return self._lazy_records(out, buf, h, fixed_ts)
+
+    def _lazy_records(self, items, buf, h, fixed_ts) -> Iterator[pa.RecordBatch]:
+        for item in items:
+            if isinstance(item, int):
+                yield from self._stream_records(buf, h, item, fixed_ts, first_pass=False)
+            else:
+                yield item
+
+    def _record_plan(self, buf, idx, h: V2Headers):
+        """Chunks to scan at once (rbuf, batch indexes, starts, ends), or a batch index to stream."""
+        big = h.count[idx] > self.chunk_records
+        if not big.any():
+            yield from self._small_chunks(buf, idx, h)
+            return
+        cut = np.flatnonzero(np.diff(big.astype(np.int8))) + 1
+        for run in np.split(idx, cut):
+            if h.count[run[0]] > self.chunk_records:
+                yield from run.tolist()
+            else:
+                yield from self._small_chunks(buf, run, h)
+
+    def _small_chunks(self, buf, idx, h: V2Headers):
+        if (h.codec[idx] == COMPRESSION_NONE).all():  # zero copy: scan the window itself
+            yield (buf, idx, h.positions[idx] + RECORDS_OFFSET, h.entry_end[idx])
+        else:
+            yield from self._decompress_chunks(buf, idx, h)
+
+    def _stream_records(
+        self, buf, h: V2Headers, i: int, fixed_ts, first_pass: bool
+    ) -> Generator[pa.RecordBatch, None, int]:
+        """Decode one batch's records from a stream of decompressed pieces, chunk by chunk.
+
+        At most two pieces and the unfinished record carried over are held at once; a record
+        larger than that grows the buffer up to a quarter of the memory budget. The first pass
+        only validates (and marks the batch bad); the second builds the Arrow records. Returns
+        the number of records decoded.
+        """
+        a, e = h.records_area(i)
+        codec = int(h.codec[i])
+        piece = self.stream_piece
+        if codec == COMPRESSION_NONE:
+            pieces = (bytes(buf[p : min(p + piece, e)]) for p in range(a, e, piece))
+        else:
+            pieces = stream_decompress(codec, memoryview(buf)[a:e], piece=piece)
+        total = int(h.count[i])
+        args = (
+            np.array([h.base_offset[i]], np.int64),
+            np.array([h.base_ts[i]], np.int64),
+            np.array([fixed_ts[i]], np.int64),
+        )
+        cap = 2 * piece
+        rbuf = np.empty(cap, np.uint8)
+        filled, decoded, ended = 0, 0, False
+        pending = b""
+        problem = None
+        try:
+            while True:
+                while not ended and cap - filled >= len(pending):
+                    rbuf[filled : filled + len(pending)] = np.frombuffer(pending, np.uint8)
+                    filled += len(pending)
+                    pending = next(pieces, None)
+                    if pending is None:
+                        ended, pending = True, b""
+                scan = kernels.Scan(
+                    *kernels.scan_records(
+                        rbuf,
+                        np.zeros(1, np.int64),
+                        np.array([filled], np.int64),
+                        np.array([total - decoded], np.int64),
+                        *args,
+                    )
+                )
+                j, st = int(scan.decoded[0]), int(scan.status[0])
+                if j and not first_pass:
+                    yield records_table(self.info, rbuf, np.full(j, i, np.int64), scan, h)
+                decoded += j
+                if st == kernels.REC_OK:
+                    if not ended and (pending or any(len(x) for x in pieces)):
+                        problem = kernels.REC_REASONS[kernels.REC_LEFTOVER]
+                    break
+                if ended or st not in (
+                    kernels.REC_TOO_FEW,
+                    kernels.REC_BAD_VARINT,
+                    kernels.REC_BAD_LENGTH,
+                ):
+                    problem = kernels.REC_REASONS[st]
+                    break
+                p = int(scan.error_pos[0])
+                if p == 0 and cap - filled < len(pending):  # one record fills the buffer
+                    if st != kernels.REC_BAD_LENGTH or 2 * cap > self.budget // 4:
+                        problem = (
+                            kernels.REC_REASONS[st]
+                            if st != kernels.REC_BAD_LENGTH
+                            else f"a record larger than a quarter of the memory budget ({self.budget // 4} bytes)"
+                        )
+                        break
+                    cap *= 2
+                    grown = np.empty(cap, np.uint8)
+                    grown[:filled] = rbuf[:filled]
+                    rbuf = grown
+                    continue
+                rbuf[: filled - p] = rbuf[p:filled]
+                filled -= p
+        except DecodeError as err:
+            problem = f"{codec_name(codec)} records do not decompress: {err}"
+        if problem and first_pass:
+            self.fail(h, i, CORRUPT_BYTES, f"{problem} (record {decoded} of {total})")
+        return decoded
+
+    def _decompress_chunks(self, buf, idx, h: V2Headers):
+        """Lay the records areas of a window out in bounded buffers, decompressing as needed.
+
+        A chunk holds at most ``max_decompressed`` bytes; the kernel runs once per chunk, and a
+        chunk's bytes are copied out before its buffer is reused for the next one. A batch that
+        expands past the view it is given is not retried with larger buffers: it is streamed
+        (yielded as its index), so a corrupt payload is decompressed at most twice.
+        """
+        sel: list[int] = []
+        starts: list[int] = []
+        ends: list[int] = []
+        rbuf, w = None, 0
+        held = [0]  # records in the current chunk
+
+        def flush():
+            done = (
+                (
+                    rbuf,
+                    np.array(sel, np.int64),
+                    np.array(starts, np.int64),
+                    np.array(ends, np.int64),
+                )
+                if sel
+                else None
+            )
+            sel.clear()
+            starts.clear()
+            ends.clear()
+            held[0] = 0
+            return done
+
+        for i in idx.tolist():
+            a, e = h.records_area(i)
+            c = int(h.codec[i])
+            need = e - a if c == COMPRESSION_NONE else self._first_view(e - a)
+            held[0] += int(h.count[i])
+            if rbuf is None or len(rbuf) - w < need or held[0] > self.chunk_records:
+                if done := flush():
+                    yield done
+                rbuf, w = self._chunk_buffer(need), 0
+            try:
+                if c == COMPRESSION_NONE:
+                    rbuf[w : w + e - a] = buf[a:e]
+                    got = e - a
+                else:
+                    view = min(len(rbuf) - w, self._first_view(e - a))
+                    got = decompress_into(c, memoryview(buf)[a:e], rbuf[w : w + view])
+            except OutputTooSmall:
+                if done := flush():
+                    yield done
+                rbuf, w = None, 0
+                yield i
+                continue
+            except DecodeError as err:
+                self.fail(h, i, CORRUPT_BYTES, f"{codec_name(c)} records do not decompress: {err}")
+                continue
+            sel.append(i)
+            starts.append(w)
+            ends.append(w + got)
+            w += got
+        if done := flush():
+            yield done
+
+    def _chunk_buffer(self, need: int) -> np.ndarray:
+        """One decompression buffer per decoder, reused chunk after chunk (no fresh page faults)."""
+        size = max(self.max_decompressed, need)
+        if self._rbuf is None or len(self._rbuf) < size:
+            self._rbuf = np.empty(size, np.uint8)
+        return self._rbuf
+
+    def _first_view(self, compressed: int) -> int:
+        return min(self.max_batch_decompressed, max(MIN_VIEW, compressed * EXPANSION_GUESS))
+
+
+def _drain(gen: Generator) -> int:
+    """Run a generator to its end, dropping what it yields; its return value."""
+    while True:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            return stop.value
