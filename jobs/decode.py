@@ -40,7 +40,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--header-only", action="store_true", help="scan batch headers only (no records tables)"
     )
     p.add_argument(
-        "--range-bytes", type=int, default=None, help="bytes of segment per task (default 128 MiB)"
+        "--range-bytes",
+        type=int,
+        default=None,
+        help="bytes of segment per task (default: decode.range_bytes)",
     )
     from jobs.session import add_job_arguments
 
@@ -50,6 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     import decoders
     from decoders.schemas import TABLES
+    from jobs.exits import OK, USAGE
     from jobs.session import job_conf
 
     conf = job_conf(args)
@@ -60,7 +64,7 @@ def run(args) -> int:
             f"logreplay decode: unknown table(s) {', '.join(unknown)}; known: {', '.join(TABLES)}",
             file=sys.stderr,
         )
-        return 2
+        return USAGE
     if args.header_only:
         dropped = [t for t in args.tables if t in decoders.RECORD_TABLES]
         args.tables = [t for t in args.tables if t not in decoders.RECORD_TABLES]
@@ -69,7 +73,7 @@ def run(args) -> int:
     files = decoders.discover(args.inputs)  # names and sizes only: a small listing
     if not files:
         print(f"logreplay decode: no Kafka files under {', '.join(args.inputs)}", file=sys.stderr)
-        return 2
+        return USAGE
     from jobs import progress
 
     progress.total_bytes(sum(f.size for f in files))
@@ -78,26 +82,14 @@ def run(args) -> int:
     from jobs.output import (
         LAYOUT_VERSION,
         MANIFEST,
-        OutputDir,
         commit,
-        forward_env,
         kill_point,
-        prepare_storage,
-        run_dir,
-        run_id_of,
-        run_key,
+        start_run,
         versions,
         write_table,
     )
-    from jobs.session import spark_session
 
-    env = prepare_storage(conf)
-    spark = spark_session(args.master, "logreplay-decode", conf)
-    forward_env(spark, env)
-    run_id = run_id_of(args.run_id, args.logical_date)
-    out = OutputDir(run_dir(args.out, run_id, conf["output"]["layout"]))
-    previous = out.read_json(MANIFEST)  # the commit this run replaces
-    key = run_key(run_id)
+    spark, run_id, out, previous, key = start_run(args, conf, "logreplay-decode", MANIFEST)
     decode = conf["decode"]
     from decoders.avro import load_topics, to_option
 
@@ -151,7 +143,7 @@ def run(args) -> int:
     }
     commit(out, MANIFEST, manifest, previous)
     print(json.dumps({"out": out.uri, "run_id": run_id, "rows": counts, "bytes": accounting}))
-    return 0
+    return OK
 
 
 def _accounting(spark, out, segments: dict | None, reader) -> dict:
@@ -174,11 +166,9 @@ def _accounting(spark, out, segments: dict | None, reader) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jobs.cli import guarded
+    from jobs.exits import job_main
 
-    p = argparse.ArgumentParser(prog="decode", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    return guarded(run, p.parse_args(argv))
+    return job_main("decode", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":  # spark-submit jobs/decode.py INPUT... --out DIR

@@ -4,7 +4,7 @@ Each record is a state the coordinator moved to; a transition not allowed by 8.4
 (:data:`decoders.transaction_log.VALID_PREVIOUS_STATES`) is a finding.
 The walk yields the coordinator's transactions: the producer id and the epoch the data was
 written with, the partitions it added, whether it committed or aborted, with which marker epoch,
-and when (start, prepare, complete), so :mod:`replay.spark` can check every partition against it.
+and when (start, prepare, complete), so :mod:`replay.plan` can check every partition against it.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ from __future__ import annotations
 import os
 import struct
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from decoders import iter_file
 from simulator.writer import SegmentIndexer
 
@@ -38,25 +41,27 @@ NOT_REBUILDABLE = {
 }  # fmt: skip
 
 
-def _ms(ts) -> int:
-    return -1 if ts is None else int(ts.timestamp() * 1000)
+def _ms(column) -> list[int]:
+    """Timestamps as epoch milliseconds, exactly (the columns are timestamp[ms]); -1: none."""
+    return pc.fill_null(column.cast(pa.int64()), -1).to_pylist()
 
 
 def _appends(log: str, record_offsets: bool) -> list[tuple]:
     first_max: dict[int, tuple[int, int]] = {}
     if record_offsets:
         for _, r in iter_file(log, ("records",)):
-            d = r.to_pydict()
-            for pos, off, ts in zip(d["batch_position"], d["offset"], d["timestamp"], strict=True):
-                if pos not in first_max or _ms(ts) > first_max[pos][0]:
-                    first_max[pos] = (_ms(ts), off)
+            positions, offsets = (
+                r.column("batch_position").to_pylist(),
+                r.column("offset").to_pylist(),
+            )
+            for pos, off, ts in zip(positions, offsets, _ms(r.column("timestamp")), strict=True):
+                if pos not in first_max or ts > first_max[pos][0]:
+                    first_max[pos] = (ts, off)
     out = []
     for _, b in iter_file(log, ("batches",), deep=False):
-        d = b.to_pydict()
-        for p, s, last, mt in zip(
-            d["position"], d["size"], d["last_offset"], d["max_timestamp"], strict=True
-        ):
-            out.append((p, s, last, _ms(mt), first_max[p][1] if p in first_max else None))
+        cols = [b.column(c).to_pylist() for c in ("position", "size", "last_offset")]
+        for p, s, last, mt in zip(*cols, _ms(b.column("max_timestamp")), strict=True):
+            out.append((p, s, last, mt, first_max[p][1] if p in first_max else None))
     return out
 
 
