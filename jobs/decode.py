@@ -72,6 +72,7 @@ def run(args) -> int:
         LAYOUT_VERSION,
         MANIFEST,
         OutputDir,
+        _TaskFiles,
         commit,
         forward_env,
         kill_point,
@@ -80,8 +81,8 @@ def run(args) -> int:
         run_id_of,
         run_key,
         versions,
-        write_table,
     )
+    from jobs.scan import merge_partials, plan_scan, run_scan, scan_options, to_output
     from jobs.session import spark_session
 
     env = prepare_storage(conf)
@@ -92,37 +93,64 @@ def run(args) -> int:
     previous = out.read_json(MANIFEST)  # the commit this run replaces
     key = run_key(run_id)
     decode = conf["decode"]
-    from decoders.avro import load_topics, to_option
+    from decoders.avro import load_topics
+    from decoders.spark import _struct, table_schema
 
     avro_topics = load_topics(conf["topics"])
+    opts = scan_options(
+        lambda t, with_avro: _struct(table_schema(t, with_avro)),
+        args.tables,
+        not args.header_only,
+        decode,
+        avro_topics,
+    )
+    # one pass: each task decodes its byte ranges once and writes every table from them; its
+    # ranges are fixed byte ranges decoded in order, so rows come out in the same order on
+    # every run and no shuffle is needed for stable bytes, only stable file names
+    tasks = plan_scan(files, args.tables, args.range_bytes or decode["range_bytes"])
+    reports = run_scan(spark, tasks, opts, out.uri, key, "decode:decoding")
+    kill_point("decode:staged-table")
+    listed: dict[str, list[dict]] = {t: [] for t in args.tables}
+    for r in reports:
+        if r["kind"] == "file":
+            part = opts.partition_by[r["table"]]
+            listed[r["table"]].append(
+                {"path": r["path"], "rows": r["rows"]}
+                | ({"partition": r["partition"]} if part else {})
+            )
+    # split files: the driver adds their ranges' accounting up (one small row per file)
+    seg_rows, whole_errors = merge_partials(reports)
+    extra = {"segments": seg_rows, "errors": whole_errors}
+    for table, rows in extra.items():
+        if table in listed and rows:
+            from decoders.schemas import from_rows
 
-    def reader(table: str):
-        r = (
-            spark.read.format("kafka-segments")
-            .option("table", table)
-            .option("paths", json.dumps(args.inputs))
-            .option("window_bytes", str(decode["window_bytes"]))
-            .option("memory_budget_mb", str(decode["memory_budget_mb"]))
-            .option("verify_crc", str(decode["verify_crc"]).lower())
-            .option("range_bytes", str(args.range_bytes or decode["range_bytes"]))
-        )
-        if args.header_only:
-            r = r.option("deep", "false")
-        if table == "records" and avro_topics:
-            r = r.option("avro", to_option(avro_topics))
-        return r.load()
-
+            sink = _TaskFiles(out.uri, table, len(tasks), 0, key, opts.schemas[table][1],
+                              opts.partition_by[table])  # fmt: skip
+            for b in from_rows(table, rows).to_batches():
+                sink.write(to_output(b, table, opts))
+            written = sink.close()
+            for path, n, value in zip(*(c.to_pylist() for c in written.columns), strict=True):
+                listed[table].append(
+                    {"path": path, "rows": n}
+                    | ({"partition": value} if opts.partition_by[table] else {})
+                )
     tables = {}
-    for table in args.tables:
-        df = reader(table)
-        # each task decodes fixed byte ranges in order: rows come out in the same order on
-        # every run, so no shuffle is needed for stable bytes, only stable file names
-        part = "topic" if "topic" in df.columns else None
-        tables[table] = write_table(df, out, table, 0, part, key, "decode:decoding")
-        kill_point("decode:staged-table")
+    for table, entries in listed.items():
+        schema, arrow = opts.schemas[table]
+        entries.sort(key=lambda f: f["path"])
+        if not entries:  # an empty table is still readable: one file with its schema, no rows
+            sink = _TaskFiles(out.uri, table, 0, 0, key, arrow, None)
+            sink.write(arrow.empty_table())
+            entries = [{"path": f, "rows": 0} for f in sink.close().column("file").to_pylist()]
+        tables[table] = {
+            "schema": json.loads(schema.json()),
+            "partition_by": opts.partition_by[table] if "partition" in entries[0] else None,
+            "rows": sum(f["rows"] for f in entries),
+            "files": entries,
+        }
     counts = {t: e["rows"] for t, e in tables.items()}
-
-    accounting = _accounting(spark, out, tables.get("segments"), reader)
+    accounting = _accounting(reports, seg_rows)
     kill_point("decode:staged")
     manifest = {
         "run_id": run_id,
@@ -145,23 +173,22 @@ def run(args) -> int:
     return 0
 
 
-def _accounting(spark, out, segments: dict | None, reader) -> dict:
-    """Valid/padding/corrupt byte totals: one aggregated row comes back to the driver. Read
-    from the run's own segments files when it wrote them (decoded once, not twice)."""
-    from pyspark.sql import functions as F
-
-    from jobs.output import read_table
-
-    seg = read_table(spark, out, "segments", segments) if segments else reader("segments")
-    row = seg.agg(
-        F.count("*").alias("files"),
-        F.sum("size").alias("size"),
-        F.sum("bytes_valid").alias("valid"),
-        F.sum("bytes_padding").alias("padding"),
-        F.sum("bytes_corrupt").alias("corrupt"),
-        F.sum("error_count").alias("errors"),
-    ).collect()[0]
-    return {k: int(v or 0) for k, v in row.asDict().items()}
+def _accounting(reports: list[dict], split_files: list[dict]) -> dict:
+    """Valid/padding/corrupt byte totals over every file: the tasks' sums of the files they
+    decoded whole, plus the split files' rows the driver added up."""
+    acct = dict.fromkeys(("files", "size", "valid", "padding", "corrupt", "errors"), 0)
+    for r in reports:
+        if r["kind"] == "totals":
+            for k in acct:
+                acct[k] += r[k]
+    for row in split_files:
+        acct["files"] += 1
+        acct["size"] += row["size"]
+        acct["valid"] += row["bytes_valid"]
+        acct["padding"] += row["bytes_padding"]
+        acct["corrupt"] += row["bytes_corrupt"]
+        acct["errors"] += row["error_count"]
+    return acct
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,237 @@
+"""One pass over a dump's bytes: each Spark task decodes its byte ranges once and writes every
+table the run asks for as Parquet, with pyarrow, from the task itself.
+
+Reading the dump once per table through the `kafka-segments` source sends every row into the
+JVM and, to write it, back out to a Python worker: for small batches that costs far more than
+decoding them. Here a task decodes its ranges with :func:`decoders.iter_file` asking for all
+the tables at once, and hands each decoded Arrow batch straight to the run's Parquet files
+(:class:`jobs.output._TaskFiles`: per-attempt names, whole-or-nothing files, same bytes for the
+same run id); only file names, row counts and byte accounting come back to the driver.
+
+Byte accounting stays per file: a segment larger than the range size is split into ranges at
+batch boundaries (:mod:`decoders.planning`), each range accounts for the bytes it owns, and
+the driver adds the ranges' accounting up into the file's one ``segments`` row.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from decoders.planning import SPLITTABLE, ByteRange, pack, split
+
+CHANGED = "file changed size from"  # the reason decoders give a file that changed while read
+SUMMED = ("size", "bytes_valid", "bytes_padding", "bytes_corrupt", "entries", "records")
+
+
+@dataclass
+class ScanOptions:
+    """What every task needs besides its ranges (pickled into the tasks)."""
+
+    tables: list[str]
+    deep: bool
+    verify_crc: bool
+    window_bytes: int | None
+    memory_budget: int | None
+    avro: dict | None
+    schemas: dict = field(default_factory=dict)  # table -> Arrow schema of its Parquet files
+    partition_by: dict = field(default_factory=dict)  # table -> partition column or None
+
+
+def plan_scan(files, tables, range_bytes: int) -> list[list[ByteRange]]:
+    """Every file of the dump (each one is accounted for), logs larger than ``range_bytes``
+    split at batch boundaries when a splittable table is asked for; packed into tasks."""
+    indexes = {
+        (f.log_dir, f.info.topic, f.info.partition, f.info.base_offset): f
+        for f in files
+        if f.kind == "index"
+    }
+    splittable = bool(set(tables) & SPLITTABLE)
+    ranges: list[ByteRange] = []
+    for f in files:
+        if splittable and f.kind == "log" and f.size > range_bytes:
+            index = indexes.get((f.log_dir, f.info.topic, f.info.partition, f.info.base_offset))
+            ranges.extend(split(f, range_bytes, index))
+        else:
+            ranges.append(ByteRange(f, 0, f.size))
+    return [t.ranges for t in pack(ranges, range_bytes)]
+
+
+def scan_options(spark_schema_of, tables, deep, decode_conf, avro_topics) -> ScanOptions:
+    """The options of a decode run; ``spark_schema_of(table, with_avro)`` gives a table's Spark
+    schema (the Parquet files get the Arrow schema Spark's own writer path gave them)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    opts = ScanOptions(
+        tables=list(tables),
+        deep=deep,
+        verify_crc=bool(decode_conf["verify_crc"]),
+        window_bytes=int(decode_conf["window_bytes"]) if decode_conf.get("window_bytes") else None,
+        memory_budget=int(decode_conf["memory_budget_mb"]) << 20
+        if decode_conf.get("memory_budget_mb")
+        else None,
+        avro=avro_topics or None,
+    )
+    for t in tables:
+        schema = spark_schema_of(t, t == "records" and bool(avro_topics))
+        opts.schemas[t] = (schema, to_arrow_schema(schema, timezone="UTC"))
+        opts.partition_by[t] = "topic" if "topic" in schema.fieldNames() else None
+    return opts
+
+
+def run_scan(spark, tasks: list[list[ByteRange]], opts: ScanOptions, base: str, key: str,
+             kill: str) -> list[dict]:  # fmt: skip
+    """Decode every task's ranges in Spark tasks, each writing its tables under ``base``; the
+    small reports of the tasks (files written, accounting) come back."""
+    n = len(tasks)
+
+    def scan(batches):  # no hints: Spark infers its UDF type from them
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        attempt = TaskContext.get().attemptNumber()
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                reports = scan_ranges(tasks[i], opts, base, key, i, attempt, kill)
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([json.dumps(r) for r in reports], pa.string())], names=["report"]
+                )
+
+    rows = spark.range(0, n, 1, n).mapInArrow(scan, "report string").collect()
+    return [json.loads(r["report"]) for r in rows]
+
+
+def scan_ranges(ranges, opts: ScanOptions, base: str, key: str, task: int, attempt: int,
+                kill: str | None = None) -> list[dict]:  # fmt: skip
+    """One task: decode ``ranges`` once, write every requested table; the reports."""
+    import decoders
+    from jobs.output import _TaskFiles, kill_point
+
+    sinks: dict[str, _TaskFiles] = {}
+    reports: list[dict] = []
+    totals = dict.fromkeys(("files", "size", "valid", "padding", "corrupt", "errors"), 0)
+    first = [True]
+
+    def write(table: str, batch) -> None:
+        if table not in sinks:
+            arrow = opts.schemas[table][1]
+            sinks[table] = _TaskFiles(base, table, task, attempt, key, arrow,
+                                      opts.partition_by[table])  # fmt: skip
+        sinks[table].write(to_output(batch, table, opts))
+        if first[0]:
+            first[0] = False
+            if kill:
+                kill_point(kill)
+
+    wanted = set(opts.tables) | {"segments"}
+    try:
+        for r in ranges:
+            partial = r.start != 0 or r.stop < r.file.size
+            held_errors = None
+            for table, batch in decoders.iter_file(
+                r.file,
+                tuple(wanted),
+                deep=opts.deep,
+                verify_crc=opts.verify_crc,
+                start=r.start,
+                stop=r.stop if r.stop < r.file.size else None,
+                window_bytes=opts.window_bytes,
+                memory_budget=opts.memory_budget,
+            ):
+                if partial and table in ("errors", "segments"):
+                    if table == "errors":
+                        held_errors = batch
+                    else:
+                        reports.append(_partial(r, batch, held_errors, opts, write))
+                    continue
+                if table == "segments":
+                    seg = batch.to_pylist()[0]  # one row per file
+                    totals["files"] += 1
+                    totals["size"] += seg["size"]
+                    totals["valid"] += seg["bytes_valid"]
+                    totals["padding"] += seg["bytes_padding"]
+                    totals["corrupt"] += seg["bytes_corrupt"]
+                    totals["errors"] += seg["error_count"]
+                if table in opts.tables and batch.num_rows:
+                    write(table, batch)
+    except BaseException:
+        for s in sinks.values():
+            s.abort()
+        raise
+    for table, s in sinks.items():
+        files = s.close()
+        for path, rows, value in zip(*(c.to_pylist() for c in files.columns), strict=True):
+            reports.append({"kind": "file", "table": table, "path": path, "rows": rows,
+                            "partition": value})  # fmt: skip
+    reports.append({"kind": "totals", **totals})
+    return reports
+
+
+def _partial(r: ByteRange, segment, errors, opts: ScanOptions, write) -> dict:
+    """A split file's range: its segments row goes to the driver to be added up; its error
+    rows are written here, but for the whole-file ones (unreadable, changed while read), which
+    every range of the file reports and the driver keeps once."""
+    seg = segment.to_pylist()[0]
+    whole = []
+    if errors is not None:
+        rows = errors.to_pylist()
+        unreadable = seg["size"] != r.size  # the file could not be read: all its bytes counted
+        whole = [e for e in rows if unreadable or e["reason"].startswith(CHANGED)]
+        kept = [e for e in rows if e not in whole]
+        if kept and "errors" in opts.tables:
+            import decoders.schemas as schemas
+
+            write("errors", schemas.from_rows("errors", kept).to_batches()[0])
+    return {"kind": "partial", "file": r.file.path, "start": r.start, "stop": r.stop,
+            "segment": seg, "whole_errors": whole}  # fmt: skip
+
+
+def merge_partials(reports: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(segments rows, whole-file error rows) of the split files, from their ranges' reports."""
+    by_file: dict[str, list[dict]] = {}
+    for p in reports:
+        if p["kind"] == "partial":
+            by_file.setdefault(p["file"], []).append(p)
+    segments, errors = [], []
+    for path in sorted(by_file):
+        parts = sorted(by_file[path], key=lambda p: p["start"])
+        whole = [e for p in parts for e in p["whole_errors"]]
+        rows = [p["segment"] for p in parts]
+        row = dict(rows[0])
+        unreadable = next(
+            (p for p in parts if p["segment"]["size"] != p["stop"] - p["start"]), None
+        )
+        if unreadable is not None:  # the file as one unreadable whole, as a whole-file decode
+            row = dict(unreadable["segment"])
+            segments.append(row)
+            errors.extend(whole[:1])
+            continue
+        for k in SUMMED:
+            row[k] = sum(x[k] or 0 for x in rows)
+        firsts = [x["first_offset"] for x in rows if x["first_offset"] is not None]
+        lasts = [x["last_offset"] for x in rows if x["last_offset"] is not None]
+        row["first_offset"] = min(firsts) if firsts else None
+        row["last_offset"] = max(lasts) if lasts else None
+        changed = whole[:1]
+        row["error_count"] = sum(x["error_count"] for x in rows) - len(whole) + len(changed)
+        row["error"] = next((x["error"] for x in rows if x["error"]), None)
+        segments.append(row)
+        errors.extend(changed)
+    return segments, errors
+
+
+def to_output(batch, table: str, opts: ScanOptions):
+    """A decoded batch as the table's Parquet schema: Avro columns decoded, timestamps Spark
+    cannot hold nulled, types as Spark gives them (no unsigned ints, UTC microseconds)."""
+    import pyarrow as pa
+
+    from decoders import avro
+    from decoders.spark import _spark_safe, arrow_for_spark, table_schema
+
+    if table == "records" and opts.avro:
+        batch = avro.decode_batch(batch, opts.avro)
+    target = pa.schema(
+        [pa.field(f.name, arrow_for_spark(f.type))
+         for f in table_schema(table, table == "records" and bool(opts.avro))]
+    )  # fmt: skip
+    return pa.Table.from_batches([_spark_safe(batch).cast(target)]).cast(opts.schemas[table][1])
