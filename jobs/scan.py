@@ -123,20 +123,35 @@ def scan_ranges(ranges, opts: ScanOptions, base: str, key: str, task: int, attem
             if kill:
                 kill_point(kill)
 
-    wanted = set(opts.tables) | {"segments"}
+    from decoders.internal import internal_tables_for
+    from decoders.layout import LOG_KINDS
+
+    # a header-only run (the audit) decodes the records of the internal topics only, in a
+    # second pass over their ranges: the batch-level tables and the accounting stay exactly
+    # those of the header scan
+    records = set() if opts.deep else set(opts.tables) & decoders.RECORD_TABLES
+    wanted = (set(opts.tables) - records) | {"segments"}
     try:
         for r in ranges:
             partial = r.start != 0 or r.stop < r.file.size
             held_errors = None
-            for table, batch in decoders.iter_file(
-                r.file,
-                tuple(wanted),
-                deep=opts.deep,
-                verify_crc=opts.verify_crc,
-                start=r.start,
-                stop=r.stop if r.stop < r.file.size else None,
-                window_bytes=opts.window_bytes,
-                memory_budget=opts.memory_budget,
+            passes = [(wanted, opts.deep)]
+            internal = set(internal_tables_for(r.file.info.topic)) & records
+            if internal and r.file.kind.split(".")[0] in LOG_KINDS:
+                passes.append((internal, True))
+            for table, batch in (
+                tb
+                for tables, deep in passes
+                for tb in decoders.iter_file(
+                    r.file,
+                    tuple(sorted(tables)),
+                    deep=deep,
+                    verify_crc=opts.verify_crc,
+                    start=r.start,
+                    stop=r.stop if r.stop < r.file.size else None,
+                    window_bytes=opts.window_bytes,
+                    memory_budget=opts.memory_budget,
+                )
             ):
                 if partial and table in ("errors", "segments"):
                     if table == "errors":
@@ -235,3 +250,71 @@ def to_output(batch, table: str, opts: ScanOptions):
          for f in table_schema(table, table == "records" and bool(opts.avro))]
     )  # fmt: skip
     return pa.Table.from_batches([_spark_safe(batch).cast(target)]).cast(opts.schemas[table][1])
+
+
+def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_bytes: int,
+                kill: str | None) -> tuple[dict, dict, int]:  # fmt: skip
+    """Decode ``files`` once and write ``opts.tables`` under ``base`` (a URI or path):
+    (commit-record entry of every table: Spark schema, partition column, files with row counts;
+    byte accounting over every file; number of tasks)."""
+    from jobs.output import OutputDir, _TaskFiles, kill_point
+
+    tasks = plan_scan(files, opts.tables, range_bytes)
+    reports = run_scan(spark, tasks, opts, base, key, kill)
+    if kill:
+        kill_point(kill.split(":")[0] + ":staged-table")
+    listed: dict[str, list[dict]] = {t: [] for t in opts.tables}
+
+    def add(table: str, written) -> None:
+        for path, rows, value in zip(*(c.to_pylist() for c in written.columns), strict=True):
+            part = {"partition": value} if opts.partition_by[table] else {}
+            listed[table].append({"path": path, "rows": rows} | part)
+
+    for r in reports:
+        if r["kind"] == "file":
+            part = {"partition": r["partition"]} if opts.partition_by[r["table"]] else {}
+            listed[r["table"]].append({"path": r["path"], "rows": r["rows"]} | part)
+    # split files: the driver adds their ranges' accounting up (one small row per file)
+    seg_rows, whole_errors = merge_partials(reports)
+    for table, rows in (("segments", seg_rows), ("errors", whole_errors)):
+        if table in listed and rows:
+            from decoders.schemas import from_rows
+
+            schema = opts.schemas[table][1]
+            sink = _TaskFiles(base, table, len(tasks), 0, key, schema, opts.partition_by[table])
+            for b in from_rows(table, rows).to_batches():
+                sink.write(to_output(b, table, opts))
+            add(table, sink.close())
+    entries = {}
+    for table, files_of in listed.items():
+        schema, arrow = opts.schemas[table]
+        files_of.sort(key=lambda f: f["path"])
+        if not files_of:  # an empty table is still readable: one file with its schema, no rows
+            sink = _TaskFiles(OutputDir(base).uri, table, 0, 0, key, arrow, None)
+            sink.write(arrow.empty_table())
+            files_of = [{"path": f, "rows": 0} for f in sink.close().column("file").to_pylist()]
+        entries[table] = {
+            "schema": json.loads(schema.json()),
+            "partition_by": opts.partition_by[table] if "partition" in files_of[0] else None,
+            "rows": sum(f["rows"] for f in files_of),
+            "files": files_of,
+        }
+    return entries, accounting(reports, seg_rows), len(tasks)
+
+
+def accounting(reports: list[dict], split_files: list[dict]) -> dict:
+    """Valid/padding/corrupt byte totals over every file: the tasks' sums of the files they
+    decoded whole, plus the split files' rows the driver added up."""
+    acct = dict.fromkeys(("files", "size", "valid", "padding", "corrupt", "errors"), 0)
+    for r in reports:
+        if r["kind"] == "totals":
+            for k in acct:
+                acct[k] += r[k]
+    for row in split_files:
+        acct["files"] += 1
+        acct["size"] += row["size"]
+        acct["valid"] += row["bytes_valid"]
+        acct["padding"] += row["bytes_padding"]
+        acct["corrupt"] += row["bytes_corrupt"]
+        acct["errors"] += row["error_count"]
+    return acct
