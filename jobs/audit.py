@@ -37,53 +37,45 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     import decoders
+    from jobs.exits import FAILED, OK, USAGE
     from jobs.session import job_conf
 
     conf = job_conf(args)
     missing = [p for p in args.inputs if "://" not in p and not os.path.exists(p)]
     if missing:
         print(f"logreplay audit: no such path: {', '.join(missing)}", file=sys.stderr)
-        return 2
+        return USAGE
     files = decoders.discover(args.inputs)
     if not files:
         print(f"logreplay audit: no Kafka files under {', '.join(args.inputs)}", file=sys.stderr)
-        return 2
+        return USAGE
 
     from pyspark.sql import functions as F
 
     from jobs.output import (
         LAYOUT_VERSION,
         SUMMARY,
-        OutputDir,
         commit,
-        forward_env,
         kill_point,
-        prepare_storage,
         read_table,
         redacted,
-        run_dir,
-        run_id_of,
-        run_key,
+        start_run,
         versions,
         write_table,
     )
-    from jobs.session import spark_session
-    from replay.spark import audit, audit_summary
+    from replay.findings import SEVERITIES
+    from replay.plan import audit_session, audit_summary
 
-    env = prepare_storage(conf)
-    spark = spark_session(args.master, "logreplay-audit", conf)
-    forward_env(spark, env)
-    run_id = run_id_of(args.run_id, args.logical_date)
-    out = OutputDir(run_dir(args.out, run_id, conf["output"]["layout"]))
-    previous = out.read_json(SUMMARY)  # the commit this run replaces
-    key = run_key(run_id)
-    tables = audit(spark, args.inputs, conf)
+    spark, run_id, out, previous, key = start_run(args, conf, "logreplay-audit", SUMMARY)
     spread = int(spark.conf.get("spark.sql.shuffle.partitions"))
     entries = {}
-    for name, df in tables.items():
-        spread_of = 1 if name in SINGLE_FILE else spread
-        entries[name] = write_table(df, out, name, spread_of, None, key, "audit:writing")
-        kill_point("audit:staged-table")
+    # what the audit cached is released once its tables are written and summarised
+    with audit_session(spark, args.inputs, conf) as tables:
+        for name, df in tables.items():
+            spread_of = 1 if name in SINGLE_FILE else spread
+            entries[name] = write_table(df, out, name, spread_of, None, key, "audit:writing")
+            kill_point("audit:staged-table")
+        checked = audit_summary(tables)
     rows = {name: e["rows"] for name, e in entries.items()}
     findings = read_table(spark, out, "findings", entries["findings"])
     by_kind = findings.groupBy("kind", "severity").count().collect()  # a few rows
@@ -97,7 +89,7 @@ def run(args) -> int:
         "bytes": sum(f.size for f in files),
         "rows": rows,
         "findings": _counts(by_kind, rows["findings"]),
-        **audit_summary(tables),
+        **checked,
         "conf": redacted(conf),
         "versions": versions(spark),
         "gate": None,
@@ -112,7 +104,7 @@ def run(args) -> int:
         gate_files = (GATE, written)
     top = (
         findings.orderBy(
-            F.desc(F.expr("array_position(array('info','warning','error','critical'), severity)")),
+            F.desc(F.array_position(F.array(*map(F.lit, SEVERITIES)), F.col("severity"))),
             "kind",
             "topic",
             "partition",
@@ -127,8 +119,8 @@ def run(args) -> int:
     _print(summary, top)
     if verdict is not None:
         print(verdict.verdict(), file=sys.stderr)
-        return 0 if verdict.success else 1
-    return 0
+        return OK if verdict.success else FAILED
+    return OK
 
 
 def _counts(by_kind, total: int) -> dict:
@@ -157,11 +149,9 @@ def _print(summary: dict, top) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jobs.cli import guarded
+    from jobs.exits import job_main
 
-    p = argparse.ArgumentParser(prog="audit", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    return guarded(run, p.parse_args(argv))
+    return job_main("audit", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":  # spark-submit jobs/audit.py INPUT... --out DIR

@@ -6,9 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import traceback
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNEXPECTED = 0, 1, 2, 3
+from jobs.exits import OK, USAGE, guarded
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,25 +67,6 @@ def main(argv: list[str] | None = None) -> int:
     return guarded(_dispatch, args)
 
 
-def guarded(job, args) -> int:
-    """Run a job with the exit codes of docs/architecture.md: a configuration error is 2 and names the
-    key; anything unexpected is 3 with its traceback."""
-    from replay.config import ConfigError
-
-    try:
-        return job(args)
-    except ConfigError as e:
-        print(f"logreplay: configuration error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except BrokenPipeError:
-        return EXIT_OK
-    except KeyboardInterrupt:
-        return EXIT_UNEXPECTED
-    except Exception:  # the job's last line of defence: say what broke, exit 3
-        traceback.print_exc()
-        return EXIT_UNEXPECTED
-
-
 def _dispatch(args) -> int:
     if args.command == "dump":
         missing = [p for p in args.paths if not os.path.exists(p)]
@@ -95,7 +75,7 @@ def _dispatch(args) -> int:
                 f"logreplay dump: no such file or directory: {', '.join(missing)}",
                 file=sys.stderr,
             )
-            return EXIT_USAGE
+            return USAGE
         from jobs.dump import run
 
         return run(args.paths, args.deep, args.json, args.verify, args.limit)
@@ -115,7 +95,7 @@ def _dispatch(args) -> int:
         import importlib
 
         return importlib.import_module(jobs[args.command]).run(args)
-    return EXIT_USAGE
+    return USAGE
 
 
 def _schema(tables: list[str]) -> int:
@@ -126,12 +106,12 @@ def _schema(tables: list[str]) -> int:
         print(
             f"unknown table(s): {', '.join(unknown)}; known: {', '.join(TABLES)}", file=sys.stderr
         )
-        return EXIT_USAGE
+        return USAGE
     for t in tables or TABLES:
         print(f"{t}:")
         for name, typ, doc in describe(t):
             print(f"  {name:<26} {typ:<40} {doc}")
-    return EXIT_OK
+    return OK
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from jobs import dump
+from jobs.exits import FAILED, OK, UNEXPECTED
 
 
 def run(out: str, as_json: bool, spark: bool = True, master: str | None = None) -> int:
@@ -35,8 +36,8 @@ def run(out: str, as_json: bool, spark: bool = True, master: str | None = None) 
 
     audited = os.path.join(out, "audit")
     gated = audit([sim, "--out", audited, "--gate", *(["--master", master] if master else [])])
-    if gated not in (0, 1):
-        return 3
+    if gated not in (OK, FAILED):
+        return UNEXPECTED
     import pyarrow.parquet as pq
 
     findings = pq.read_table(os.path.join(audited, "findings")).to_pylist()
@@ -58,8 +59,8 @@ def run(out: str, as_json: bool, spark: bool = True, master: str | None = None) 
         f"{len(res['unexpected'])} unexpected findings; tables under {audited}/"
     )
     console.print(
-        f"gate: {'passed' if gated == 0 else 'FAILED (exit 1): a pipeline would stop here'}; "
+        f"gate: {'passed' if gated == OK else 'FAILED (exit 1): a pipeline would stop here'}; "
         f"Data Docs at {os.path.join(audited, 'gate', 'data_docs', 'index.html')}"
     )
     # the demo dump holds injected anomalies, so the gate is expected to fail on it
-    return 0 if not res["missed"] and not res["unexpected"] and gated == 1 else 1
+    return OK if not res["missed"] and not res["unexpected"] and gated == FAILED else FAILED

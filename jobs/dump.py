@@ -20,6 +20,7 @@ from decoders.control import control_key, control_type_name, is_txn_marker, kraf
 from decoders.errors import DecodeError, ErrorRow
 from decoders.layout import NOT_RECOGNISED, resolve
 from decoders.verify import verify
+from jobs.exits import FAILED, OK, USAGE
 
 DEEP_TABLES = ("batches", "records", "offset_commits", "group_metadata", "group_records", "txn_log")
 ALWAYS = ("index_entries", "aborted_txns", "producer_snapshots", "errors", "segments")
@@ -264,7 +265,7 @@ def run(
     files = decoders.discover(paths)
     if not files:
         print(f"no Kafka files found under {', '.join(paths)}", file=sys.stderr)
-        return 2
+        return USAGE
     tables = (DEEP_TABLES if deep else ("batches",)) + ALWAYS
     errors = 0
     unrecognised = _unrecognised(paths, files)
@@ -273,7 +274,7 @@ def run(
         if why:
             print(why, file=sys.stderr)
             if len(files) == 1:  # the one file asked for cannot be read: one line, exit 2
-                return 2
+                return USAGE
     for f in files:
         if f.path in unrecognised:
             print(f"logreplay dump: {unrecognised[f.path]}: {NOT_RECOGNISED}", file=sys.stderr)
@@ -290,15 +291,15 @@ def run(
             else:
                 printer.emit(table, batch)
         printer.flush()
-    status = 0
+    status = OK
     if do_verify:
         problems = verify(paths)
         for p in problems:
             _print_problem(p, as_json, out)
         if not as_json:
             out.write(f"verify: {len(problems)} inconsistencies\n")
-        status = 1 if problems else 0
-    return 2 if unrecognised else status
+        status = FAILED if problems else OK
+    return USAGE if unrecognised else status
 
 
 def _unrecognised(paths: list[str], files: list[decoders.DumpFile]) -> dict[str, str]:

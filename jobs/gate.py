@@ -28,6 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    from jobs.exits import FAILED, OK, USAGE
     from jobs.output import OutputDir, committed, prepare_storage
     from jobs.session import job_conf
 
@@ -36,7 +37,7 @@ def run(args) -> int:
     out = OutputDir(args.dir)
     if not out.exists():
         print(f"logreplay gate: no such directory: {args.dir}", file=sys.stderr)
-        return 2
+        return USAGE
     name, recorded = committed(out)
     if recorded is None:
         print(
@@ -44,7 +45,7 @@ def run(args) -> int:
             "give the --out directory of `logreplay audit` or `logreplay decode`",
             file=sys.stderr,
         )
-        return 2
+        return USAGE
     from jobs.output import commit, forward_env, run_id_of
     from jobs.session import spark_session
 
@@ -62,7 +63,7 @@ def run(args) -> int:
                 out.delete(rel)
     print(result.verdict(), file=sys.stderr)
     print(json.dumps({"run_id": run_id, "gate": result.summary()}))
-    return 0 if result.success else 1
+    return OK if result.success else FAILED
 
 
 def validate(spark, out, recorded: dict, conf: dict, run_id: str, logical_date):
@@ -85,11 +86,9 @@ def validate(spark, out, recorded: dict, conf: dict, run_id: str, logical_date):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jobs.cli import guarded
+    from jobs.exits import job_main
 
-    p = argparse.ArgumentParser(prog="gate", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    return guarded(run, p.parse_args(argv))
+    return job_main("gate", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":  # spark-submit jobs/gate.py DIR ...

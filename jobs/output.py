@@ -28,6 +28,7 @@ import os
 import platform
 import re
 import uuid
+from typing import Any, NamedTuple
 
 from decoders.filesystems import export_s3_settings, filesystem
 
@@ -100,6 +101,34 @@ def kill_point(name: str) -> None:
         import signal
 
         os.kill(int(os.environ.get(KILL_PID) or os.getpid()), signal.SIGKILL)
+
+
+# -- a job's run -------------------------------------------------------------------------------
+
+
+class Run(NamedTuple):
+    """A writing job's run: its session, run id, output directory, the commit record it
+    replaces (None for a first run) and the run key of its file names."""
+
+    spark: Any
+    run_id: str
+    out: OutputDir
+    previous: dict | None
+    key: str
+
+
+def start_run(args, conf: dict, app_name: str, record: str) -> Run:
+    """How a job that writes a run starts (`decode`, `audit`): storage settings exported, the
+    session, those settings forwarded to its workers, the run id and its directory, and the
+    commit record (``record``: SUMMARY or MANIFEST) this run will replace."""
+    from jobs.session import spark_session
+
+    env = prepare_storage(conf)
+    spark = spark_session(args.master, app_name, conf)
+    forward_env(spark, env)
+    run_id = run_id_of(args.run_id, args.logical_date)
+    out = OutputDir(run_dir(args.out, run_id, conf["output"]["layout"]))
+    return Run(spark, run_id, out, out.read_json(record), run_key(run_id))
 
 
 # -- the output directory ----------------------------------------------------------------------

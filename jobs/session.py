@@ -15,15 +15,15 @@ def spark_session(master: str | None = None, app_name: str | None = None, conf: 
 
     from replay.config import load
 
-    conf = (conf or load()).get("spark", {})
+    conf = load(conf)["spark"]
     # Python workers must import this project: run them with this interpreter.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name or conf.get("app_name", "logreplay"))
+    builder = SparkSession.builder.appName(app_name or conf["app_name"])
     submitted = (
         os.environ.get("SPARK_ENV_LOADED") == "1"
     )  # exported by spark-submit's launcher scripts
     if master or not submitted:
-        master = master or conf.get("master", "local[2]")
+        master = master or conf["master"]
         builder = builder.master(master)
         if is_local(master):
             # A local-mode driver talks only to itself: bind it to loopback (not to whatever the

@@ -31,6 +31,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from jobs.exits import OK, USAGE
     from simulator import SCENARIOS, synth
 
     console = Console(stderr=True)
@@ -39,10 +40,10 @@ def run(args) -> int:
             f"logreplay synth: unknown scenario {args.scenario!r}; "
             f"known: all, {', '.join(SCENARIOS)}"
         )
-        return 2
+        return USAGE
     if args.scale < 0:
         console.print("logreplay synth: --scale must be >= 0")
-        return 2
+        return USAGE
     started = time.perf_counter()
     truths = synth(args.scenario, args.out, args.seed, args.scale)
     elapsed = time.perf_counter() - started
@@ -68,17 +69,13 @@ def run(args) -> int:
             )
             table.add_row(t.scenario, a.kind, a.severity, where, str(a.record_count or ""))
     console.print(table)
-    return 0
+    return OK
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
+    from jobs.exits import job_main
 
-    from jobs.cli import guarded
-
-    p = argparse.ArgumentParser(prog="synth", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    return guarded(run, p.parse_args(argv))
+    return job_main("synth", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":  # spark-submit jobs/synth.py --scenario NAME --out DIR (no Spark used)

@@ -1,16 +1,17 @@
 """Replay of decoded Kafka logs: the state machines (pure Python over Arrow), the Spark plans
-that run them (:mod:`replay.spark`); the scenario simulator is the top-level package :mod:`simulator`.
+that run them (:mod:`replay.plan`, :mod:`replay.checks`); the scenario simulator is the
+top-level package :mod:`simulator`.
 
-    from replay import audit
-    tables = audit(spark, ["s3://bucket/dump/"], conf="conf/default.yaml")
-    tables["findings"].show()
+    from replay import audit_session
+    with audit_session(spark, ["s3://bucket/dump/"], conf="my.yaml") as tables:
+        tables["findings"].show()
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["audit", "committed_offsets_at", "load_conf", "lso_at"]
+__all__ = ["audit", "audit_session", "committed_offsets_at", "load_conf", "lso_at"]
 
 
 def load_conf(
@@ -26,10 +27,19 @@ def load_conf(
 def audit(spark, paths, conf: str | dict | None = None):
     """Replay a dump; DataFrames by table name (see :mod:`replay.tables`). ``conf``: a YAML
     path or a dict shaped like conf/default.yaml (e.g. ``{"groups": {"g": {"isolation":
-    "read_uncommitted"}}}``), validated."""
-    from replay.spark import audit as run
+    "read_uncommitted"}}}``), validated. The tables it caches stay cached until the session's
+    cache is cleared; :func:`audit_session` releases them at the end of a ``with`` block."""
+    from replay.plan import audit as run
 
     return run(spark, list(paths), load_conf(conf))
+
+
+def audit_session(spark, paths, conf: str | dict | None = None):
+    """:func:`audit` as a context manager: ``with audit_session(spark, paths) as tables:``;
+    what the audit cached is unpersisted when the block ends."""
+    from replay.plan import audit_session as session
+
+    return session(spark, list(paths), load_conf(conf))
 
 
 def _instant(when):

@@ -1,4 +1,5 @@
-"""The job configuration: embedded defaults (`conf/default.yaml`), a user YAML file over them,
+"""The job configuration: embedded defaults (`conf/default.yaml`, the one place a default is
+written: code reads them through :func:`defaults`), a user YAML file over them,
 then `--set key=value` overrides, validated before any work starts.
 
 A scheduled job that runs for an hour on a misspelt key is worse than one that refuses to
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import os
 import pathlib
 from dataclasses import dataclass
@@ -17,9 +19,8 @@ from typing import Any
 
 import yaml
 
+from conf import default_yaml
 from replay.findings import KINDS, SEVERITIES
-
-DEFAULT_CONF = pathlib.Path(__file__).resolve().parents[1] / "conf" / "default.yaml"
 
 
 class ConfigError(ValueError):
@@ -227,8 +228,7 @@ def load(
     user: str | os.PathLike | dict | None = None, overrides: list[str] | tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """Defaults, then the user's file (or dict), then `key=value` overrides; validated."""
-    with open(DEFAULT_CONF) as f:
-        merged = SCHEMA.check("", yaml.safe_load(f) or {}, DEFAULT_CONF.parent)
+    merged = defaults()
     if user is not None:
         if isinstance(user, dict):
             doc, base = user, pathlib.Path.cwd()
@@ -239,6 +239,24 @@ def load(
         merged = _merge(merged, SCHEMA.check("", _override(item), pathlib.Path.cwd()))
     _check_avro(merged)
     return merged
+
+
+@functools.cache
+def _defaults() -> dict[str, Any]:
+    return SCHEMA.check("", yaml.safe_load(default_yaml()) or {}, pathlib.Path.cwd())
+
+
+def defaults() -> dict[str, Any]:
+    """The embedded defaults, validated (a copy: the caller may change it)."""
+    return copy.deepcopy(_defaults())
+
+
+def default(key: str) -> Any:
+    """One embedded default by its dotted key, e.g. ``default("audit.clock_tolerance_ms")``."""
+    value: Any = _defaults()
+    for part in key.split("."):
+        value = value[part]
+    return copy.deepcopy(value)
 
 
 def _read_user_file(path: pathlib.Path) -> dict:

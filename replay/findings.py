@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from replay.tables import FINDINGS
+
 SEVERITIES = ("info", "warning", "error", "critical")
 
 # Default severity per kind. Context may lower or raise one (an offset reset while the group
@@ -41,21 +43,37 @@ KINDS: dict[str, str] = {
     "invalid_txn_transition": "error",
 }
 
-FINDING_COLUMNS = (
-    "kind",
-    "severity",
-    "topic",
-    "partition",
-    "producer_id",
-    "producer_epoch",
-    "transactional_id",
-    "group_id",
-    "first_offset",
-    "last_offset",
-    "record_count",
-    "message",
-    "evidence",
+# Lowered severity per kind, where the context makes a finding less serious than its default
+# (docs/findings.md, the severity in parentheses): an offset moved back while the group was
+# empty is an operator's reset; a coordinator transaction without any entry in a listed
+# partition (whose later markers are there) may have added the partition and sent it nothing.
+LOWERED: dict[str, str] = {
+    "offset_regression": "info",
+    "missing_marker": "warning",
+}
+
+# The kinds of the decoders' errors table (decoders/schemas.py ERRORS); any other kind there
+# is judged as corrupt bytes.
+INTEGRITY_KINDS = (
+    "crc_mismatch",
+    "truncated_batch",
+    "corrupt_bytes",
+    "unknown_version",
+    "index_inconsistent",
 )
+
+# the findings columns, in the order of the findings table (replay/tables.py FINDINGS)
+FINDING_COLUMNS: tuple[str, ...] = tuple(FINDINGS.names)
+
+
+def severity_of(kind: str, lowered: bool = False) -> str:
+    """A kind's severity from the vocabulary: its default, or its lowered one (:data:`LOWERED`)."""
+    return LOWERED[kind] if lowered else KINDS[kind]
+
+
+def integrity_severity(kind: str) -> str:
+    """The severity of a decoding problem of the errors table (:data:`INTEGRITY_KINDS`)."""
+    return KINDS[kind] if kind in INTEGRITY_KINDS else KINDS["corrupt_bytes"]
 
 
 def finding(
@@ -63,17 +81,21 @@ def finding(
     message: str,
     evidence: dict[str, Any],
     *,
+    lowered: bool = False,
     severity: str | None = None,
     **columns: Any,
 ) -> dict[str, Any]:
-    """One findings row: every column present, evidence as sorted JSON."""
+    """One findings row, the one way the pure replay makes a finding: every column of the
+    findings schema present, the severity from the vocabulary (``lowered``: its lowered one;
+    ``severity``: only :func:`integrity_severity`'s, for the errors table's kinds), evidence as
+    sorted JSON."""
     unknown = set(columns) - set(FINDING_COLUMNS)
     if unknown:
         raise TypeError(f"not finding columns: {sorted(unknown)}")
     row: dict[str, Any] = dict.fromkeys(FINDING_COLUMNS)
     row.update(columns)
     row["kind"] = kind
-    row["severity"] = severity or KINDS[kind]
+    row["severity"] = severity or severity_of(kind, lowered)
     row["message"] = message
     row["evidence"] = json.dumps(evidence, sort_keys=True, default=str)
     return row

@@ -1,6 +1,6 @@
 """The functions the audit runs per group, over Arrow tables in and out.
 
-Spark runs each per key with ``applyInArrow`` (:mod:`replay.spark`); :mod:`replay.local` runs
+Spark runs each per key with ``applyInArrow`` (:mod:`replay.plan`); :mod:`replay.local` runs
 the same functions in one process (tests, small dumps). Pure Python: no Spark import here.
 Rows leave as one table per call holding several output tables' columns, ``out`` naming the
 table of each row (:func:`replay.tables.union`).
@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from replay import tables as T
 from replay.coordinator import replay_transactional_id
 from replay.crosslog import Bounds, Coordinator, Side, judge_producer
 from replay.findings import finding
+from replay.groups import replay_group
 from replay.partition import Config, PartitionReplay
 
 PARTITION_SCHEMA = T.union(
@@ -25,16 +27,27 @@ PARTITION_SCHEMA = T.union(
 )
 COORDINATOR_SCHEMA = T.union(T.FINDINGS, T.COORDINATOR_TXNS)
 CROSSLOG_SCHEMA = T.union(T.FINDINGS, T.CHECK_COUNTS)
+GROUP_SCHEMA = T.union(T.FINDINGS, T.GENERATIONS, T.TIMELINE)
+
+INTERNAL_TOPICS = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
+# every row of the audit's tables names the cluster it belongs to (replay.dumpinfo)
+CLUSTER = "cluster"
+
+
+def keyed(table: pa.Table, cluster: str) -> pa.Table:
+    """A grouped function's result with its cluster key as the first column."""
+    return table.add_column(0, CLUSTER, pa.array([cluster] * table.num_rows, pa.string()))
 
 
 @dataclass(frozen=True)
 class Facts:
-    """What the configuration tells the replay that the dump cannot (replay.config)."""
+    """What the configuration tells the replay that the dump cannot (replay.config; made by
+    replay.settings.AuditConfig.facts, defaults from conf/default.yaml)."""
 
-    producer_id_expiration_ms: int = 86_400_000
-    default_transaction_timeout_ms: int = 900_000
+    producer_id_expiration_ms: int
+    default_transaction_timeout_ms: int
+    bounds: Bounds
     topic_timeouts: dict[str, int] = field(default_factory=dict)
-    bounds: Bounds = Bounds()
 
 
 # -- partitions ------------------------------------------------------------------------------------
@@ -83,6 +96,23 @@ def partition_tables(
         T.rows_table(PARTITION_SCHEMA, "partition", [summary]),
         T.rows_table(PARTITION_SCHEMA, "count", counts),
     ])  # fmt: skip
+
+
+def cleaned_upto(
+    cleaned: dict[str, int],
+    compacted: set[str],
+    broker: str,
+    topic: str,
+    partition: int,
+    log_end: int | None,
+) -> int:
+    """Offsets below this show the log cleaner's leftovers: the broker's cleaner checkpoint
+    (replay.dumpinfo), else, for a topic declared compacted, the whole log (the cleaner may
+    have been anywhere). ``log_end``: the replica's last offset + 1, None for no batches."""
+    upto = cleaned.get(f"{broker}|{topic}|{partition}", 0)
+    if not upto and topic in compacted and log_end is not None:
+        upto = log_end
+    return upto
 
 
 def _public(t: dict) -> dict:
@@ -214,12 +244,34 @@ def _count(topic, partition, what: str, n: int) -> dict:
 
 
 def coordinator_tables(rows: list[dict], complete_from: dict[int, int]) -> pa.Table:
-    """One transactional id's `__transaction_state` rows."""
-    rows = sorted(rows, key=lambda r: (r["log_partition"], r["log_offset"]))
+    """One transactional id's `__transaction_state` rows (a timestamp the record lacks reads
+    as -1: none)."""
+    rows = sorted(
+        (
+            {**r, **{c: -1 for c in ("start_timestamp", "last_update_timestamp") if r[c] is None}}
+            for r in rows
+        ),
+        key=lambda r: (r["log_partition"], r["log_offset"]),
+    )
     txns, findings = replay_transactional_id(rows, complete_from)
     return pa.concat_tables([
         T.rows_table(COORDINATOR_SCHEMA, "coord_txn", txns),
         T.rows_table(COORDINATOR_SCHEMA, "finding", findings),
+    ])  # fmt: skip
+
+
+# -- groups -----------------------------------------------------------------------------------------
+
+
+def group_tables(group_id: str, events: list[dict], declared_broadcast: bool) -> pa.Table:
+    """One group's `__consumer_offsets` events (commits, metadata, the COMMIT/ABORT markers of
+    its transactional commits) in log order: its generations, commit timeline and findings."""
+    events = sorted(events, key=lambda r: (r["log_partition"], r["log_offset"], r["_order"]))
+    res = replay_group(group_id, events, declared_broadcast=declared_broadcast)
+    return pa.concat_tables([
+        T.rows_table(GROUP_SCHEMA, "generation", res["generations"]),
+        T.rows_table(GROUP_SCHEMA, "timeline", res["timeline"]),
+        T.rows_table(GROUP_SCHEMA, "finding", res["findings"]),
     ])  # fmt: skip
 
 

@@ -160,7 +160,7 @@ def _judge(group_id: str, timeline: list[dict]) -> list[dict]:
                         "log_partition": r["log_partition"],
                         "commit_log_offset": r["commit_log_offset"],
                     },  # fmt: skip
-                    severity="warning" if stable else "info",
+                    lowered=not stable,  # an operator's reset, not a rewind
                     group_id=group_id,
                     topic=topic,
                     partition=partition,

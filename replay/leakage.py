@@ -23,7 +23,7 @@ def judge_partition(
     transactions: list[dict[str, Any]],
     commits: list[dict[str, Any]],
     declared: dict[str, str],
-    skew_ms: int = 2000,
+    skew_ms: int,
 ) -> list[dict]:
     """transactions: this partition's rows (COMMIT, ABORT, OPEN); commits: effective commit
     timeline rows of every group on this partition; declared: group -> isolation level."""

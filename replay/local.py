@@ -1,4 +1,4 @@
-"""The audit in one process, without Spark: the same grouped functions as :mod:`replay.spark`,
+"""The audit in one process, without Spark: the same grouped functions as :mod:`replay.plan`,
 grouped here in Python over the decoded tables.
 
 For tests (a property test replays dozens of simulated dumps in seconds) and small dumps; the
@@ -16,15 +16,21 @@ import pyarrow as pa
 
 import decoders
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from replay import tables as T
 from replay.dumpinfo import broker_clusters, cleaner_checkpoints
-from replay.findings import KINDS, finding
-from replay.grouped import coordinator_tables, crosslog_tables, partition_tables, with_shares
-from replay.groups import replay_group
+from replay.grouped import (
+    INTERNAL_TOPICS,
+    cleaned_upto,
+    coordinator_tables,
+    crosslog_tables,
+    group_tables,
+    partition_tables,
+    with_shares,
+)
 from replay.leakage import judge_partition
+from replay.rules import DIVERGENCE, INTEGRITY, PROPAGATION
 from replay.settings import AuditConfig
 
-INTERNAL = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
-INTEGRITY = ("crc_mismatch", "truncated_batch", "corrupt_bytes", "unknown_version", "index_inconsistent")  # fmt: skip
 # as the Spark plan reads them: batch headers and file accounting from every file, records only
 # from the internal topics
 SHALLOW = ("batches", "producer_snapshots", "segments", "aborted_txns", "errors")
@@ -56,14 +62,21 @@ def _read(paths: list[str], config: AuditConfig) -> dict[str, list[dict]]:
     for f in decoders.discover(paths):
         for t, b in decoders.iter_file(f, SHALLOW, deep=False, **opts):
             out[t].append(b)
-        if f.kind == "log" and f.info.topic in INTERNAL:
+        if f.kind == "log" and f.info.topic in INTERNAL_TOPICS:
             for t, b in decoders.iter_file(f, DEEP, deep=True, **opts):
                 out[t].append(b)
     return {t: _rows(pa.Table.from_batches(bs, schema=decoders.TABLES[t])) for t, bs in out.items()}
 
 
-def _split(table: pa.Table, out: str) -> list[dict]:
-    return [r for r in table.to_pylist() if r["out"] == out]
+def _split(
+    table: pa.Table, out: str, schema: pa.Schema | None = None, cluster: str | None = None
+) -> list[dict]:
+    """The rows of one output table of a grouped function (``schema``: only its columns; with
+    ``cluster`` named)."""
+    rows = [r for r in table.to_pylist() if r["out"] == out]
+    if schema is not None:
+        rows = [{"cluster": cluster, **{c: r[c] for c in schema.names}} for r in rows]
+    return rows
 
 
 def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dict[str, list[dict]]:
@@ -108,9 +121,8 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
         mine = [r for r in rows if replayed(r)]
         bt = pa.Table.from_pylist(mine)
         broker = mine[0]["broker"]
-        upto = cleaned.get(f"{broker}|{topic}|{partition}", 0)
-        if not upto and topic in compacted:
-            upto = max(r["last_offset"] for r in mine) + 1
+        end = max(r["last_offset"] for r in mine) + 1
+        upto = cleaned_upto(cleaned, compacted, broker, topic, partition, end)
         out = partition_tables(
             topic, partition, bt, side_by.get((cluster, topic, partition), []), facts, upto
         )
@@ -128,10 +140,6 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
     ]  # fmt: skip
     coord_txns = []
     for (cluster, _tid), rows in sorted(_by(txn_log, "cluster", "transactional_id").items()):
-        for r in rows:
-            r["start_timestamp"] = -1 if r["start_timestamp"] is None else r["start_timestamp"]
-            if r["last_update_timestamp"] is None:
-                r["last_update_timestamp"] = -1
         whole = {p: c for (cl, p), c in complete.items() if cl == cluster}
         out = coordinator_tables(rows, whole)
         coord_txns += [{**r, "cluster": cluster} for r in _split(out, "coord_txn")]
@@ -192,10 +200,9 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
     timeline: list[dict] = []
     groups = [r for r in group_rows if r.get("group_id") is not None]
     for (cluster, group), rows in sorted(_by(groups, "cluster", "group_id").items()):
-        rows.sort(key=lambda r: (r["log_partition"], r["log_offset"], r["_order"]))
-        res = replay_group(group, rows, declared_broadcast=group in broadcast)
-        timeline += [{**r, "cluster": cluster} for r in res["timeline"]]
-        findings += [{**r, "cluster": cluster} for r in res["findings"]]
+        out = group_tables(group, rows, group in broadcast)
+        timeline += _split(out, "timeline", T.TIMELINE, cluster)
+        findings += _split(out, "finding", T.FINDINGS, cluster)
 
     # leakage and its propagation
     declared = config.declared_isolation()
@@ -203,7 +210,7 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
     data_txns = [
         {**x, "copy_end_timestamp": ends.get((x["cluster"], x["topic"], x["partition"]))}
         for x in transactions
-        if x["record_count"] and x["topic"] not in INTERNAL
+        if x["record_count"] and x["topic"] not in INTERNAL_TOPICS
     ]
     leaks = []
     commits_by = _by(timeline, "cluster", "topic", "partition")
@@ -217,13 +224,8 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
 
     # integrity and replicas
     for e in t["errors"]:
-        findings.append({
-            **finding(e["kind"], f"{e['kind']} at byte {e['position']} of {e['file']}: {e['reason']}",
-                      {k: e[k] for k in ("broker", "file", "position", "length", "reason", "offset")},
-                      severity=KINDS.get(e["kind"], KINDS["corrupt_bytes"]) if e["kind"] in INTEGRITY else KINDS["corrupt_bytes"],
-                      topic=e["topic"], partition=e["partition"], first_offset=e["offset"]),
-            "cluster": e["cluster"],
-        })  # fmt: skip
+        row = INTEGRITY.finding({**e, "first_offset": e["offset"]})
+        findings.append({**row, "cluster": e["cluster"]})
     findings += _divergence(batches)
     return {
         "findings": findings,
@@ -236,6 +238,7 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
 
 
 def _propagation(leaks: list[dict], txns: list[dict], coord: list[dict]) -> list[dict]:
+    """replay.rules.PROPAGATION over rows (replay.checks.propagation in Spark)."""
     ids = {(a["cluster"], a["producer_id"]): a["transactional_id"] for a in coord}
     out = []
     for lk in leaks:
@@ -248,26 +251,20 @@ def _propagation(leaks: list[dict], txns: list[dict], coord: list[dict]) -> list
                      and x["cluster"] == lk["cluster"]]  # fmt: skip
         if not committed:
             continue
-        outputs = sorted({f"{x['topic']}-{x['partition']}" for x in committed})
-        out.append({
-            **finding(
-                "aborted_data_propagated",
-                f"group {lk['group_id']} fed {lk['record_count']} aborted records of "
-                f"{lk['topic']}-{lk['partition']} to transactional producer {step}, which "
-                f"committed them on into {', '.join(outputs)}",
-                {"output_partitions": outputs, "committed_transactions": len(committed),
-                 "output_records": sum(x["record_count"] for x in committed), "leak": lk["evidence"]},
-                topic=lk["topic"], partition=lk["partition"], producer_id=step,
-                transactional_id=ids.get((lk["cluster"], step)), group_id=lk["group_id"],
-                first_offset=lk["first_offset"], last_offset=lk["last_offset"],
-                record_count=lk["record_count"],
-            ),
-            "cluster": lk["cluster"],
-        })  # fmt: skip
+        row = {
+            **{c: lk[c] for c in ("topic", "partition", "group_id", "first_offset",
+                                  "last_offset", "record_count")},
+            "producer_id": step, "transactional_id": ids.get((lk["cluster"], step)),
+            "output_partitions": sorted({f"{x['topic']}-{x['partition']}" for x in committed}),
+            "committed_transactions": len(committed),
+            "output_records": sum(x["record_count"] for x in committed), "leak": lk["evidence"],
+        }  # fmt: skip
+        out.append({**PROPAGATION.finding(row), "cluster": lk["cluster"]})
     return out
 
 
 def _divergence(batches: list[dict]) -> list[dict]:
+    """replay.rules.DIVERGENCE over rows (replay.checks.divergence in Spark)."""
     out = []
     for (cluster, topic, partition), rows in sorted(_by(batches, "cluster", "topic", "partition").items()):  # fmt: skip
         bad = []
@@ -279,19 +276,14 @@ def _divergence(batches: list[dict]) -> list[dict]:
                 bad.append((base, at))
         if not bad:
             continue
-        brokers = sorted({r["broker"] for _, at in bad for r in at})
-        first, last = bad[0][0], max(r["last_offset"] for _, at in bad for r in at)
-        out.append({
-            **finding(
-                "replica_divergence",
-                f"replicas of {topic}-{partition} disagree on {len(bad)} batches between "
-                f"offsets {first} and {last}",
-                {"brokers": brokers, "batches": len(bad), "first_offset": first, "last_offset": last},
-                topic=topic, partition=partition, first_offset=first, last_offset=last,
-                record_count=sum(max(r["record_count"] for r in at) for _, at in bad),
-            ),
-            "cluster": cluster,
-        })  # fmt: skip
+        row = {
+            "topic": topic, "partition": partition, "batches": len(bad),
+            "brokers": sorted({r["broker"] for _, at in bad for r in at}),
+            "first_offset": bad[0][0],
+            "last_offset": max(r["last_offset"] for _, at in bad for r in at),
+            "record_count": sum(max(r["record_count"] for r in at) for _, at in bad),
+        }  # fmt: skip
+        out.append({**DIVERGENCE.finding(row), "cluster": cluster})
     return out
 
 

@@ -4,7 +4,7 @@ Producer state follows ProducerAppendInfo (docs/formats.md 10.1-10.4): per produ
 epoch, the last five batches of that epoch, the coordinator epoch and the open transaction.
 Transactions are tracked as the broker tracks them (10.5) to give the `transactions` table, the
 aborted-transaction index (9.3) and the last stable offset over time (10.6). Pure Python over
-Arrow: no Spark here; :mod:`replay.spark` runs it per partition.
+Arrow: no Spark here; :mod:`replay.plan` runs it per partition.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from decoders.constants import (
     NO_SEQUENCE,
     TRANSACTION_STATE_TOPIC,
 )
+from replay.config import default
 from replay.findings import finding
 
 NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
-PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 RECENT_RANGES = 4096  # sequence ranges remembered per producer to tell duplicates apart
 COORDINATOR_TOPICS = {CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC}
 
@@ -51,7 +51,10 @@ class Producer:
 
 @dataclass
 class Config:
-    producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
+    # producer.id.expiration.ms of the brokers (audit.producer_id_expiration_ms)
+    producer_id_expiration_ms: int = field(
+        default_factory=lambda: default("audit.producer_id_expiration_ms")
+    )
 
 
 def next_sequence(last_seq: int) -> int:

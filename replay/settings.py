@@ -10,32 +10,37 @@ from replay.grouped import Facts
 
 @dataclass
 class AuditConfig:
-    """The settings the replay uses, taken from a validated configuration (replay.config)."""
+    """The settings the replay uses, taken from a validated configuration (replay.config);
+    their defaults are conf/default.yaml's (:meth:`from_conf`)."""
 
-    clock_tolerance_ms: int = 2000
-    order_window_ms: int = 600_000
+    clock_tolerance_ms: int
+    order_window_ms: int
+    producer_id_expiration_ms: int
+    default_transaction_timeout_ms: int  # transaction.max.timeout.ms
+    range_bytes: int
+    window_bytes: int
+    memory_budget_mb: int
+    verify_crc: bool
     cluster: str | None = None  # names the cluster of directories without a cluster.id
-    producer_id_expiration_ms: int = 86_400_000
-    default_transaction_timeout_ms: int = 900_000  # transaction.max.timeout.ms
     groups: dict[str, dict] = field(default_factory=dict)  # group -> {isolation, assignor}
     topics: dict[str, dict] = field(default_factory=dict)  # topic -> {cleanup_policy, ...}
-    range_bytes: int | None = None
-    window_bytes: int | None = None
-    memory_budget_mb: int | None = None
-    verify_crc: bool = True
 
     @classmethod
     def from_conf(cls, conf: dict | None) -> AuditConfig:
-        conf = conf or {}
-        decode = conf.get("decode") or {}
+        """From a configuration of conf/default.yaml's shape, laid over the defaults and
+        validated (a complete, validated one stays as it is)."""
+        from replay.config import load
+
+        conf = load(conf)
+        decode = conf["decode"]
         return cls(
-            **(conf.get("audit") or {}),
-            groups=conf.get("groups") or {},
-            topics=conf.get("topics") or {},
-            range_bytes=decode.get("range_bytes"),
-            window_bytes=decode.get("window_bytes"),
-            memory_budget_mb=decode.get("memory_budget_mb"),
-            verify_crc=decode.get("verify_crc", True),
+            **conf["audit"],
+            groups=conf["groups"],
+            topics=conf["topics"],
+            range_bytes=decode["range_bytes"],
+            window_bytes=decode["window_bytes"],
+            memory_budget_mb=decode["memory_budget_mb"],
+            verify_crc=decode["verify_crc"],
         )
 
     def declared_isolation(self) -> dict[str, str]:

@@ -6,201 +6,201 @@ Timestamps are int64 milliseconds inside the replay functions and become
 
 from __future__ import annotations
 
+import textwrap
+
 import pyarrow as pa
 
-
-def _f(name: str, typ: pa.DataType, doc: str) -> pa.Field:
-    return pa.field(name, typ, metadata={"doc": doc})
-
-
 I32, I64, STR, BOOL = pa.int32(), pa.int64(), pa.string(), pa.bool_()
+TYPES: dict[str, pa.DataType] = {
+    "i32": I32,
+    "i64": I64,
+    "str": STR,
+    "bool": BOOL,
+    "list<str>": pa.list_(STR),
+    "list<tp>": pa.list_(pa.struct([pa.field("topic", STR), pa.field("partition", I32)])),
+}
 
-FINDINGS = pa.schema(
-    [
-        _f("kind", STR, "finding kind (docs/findings.md vocabulary)"),
-        _f("severity", STR, "info, warning, error or critical"),
-        _f("topic", STR, "topic of the partition the finding is about"),
-        _f("partition", I32, "partition"),
-        _f("producer_id", I64, "producer id involved"),
-        _f("producer_epoch", I32, "producer epoch involved"),
-        _f("transactional_id", STR, "transactional id, when the coordinator's log names it"),
-        _f("group_id", STR, "consumer group involved"),
-        _f("first_offset", I64, "first offset concerned"),
-        _f("last_offset", I64, "last offset concerned"),
-        _f("record_count", I64, "records concerned"),
-        _f("message", STR, "one readable sentence"),
-        _f("evidence", STR, "JSON: every fact needed to check the finding by hand"),
-    ]
+
+def _schema(table: str) -> pa.Schema:
+    """A schema written as a table: a column a line, its name, its type (:data:`TYPES`) and
+    its documentation (field metadata ``doc``), which may go on over indented lines."""
+    fields: list[tuple[str, str, list[str]]] = []
+    for line in textwrap.dedent(table).strip("\n").splitlines():
+        if line[:1].isspace():
+            fields[-1][2].append(line.strip())
+        else:
+            name, typ, doc = line.split(maxsplit=2)
+            fields.append((name, typ, [doc]))
+    return pa.schema(
+        [pa.field(n, TYPES[t], metadata={"doc": " ".join(doc)}) for n, t, doc in fields]
+    )
+
+
+FINDINGS = _schema(
+    """
+    kind              str       finding kind (docs/findings.md vocabulary)
+    severity          str       info, warning, error or critical
+    topic             str       topic of the partition the finding is about
+    partition         i32       partition
+    producer_id       i64       producer id involved
+    producer_epoch    i32       producer epoch involved
+    transactional_id  str       transactional id, when the coordinator's log names it
+    group_id          str       consumer group involved
+    first_offset      i64       first offset concerned
+    last_offset       i64       last offset concerned
+    record_count      i64       records concerned
+    message           str       one readable sentence
+    evidence          str       JSON: every fact needed to check the finding by hand
+    """
 )
 
-TRANSACTIONS = pa.schema(
-    [
-        _f("topic", STR, "topic"),
-        _f("partition", I32, "partition"),
-        _f("producer_id", I64, "producer id"),
-        _f("producer_epoch", I32, "epoch of the transaction's data batches"),
-        _f("marker_epoch", I32, "epoch of the marker (data epoch + 1 with TV2 or a fence)"),
-        _f("first_offset", I64, "first offset of the transaction's data in this partition"),
-        _f("last_offset", I64, "last offset of its data"),
-        _f("marker_offset", I64, "offset of its COMMIT/ABORT marker; null when OPEN"),
-        _f("outcome", STR, "COMMIT, ABORT or OPEN (no marker at the end of the log)"),
-        _f("record_count", I64, "data records of the transaction in this partition"),
-        _f("batch_count", I64, "data batches"),
-        _f("first_timestamp", I64, "max timestamp of its first batch"),
-        _f("marker_timestamp", I64, "timestamp of the marker"),
-        _f("coordinator_epoch", I32, "coordinator epoch in the marker"),
-        _f("pinned_records", I64, "OPEN only: later data records held behind the LSO"),
-        _f("open_ms", I64, "OPEN only: from its first batch to the partition's last timestamp"),
-        _f("in_cleaned_range", BOOL, "starts where the log cleaner has been (not judged)"),
-        _f(
-            "bound_timestamp",
-            I64,
-            "OPEN only: time of the first marker after its first batch (leader's clock), an "
-            "upper bound of when that batch was appended",
-        ),
-    ]
+TRANSACTIONS = _schema(
+    """
+    topic              str       topic
+    partition          i32       partition
+    producer_id        i64       producer id
+    producer_epoch     i32       epoch of the transaction's data batches
+    marker_epoch       i32       epoch of the marker (data epoch + 1 with TV2 or a fence)
+    first_offset       i64       first offset of the transaction's data in this partition
+    last_offset        i64       last offset of its data
+    marker_offset      i64       offset of its COMMIT/ABORT marker; null when OPEN
+    outcome            str       COMMIT, ABORT or OPEN (no marker at the end of the log)
+    record_count       i64       data records of the transaction in this partition
+    batch_count        i64       data batches
+    first_timestamp    i64       max timestamp of its first batch
+    marker_timestamp   i64       timestamp of the marker
+    coordinator_epoch  i32       coordinator epoch in the marker
+    pinned_records     i64       OPEN only: later data records held behind the LSO
+    open_ms            i64       OPEN only: from its first batch to the partition's last
+                                 timestamp
+    in_cleaned_range   bool      starts where the log cleaner has been (not judged)
+    bound_timestamp    i64       OPEN only: time of the first marker after its first batch
+                                 (leader's clock), an upper bound of when that batch was
+                                 appended
+    """
 )
 
-PRODUCER_STATES = pa.schema(
-    [
-        _f("topic", STR, "topic"),
-        _f("partition", I32, "partition"),
-        _f("producer_id", I64, "producer id"),
-        _f("producer_epoch", I32, "epoch at the end of the log"),
-        _f("last_sequence", I32, "last sequence of its last retained batch, -1 none"),
-        _f("last_offset", I64, "last offset of that batch, -1 none"),
-        _f("offset_delta", I32, "last offset - first offset of that batch"),
-        _f("timestamp", I64, "last timestamp of the producer"),
-        _f("coordinator_epoch", I32, "coordinator epoch of its last marker, -1 none"),
-        _f("current_txn_first_offset", I64, "first offset of its open transaction, -1 none"),
-        _f("snapshot_offset", I64, "newest .snapshot of the partition, if any"),
-        _f("snapshot_matches", BOOL, "the replayed state at that offset equals the snapshot"),
-        _f("snapshot_diff", STR, "JSON of the fields that differ"),
-    ]
+PRODUCER_STATES = _schema(
+    """
+    topic                     str       topic
+    partition                 i32       partition
+    producer_id               i64       producer id
+    producer_epoch            i32       epoch at the end of the log
+    last_sequence             i32       last sequence of its last retained batch, -1 none
+    last_offset               i64       last offset of that batch, -1 none
+    offset_delta              i32       last offset - first offset of that batch
+    timestamp                 i64       last timestamp of the producer
+    coordinator_epoch         i32       coordinator epoch of its last marker, -1 none
+    current_txn_first_offset  i64       first offset of its open transaction, -1 none
+    snapshot_offset           i64       newest .snapshot of the partition, if any
+    snapshot_matches          bool      the replayed state at that offset equals the snapshot
+    snapshot_diff             str       JSON of the fields that differ
+    """
 )
 
-LSO_CHANGES = pa.schema(
-    [
-        _f("topic", STR, "topic"),
-        _f("partition", I32, "partition"),
-        _f("timestamp", I64, "when the last stable offset changed (batch timestamp)"),
-        _f("log_end_offset", I64, "log end offset at that moment"),
-        _f("lso", I64, "last stable offset from then on (10.6)"),
-    ]
+LSO_CHANGES = _schema(
+    """
+    topic           str       topic
+    partition       i32       partition
+    timestamp       i64       when the last stable offset changed (batch timestamp)
+    log_end_offset  i64       log end offset at that moment
+    lso             i64       last stable offset from then on (10.6)
+    """
 )
 
-PARTITIONS = pa.schema(
-    [
-        _f("topic", STR, "topic"),
-        _f("partition", I32, "partition"),
-        _f("broker", STR, "the replica replayed (the most complete one)"),
-        _f("log_start_offset", I64, "first offset in the dump"),
-        _f("log_end_offset", I64, "last offset + 1"),
-        _f("lso", I64, "last stable offset at the end of the log"),
-        _f("cleaned_upto", I64, "offsets below show log-cleaner leftovers"),
-        _f("data_records", I64, "data records replayed"),
-        _f("last_timestamp", I64, "largest batch timestamp"),
-        _f(
-            "complete_from",
-            I64,
-            "offsets from here on are all in the dump (0: the whole history is; above: "
-            "retention, cleaning or missing offsets took what is below)",
-        ),
-        _f(
-            "copy_end_timestamp",
-            I64,
-            "the latest moment this copy is known to reach: its last marker (leader's clock) "
-            "or its last batch",
-        ),
-    ]
+PARTITIONS = _schema(
+    """
+    topic               str       topic
+    partition           i32       partition
+    broker              str       the replica replayed (the most complete one)
+    log_start_offset    i64       first offset in the dump
+    log_end_offset      i64       last offset + 1
+    lso                 i64       last stable offset at the end of the log
+    cleaned_upto        i64       offsets below show log-cleaner leftovers
+    data_records        i64       data records replayed
+    last_timestamp      i64       largest batch timestamp
+    complete_from       i64       offsets from here on are all in the dump (0: the whole history
+                                  is; above: retention, cleaning or missing offsets took what is
+                                  below)
+    copy_end_timestamp  i64       the latest moment this copy is known to reach: its last marker
+                                  (leader's clock) or its last batch
+    """
 )
 
-COORDINATOR_TXNS = pa.schema(
-    [
-        _f("transactional_id", STR, "transactional id"),
-        _f("producer_id", I64, "producer id"),
-        _f("data_epoch", I32, "epoch of the Ongoing records (the data's epoch)"),
-        _f("marker_epoch", I32, "epoch of the Prepare record (the markers' epoch)"),
-        _f("outcome", STR, "COMMIT, ABORT, or null while Ongoing"),
-        _f("state_at_end", STR, "Ongoing, Prepare or Complete at the end of the log"),
-        _f(
-            "partitions",
-            pa.list_(pa.struct([pa.field("topic", STR), pa.field("partition", I32)])),
-            "partitions added to the transaction",
-        ),
-        _f("start_timestamp", I64, "TransactionStartTimestampMs"),
-        _f("prepare_timestamp", I64, "time of the Prepare record"),
-        _f("complete_timestamp", I64, "time of the Complete record"),
-        _f("timeout_ms", I32, "transaction timeout"),
-        _f("transaction_version", I32, "ClientTransactionVersion tag (0 when absent)"),
-        _f("fenced", BOOL, "aborted by the coordinator with an epoch bump (timeout or fencing)"),
-        _f(
-            "maybe",
-            BOOL,
-            "its partitions are unknown: only records after cleaning survived (no Prepare)",
-        ),
-        _f("log_partition", I32, "__transaction_state partition holding it"),
-        _f("first_log_offset", I64, "offset of its first surviving record there"),
-        _f(
-            "history_from_start",
-            BOOL,
-            "the producer's whole coordinator history is in the dump (not compacted away)",
-        ),
-        _f("latest_epoch", I32, "highest epoch the coordinator recorded for the producer id"),
-    ]
+COORDINATOR_TXNS = _schema(
+    """
+    transactional_id     str       transactional id
+    producer_id          i64       producer id
+    data_epoch           i32       epoch of the Ongoing records (the data's epoch)
+    marker_epoch         i32       epoch of the Prepare record (the markers' epoch)
+    outcome              str       COMMIT, ABORT, or null while Ongoing
+    state_at_end         str       Ongoing, Prepare or Complete at the end of the log
+    partitions           list<tp>  partitions added to the transaction
+    start_timestamp      i64       TransactionStartTimestampMs
+    prepare_timestamp    i64       time of the Prepare record
+    complete_timestamp   i64       time of the Complete record
+    timeout_ms           i32       transaction timeout
+    transaction_version  i32       ClientTransactionVersion tag (0 when absent)
+    fenced               bool      aborted by the coordinator with an epoch bump (timeout or
+                                   fencing)
+    maybe                bool      its partitions are unknown: only records after cleaning
+                                   survived (no Prepare)
+    log_partition        i32       __transaction_state partition holding it
+    first_log_offset     i64       offset of its first surviving record there
+    history_from_start   bool      the producer's whole coordinator history is in the dump (not
+                                   compacted away)
+    latest_epoch         i32       highest epoch the coordinator recorded for the producer id
+    """
 )
 
-GENERATIONS = pa.schema(
-    [
-        _f("group_id", STR, "consumer group"),
-        _f("generation", I32, "generation id"),
-        _f("state", STR, "Stable (members), Empty (none) or Dead (tombstone)"),
-        _f("protocol_type", STR, "protocol type, 'consumer' for consumers"),
-        _f("protocol", STR, "assignor chosen"),
-        _f("leader", STR, "leader member id"),
-        _f("member_count", I32, "members"),
-        _f("members", pa.list_(STR), "member ids"),
-        _f("assignment", STR, "JSON: topic-partition -> member ids"),
-        _f("broadcast", BOOL, "some partition is assigned to several members"),
-        _f("timestamp", I64, "time of the group record"),
-        _f("log_partition", I32, "__consumer_offsets partition"),
-        _f("log_offset", I64, "offset of the group record"),
-    ]
+GENERATIONS = _schema(
+    """
+    group_id       str       consumer group
+    generation     i32       generation id
+    state          str       Stable (members), Empty (none) or Dead (tombstone)
+    protocol_type  str       protocol type, 'consumer' for consumers
+    protocol       str       assignor chosen
+    leader         str       leader member id
+    member_count   i32       members
+    members        list<str> member ids
+    assignment     str       JSON: topic-partition -> member ids
+    broadcast      bool      some partition is assigned to several members
+    timestamp      i64       time of the group record
+    log_partition  i32       __consumer_offsets partition
+    log_offset     i64       offset of the group record
+    """
 )
 
-TIMELINE = pa.schema(
-    [
-        _f("group_id", STR, "consumer group"),
-        _f("topic", STR, "committed topic"),
-        _f("partition", I32, "committed partition"),
-        _f("committed_offset", I64, "effective committed offset; null after a tombstone"),
-        _f("previous_offset", I64, "effective offset before"),
-        _f("is_tombstone", BOOL, "the offset was deleted"),
-        _f(
-            "effective_timestamp",
-            I64,
-            "when it took effect (the COMMIT marker's for TxnOffsetCommit)",
-        ),
-        _f("commit_timestamp", I64, "commit timestamp in the record"),
-        _f("effective_log_offset", I64, "offset in __consumer_offsets where it took effect"),
-        _f("commit_log_offset", I64, "offset of the commit record"),
-        _f("log_partition", I32, "__consumer_offsets partition"),
-        _f("generation", I32, "group generation at the time"),
-        _f("group_state", STR, "Stable, Empty or Dead at the time"),
-        _f("broadcast", BOOL, "the partition was assigned to several members at the time"),
-        _f("committers", I32, "members the partition was assigned to"),
-        _f("is_transactional", BOOL, "a TxnOffsetCommit"),
-        _f("producer_id", I64, "its producer, for transactional commits"),
-    ]
+TIMELINE = _schema(
+    """
+    group_id              str       consumer group
+    topic                 str       committed topic
+    partition             i32       committed partition
+    committed_offset      i64       effective committed offset; null after a tombstone
+    previous_offset       i64       effective offset before
+    is_tombstone          bool      the offset was deleted
+    effective_timestamp   i64       when it took effect (the COMMIT marker's for
+                                    TxnOffsetCommit)
+    commit_timestamp      i64       commit timestamp in the record
+    effective_log_offset  i64       offset in __consumer_offsets where it took effect
+    commit_log_offset     i64       offset of the commit record
+    log_partition         i32       __consumer_offsets partition
+    generation            i32       group generation at the time
+    group_state           str       Stable, Empty or Dead at the time
+    broadcast             bool      the partition was assigned to several members at the time
+    committers            i32       members the partition was assigned to
+    is_transactional      bool      a TxnOffsetCommit
+    producer_id           i64       its producer, for transactional commits
+    """
 )
 
-CHECK_COUNTS = pa.schema(
-    [
-        _f("topic", STR, "partition the count is about, if any"),
-        _f("partition", I32, "partition"),
-        _f("check", STR, "what was counted: checked, or could not be checked and why"),
-        _f("count", I64, "how many"),
-    ]
+CHECK_COUNTS = _schema(
+    """
+    topic      str       partition the count is about, if any
+    partition  i32       partition
+    check      str       what was counted: checked, or could not be checked and why
+    count      i64       how many
+    """
 )
 
 DERIVED = {

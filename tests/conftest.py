@@ -65,6 +65,44 @@ def sim_all(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def scenario_audit(spark, sim_all):
+    """scenario -> its Spark audit's tables (``replay.audit_session`` over ``sim_all/<scenario>``)
+    as Arrow tables: each scenario audited once per session, whichever modules ask, and its
+    cache released at once. :func:`frames` makes DataFrames of them again."""
+    from replay import audit_session
+
+    done: dict[str, dict] = {}
+
+    def get(scenario: str) -> dict:
+        if scenario not in done:
+            with audit_session(spark, [str(sim_all / scenario)]) as tables:
+                done[scenario] = {name: df.toArrow() for name, df in tables.items()}
+        return done[scenario]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def scenario_local(sim_all):
+    """scenario -> the one-process audit's rows (``replay.local.audit_local``), once a session."""
+    from replay.local import audit_local
+
+    done: dict[str, dict] = {}
+
+    def get(scenario: str) -> dict:
+        if scenario not in done:
+            done[scenario] = audit_local([str(sim_all / scenario)])
+        return done[scenario]
+
+    return get
+
+
+def frames(spark, tables: dict) -> dict:
+    """DataFrames of a shared audit's Arrow tables (:func:`scenario_audit`)."""
+    return {name: spark.createDataFrame(t) for name, t in tables.items()}
+
+
+@pytest.fixture(scope="session")
 def standalone(tmp_path_factory):
     """One Spark standalone cluster (a Master and two Workers, tests/standalone.py) for every
     cluster test of the session; killed at its end."""

@@ -7,12 +7,12 @@ import json
 import shutil
 
 import pytest
+from conftest import frames
 from spark_submit import spark_submit
 
 from jobs.cli import main
 from replay import audit, committed_offsets_at, lso_at
 from replay.findings import at_least
-from replay.local import audit_local
 from replay.truthcheck import compare
 from simulator import SCENARIOS
 
@@ -31,17 +31,18 @@ def _release_cache(spark):
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-def test_every_injected_anomaly_is_found_and_nothing_else(spark, sim_all, scenario):
-    root = sim_all / scenario
-    truth = json.loads((root / "truth.json").read_text())
-    findings = _findings(audit(spark, [str(root)]))
+def test_every_injected_anomaly_is_found_and_nothing_else(
+    sim_all, scenario_audit, scenario_local, scenario
+):
+    truth = json.loads((sim_all / scenario / "truth.json").read_text())
+    findings = scenario_audit(scenario)["findings"].to_pylist()
     res = compare(truth, findings)
     assert res["missed"] == [], res["missed"]
     assert res["unexpected"] == [], [(f["kind"], f["message"]) for f in res["unexpected"]]
     if not truth["anomalies"]:  # clean scenarios: nothing of severity warning or above
         assert [f for f in findings if at_least(f["severity"], "warning")] == []
     # the one-process audit runs the same replay functions: the same findings
-    assert _keys(findings) == _keys(audit_local([str(root)])["findings"])
+    assert _keys(findings) == _keys(scenario_local(scenario)["findings"])
 
 
 def _keys(findings: list[dict]) -> list[tuple]:
@@ -67,8 +68,8 @@ def test_the_real_corpus_has_no_warning_or_worse(spark, corpus):
     assert noted == {("MkU3OEVBNTcwNTJENDM2Qk@MashaKosher__Internship", "offset_regression")}
 
 
-def test_derived_tables(spark, sim_all):
-    tables = audit(spark, [str(sim_all / "clean_transactions")])
+def test_derived_tables(spark, scenario_audit):
+    tables = frames(spark, scenario_audit("clean_transactions"))
     tx = tables["transactions"]
     outcomes = {r["outcome"]: r["count"] for r in tx.groupBy("outcome").count().collect()}
     assert (
@@ -85,13 +86,12 @@ def test_derived_tables(spark, sim_all):
     assert coord == 1  # the coordinator's timeout abort
 
 
-def test_as_of_queries(spark, sim_all):
+def test_as_of_queries(spark, scenario_audit):
     """As-of answers hold with the scenario's clocks a few hundred ms apart: asked well inside
     a long-open transaction (more than the clock tolerance from either end) and after it."""
     import datetime as dt
 
-    root = sim_all / "aborted_reads"
-    tables = audit(spark, [str(root)])
+    tables = frames(spark, scenario_audit("aborted_reads"))
     aborted = (
         tables["transactions"]
         .filter("outcome = 'ABORT' AND topic = 'trades' AND partition = 0")

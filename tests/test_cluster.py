@@ -9,79 +9,44 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
-import urllib.request
 from unittest import mock
 
 import pyarrow.parquet as pq
 import pytest
 from pyarrow import fs as pafs
-from standalone import LOOPBACK, REPO, free_port
+from s3server import ENV, s3  # noqa: F401
+from standalone import REPO
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark]
 
-BUCKET = "dumps"
 SCENARIO = "transaction_faults"  # holds a critical finding: the gate fails
 SEED = 7
 
 
 @pytest.fixture(scope="session")
-def s3_env(tmp_path_factory):
-    """moto's S3 server on 127.0.0.1; the standard AWS variables that point clients at it."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("moto") / "server.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    endpoint = f"http://{LOOPBACK}:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(endpoint + "/moto-api/", timeout=2).close()
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, log.read_text()
-                time.sleep(0.5)
-        yield {
-            "AWS_ENDPOINT_URL": endpoint,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1",
-        }
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+def s3_env(s3) -> dict[str, str]:  # noqa: F811
+    """The standard AWS variables that point clients at the session's S3 server on 127.0.0.1
+    (tests/s3server.py), for the jobs' subprocesses."""
+    return {**ENV, "AWS_ENDPOINT_URL": s3.endpoint}
 
 
 @pytest.fixture(scope="session")
-def s3_dump(tmp_path_factory, s3_env) -> str:
-    """The scenario's dump, generated locally and uploaded: ``s3://dumps/<scenario>``."""
+def s3_dump(tmp_path_factory, s3) -> str:  # noqa: F811
+    """The scenario's dump, generated locally and uploaded: ``s3://<bucket>/<scenario>``."""
     from simulator import synth
 
     local = tmp_path_factory.mktemp("dump") / SCENARIO
     synth(SCENARIO, str(local), SEED)
-    s3 = pafs.S3FileSystem(
-        endpoint_override=s3_env["AWS_ENDPOINT_URL"],
-        access_key=s3_env["AWS_ACCESS_KEY_ID"],
-        secret_key=s3_env["AWS_SECRET_ACCESS_KEY"],
-        region=s3_env["AWS_REGION"],
-        allow_bucket_creation=True,
-    )
-    s3.create_dir(BUCKET)
-    pafs.copy_files(str(local), f"{BUCKET}/{SCENARIO}", destination_filesystem=s3)
-    return f"s3://{BUCKET}/{SCENARIO}"
+    return s3.upload(local, SCENARIO)
 
 
 @pytest.fixture
-def out_root(tmp_path, s3_env) -> str:
+def out_root(tmp_path, s3) -> str:  # noqa: F811
     """Where the jobs write: S3 too, through pyarrow in the tasks (no Hadoop connector); every
     assertion below reads the outputs through pyarrow's filesystems with the same variables."""
-    return f"s3://{BUCKET}/out/{tmp_path.name}"
+    return s3.uri(f"out/{tmp_path.name}")
 
 
 def _read_json(uri: str, env: dict) -> dict:

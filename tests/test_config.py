@@ -87,3 +87,46 @@ def test_the_gate_policy_maps_kinds_and_severities():
     assert p.blocking_severities("split_outcome") == []
     lenient = GatePolicy.from_conf(load(None, ["gate.fail_at=never"]))
     assert not lenient.fails("crc_mismatch", "critical")
+
+
+def test_the_decoders_own_defaults_are_the_embedded_ones():
+    """decoders/ may not import replay/ (the layering), so the decoders keep their defaults as
+    named constants for direct callers; conf/default.yaml must say the same."""
+    from decoders.planning import DEFAULT_RANGE_BYTES
+    from decoders.segment import DEFAULT_MEMORY_BUDGET, DEFAULT_WINDOW_BYTES
+
+    decode = load()["decode"]
+    assert decode["range_bytes"] == DEFAULT_RANGE_BYTES
+    assert decode["window_bytes"] == DEFAULT_WINDOW_BYTES
+    assert decode["memory_budget_mb"] << 20 == DEFAULT_MEMORY_BUDGET
+    assert decode["verify_crc"] is True
+
+
+def test_the_defaults_are_read_from_inside_a_zip(tmp_path):
+    """As spark-submit --py-files ships the project (`./dev package`): the embedded defaults
+    are package data, read through importlib.resources, not a path beside the sources."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    import zipfile
+
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    archive = tmp_path / "logreplay.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for package in ("conf", "replay"):
+            for f in (repo / package).rglob("*"):
+                if f.suffix in (".py", ".yaml"):
+                    z.write(f, f.relative_to(repo).as_posix())
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "import replay.config as c; assert c.__file__.startswith(sys.argv[1]), c.__file__;"
+        "print(c.load(None, ['audit.clock_tolerance_ms=7'])['audit']['clock_tolerance_ms'],"
+        " c.default('gate.fail_at'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(archive)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert out.stdout.split() == ["7", load()["gate"]["fail_at"]]

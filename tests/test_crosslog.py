@@ -196,7 +196,9 @@ def test_a_partition_added_without_data_takes_its_marker():
 @pytest.mark.parametrize("missing", [True, False])
 def test_no_coordinator_history_means_no_judgement(missing):
     ptx = [part_txn(k) for k in range(5)]
-    findings, stats = judge_producer(PID, ptx, [], {X: Side(True, None)}, None)
+    findings, stats = judge_producer(
+        PID, ptx, [], {X: Side(True, None)}, None, Bounds(2_000, 600_000)
+    )
     assert findings == [] and stats["unjudged"] == 5
 
 

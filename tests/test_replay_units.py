@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
 from decoders.constants import MAX_SEQUENCE
 from replay.coordinator import replay_transactional_id
@@ -337,3 +338,40 @@ def test_a_log_starting_mid_stream_is_seeded_from_its_snapshot():
     assert [f["kind"] for f in seeded.findings] == ["sequence_gap"]  # expected 45, got 50
     [t] = seeded.transactions  # the transaction open in the snapshot, aborted in this log
     assert (t["first_offset"], t["outcome"]) == (90, "ABORT")
+
+
+def test_row_rules_make_findings_as_the_spark_checks_lay_them_out():
+    """replay.rules: one rule, applied to a dict here and laid out as columns by
+    replay.checks; the severity comes from the vocabulary, the other columns from the row."""
+    import json
+
+    from replay.findings import FINDING_COLUMNS, KINDS, LOWERED, finding
+    from replay.rules import DIVERGENCE, INTEGRITY, PROPAGATION
+
+    error = {"kind": "truncated_batch", "position": 1028, "file": "b/t-0/0.log",
+             "reason": "torn", "broker": "b", "length": 117, "offset": None, "topic": "t",
+             "partition": 0, "first_offset": None}  # fmt: skip
+    f = INTEGRITY.finding(error)
+    assert list(f) == list(FINDING_COLUMNS)
+    assert (f["kind"], f["severity"]) == ("truncated_batch", KINDS["truncated_batch"])
+    assert f["message"] == "truncated_batch at byte 1028 of b/t-0/0.log: torn"
+    assert json.loads(f["evidence"])["length"] == 117 and f["topic"] == "t"
+    # a decoding problem of a kind the vocabulary does not name counts as corrupt bytes
+    assert INTEGRITY.finding({**error, "kind": "odd"})["severity"] == KINDS["corrupt_bytes"]
+
+    div = DIVERGENCE.finding({"topic": "t", "partition": 1, "batches": 2, "brokers": ["a", "b"],
+                              "first_offset": 5, "last_offset": 9, "record_count": 4})  # fmt: skip
+    assert div["message"] == "replicas of t-1 disagree on 2 batches between offsets 5 and 9"
+    assert (div["severity"], div["record_count"]) == (KINDS["replica_divergence"], 4)
+
+    row = {"group_id": "g", "record_count": 3, "topic": "in", "partition": 0, "producer_id": 7,
+           "output_partitions": ["out-0", "out-1"], "committed_transactions": 1,
+           "output_records": 3, "leak": "{}", "transactional_id": None}  # fmt: skip
+    prop = PROPAGATION.finding(row)
+    assert prop["message"].endswith("producer 7, which committed them on into out-0, out-1")
+    assert prop["severity"] == KINDS["aborted_data_propagated"] and prop["producer_id"] == 7
+
+    lowered = finding("offset_regression", "reset", {}, lowered=True)
+    assert lowered["severity"] == LOWERED["offset_regression"] != KINDS["offset_regression"]
+    with pytest.raises(TypeError):
+        finding("offset_regression", "m", {}, no_such_column=1)

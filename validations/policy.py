@@ -8,8 +8,9 @@ kind's own (``gate.kinds``) or the default (``gate.fail_at``, error unless confi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from replay.config import defaults
 from replay.findings import KINDS, SEVERITIES
 
 NEVER = "never"
@@ -17,15 +18,17 @@ NEVER = "never"
 
 @dataclass(frozen=True)
 class GatePolicy:
-    fail_at: str = "error"
-    kinds: dict[str, str] = field(default_factory=dict)
-    data_expectations: bool = True
-    data_docs: bool = True
-    sample_findings: int = 5
+    """The `gate` section of the configuration (defaults: conf/default.yaml)."""
+
+    fail_at: str
+    kinds: dict[str, str]
+    data_expectations: bool
+    data_docs: bool
+    sample_findings: int
 
     @classmethod
     def from_conf(cls, conf: dict) -> GatePolicy:
-        return cls(**(conf.get("gate") or {}))
+        return cls(**{**defaults()["gate"], **(conf.get("gate") or {})})
 
     def threshold(self, kind: str) -> str:
         return self.kinds.get(kind, self.fail_at)

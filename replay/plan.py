@@ -1,39 +1,45 @@
 """The audit as Spark plans: decode, choose replicas, replay per partition / transactional id /
-group in grouped Arrow functions, cross-check with joins. Nothing but small per-run summaries
-reaches the driver.
+group in grouped Arrow functions (:mod:`replay.grouped`), cross-check with joins
+(:mod:`replay.checks`). Nothing but small per-run summaries reaches the driver.
+
+The plan caches the tables several outputs read; :func:`audit_session` releases them when the
+caller is done with the tables (after writing them).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401 (pa.compute)
-from pyspark.sql import DataFrame, SparkSession, Window
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from decoders.spark import register, spark_type
+from replay import checks
 from replay import tables as T
 from replay.dumpinfo import broker_clusters, cleaner_checkpoints
-from replay.findings import KINDS
 from replay.grouped import (
+    CLUSTER,
     COORDINATOR_SCHEMA,
     CROSSLOG_SCHEMA,
+    GROUP_SCHEMA,
+    INTERNAL_TOPICS,
     PARTITION_SCHEMA,
+    cleaned_upto,
     coordinator_tables,
     crosslog_tables,
+    group_tables,
+    keyed,
     partition_tables,
     with_shares,
 )
-from replay.groups import replay_group
 from replay.leakage import judge_partition
 from replay.settings import AuditConfig
-
-INTERNAL = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
-CLUSTER = "cluster"
-INTEGRITY_KINDS = ("crc_mismatch", "truncated_batch", "corrupt_bytes", "unknown_version", "index_inconsistent")  # fmt: skip
 
 
 def struct_type(schema: pa.Schema) -> StructType:
@@ -45,7 +51,7 @@ def _split(df: DataFrame, out: str, schema: pa.Schema) -> DataFrame:
     return df.filter(F.col("out") == out).select(CLUSTER, *[f.name for f in schema])
 
 
-def _ms(col: str):
+def _ms(col: str) -> Column:
     return F.unix_millis(F.col(col)).alias(col)
 
 
@@ -53,18 +59,21 @@ def _with_cluster(schema: pa.Schema) -> pa.Schema:
     return pa.schema([pa.field(CLUSTER, pa.string()), *schema])
 
 
-def _keyed(table: pa.Table, cluster: str) -> pa.Table:
-    """A grouped function's result with its cluster key as the first column."""
-    return table.add_column(0, CLUSTER, pa.array([cluster] * table.num_rows, pa.string()))
-
-
-def _finding_cols() -> list[str]:
-    return [CLUSTER, *T.FINDINGS.names]
+def _timestamps(df: DataFrame) -> DataFrame:
+    cols = [
+        F.timestamp_millis(F.col(c)).alias(c) if c in T.TIMESTAMP_COLUMNS else F.col(c)
+        for c in df.columns
+    ]
+    return df.select(*cols)
 
 
 class Audit:
+    """One audit of a dump: :meth:`run` builds the plan, :meth:`release` unpersists what it
+    cached."""
+
     def __init__(self, spark: SparkSession, paths: list[str], config: AuditConfig) -> None:
         self.spark, self.paths, self.config = spark, paths, config
+        self.cached: list[DataFrame] = []
         register(spark)
         # broker directory -> cluster (meta.properties, read on the driver: a few bytes each)
         self.clusters = broker_clusters(paths, config.cluster)
@@ -86,20 +95,24 @@ class Audit:
         df = r.load().join(F.broadcast(self.cluster_of), "broker", "left")
         return df.withColumn(CLUSTER, F.coalesce(F.col(CLUSTER), F.lit("")))
 
+    def _persist(self, df: DataFrame) -> DataFrame:
+        """Cache a table several outputs read, to be released by :meth:`release`."""
+        self.cached.append(df.persist())
+        return df
+
     # -- the plan ---------------------------------------------------------------------------------
     def run(self) -> dict[str, DataFrame]:
         # files outside partition directories (a KRaft bootstrap.checkpoint) have no topic
-        batches = self.read("batches").filter(F.col("topic").isNotNull()).persist()
-        self.cached = [batches]
+        batches = self._persist(self.read("batches").filter(F.col("topic").isNotNull()))
         chosen = self._chosen_replicas(batches)
         keys = [CLUSTER, "topic", "partition", "broker"]
         replayed = batches.join(F.broadcast(chosen), keys)
-        part = self._partition_replay(replayed, chosen).persist()
+        part = self._persist(self._partition_replay(replayed, chosen))
         transactions = _split(part, "transaction", T.TRANSACTIONS)
         partitions = _split(part, "partition", T.PARTITIONS)
 
         internal = F.broadcast(
-            chosen.filter(F.col("topic").isin(*INTERNAL)).select(
+            chosen.filter(F.col("topic").isin(*INTERNAL_TOPICS)).select(
                 CLUSTER, "topic", F.col("partition").alias("log_partition"), "broker"
             )
         )
@@ -107,7 +120,7 @@ class Audit:
         txn_log = txn_log.withColumn("topic", F.lit(TRANSACTION_STATE_TOPIC)).join(
             internal, [CLUSTER, "topic", "log_partition", "broker"]
         )
-        coord = self._coordinator_replay(txn_log, partitions).persist()
+        coord = self._persist(self._coordinator_replay(txn_log, partitions))
         coord_txns = _split(coord, "coord_txn", T.COORDINATOR_TXNS)
 
         commits = self.read("offset_commits", deep=True, topics=CONSUMER_OFFSETS_TOPIC)
@@ -118,29 +131,27 @@ class Audit:
         metadata = metadata.withColumn("topic", F.lit(CONSUMER_OFFSETS_TOPIC)).join(
             internal, [CLUSTER, "topic", "log_partition", "broker"]
         )
-        groups = self._group_replay(commits, metadata, replayed).persist()
+        groups = self._persist(self._group_replay(commits, metadata, replayed))
         timeline = _split(groups, "timeline", T.TIMELINE)
-        cross = self._cross_log(transactions, coord_txns, partitions).persist()
-        self.cached += [part, coord, groups, cross]
+        cross = self._persist(self._cross_log(transactions, coord_txns, partitions))
 
         findings = [
             _split(part, "finding", T.FINDINGS),
             _split(coord, "finding", T.FINDINGS),
             _split(groups, "finding", T.FINDINGS),
             _split(cross, "finding", T.FINDINGS),
-            self._integrity(),
-            self._divergence(batches),
+            checks.integrity(self.read("errors")),
+            checks.divergence(batches),
         ]
-        leaks = self._leakage(transactions, timeline, partitions).persist()
-        self.cached.append(leaks)
-        findings += [leaks, self._propagation(leaks, transactions, coord_txns)]
+        leaks = self._persist(self._leakage(transactions, timeline, partitions))
+        findings += [leaks, checks.propagation(leaks, transactions, coord_txns)]
         all_findings = findings[0]
         for f in findings[1:]:
             all_findings = all_findings.unionByName(f)
-        checks = _split(part, "count", T.CHECK_COUNTS).unionByName(
+        counts = _split(part, "count", T.CHECK_COUNTS).unionByName(
             _split(cross, "count", T.CHECK_COUNTS)
         )
-        checks = checks.groupBy(CLUSTER, "check").agg(F.sum("count").alias("count"))
+        counts = counts.groupBy(CLUSTER, "check").agg(F.sum("count").alias("count"))
         out = {
             "findings": all_findings,
             "transactions": self._with_txn_ids(transactions, coord_txns),
@@ -150,7 +161,7 @@ class Audit:
             "coordinator_transactions": coord_txns,
             "group_generations": _split(groups, "generation", T.GENERATIONS),
             "offset_timeline": timeline,
-            "checks": checks,
+            "checks": counts,
         }
         out = {name: _timestamps(df) for name, df in out.items()}
         # the decoding accounting, for the gate's data expectations: one row per file, one
@@ -161,7 +172,7 @@ class Audit:
 
     def release(self) -> None:
         """Unpersist what the plan cached (after the tables are written)."""
-        for df in getattr(self, "cached", []):
+        for df in self.cached:
             df.unpersist()
         self.cached = []
 
@@ -183,59 +194,6 @@ class Audit:
             .select(CLUSTER, "topic", "partition", "broker")
         )
 
-    def _divergence(self, batches: DataFrame) -> DataFrame:
-        """Replicas of one cluster disagreeing at the same offsets: batches starting at one
-        offset whose CRC, extent or validity differ between brokers."""
-        per_offset = (
-            batches.groupBy(CLUSTER, "topic", "partition", "base_offset")
-            .agg(
-                F.countDistinct("broker").alias("brokers"),
-                F.countDistinct("crc", "last_offset").alias("variants"),
-                F.max("last_offset").alias("last_offset"),
-                F.max("record_count").alias("record_count"),
-                F.sort_array(F.collect_set("broker")).alias("broker_set"),
-            )
-            .filter("brokers > 1 AND variants > 1")
-        )
-        agg = per_offset.groupBy(CLUSTER, "topic", "partition").agg(
-            F.min("base_offset").alias("first_offset"),
-            F.max("last_offset").alias("last_offset"),
-            F.sum("record_count").alias("record_count"),
-            F.count("*").alias("batches"),
-            F.array_distinct(F.flatten(F.collect_list("broker_set"))).alias("brokers"),
-        )
-        return _findings(
-            agg,
-            "replica_divergence",
-            message=F.format_string(
-                "replicas of %s-%d disagree on %d batches between offsets %d and %d",
-                "topic",
-                "partition",
-                "batches",
-                "first_offset",
-                "last_offset",
-            ),  # fmt: skip
-            evidence=F.to_json(F.struct("brokers", "batches", "first_offset", "last_offset")),
-        )
-
-    # -- integrity --------------------------------------------------------------------------------
-    def _integrity(self) -> DataFrame:
-        errors = self.read("errors").withColumn("first_offset", F.col("offset"))
-        sev = F.lit(KINDS["corrupt_bytes"])
-        for kind in INTEGRITY_KINDS:
-            sev = F.when(F.col("kind") == kind, KINDS[kind]).otherwise(sev)
-        return _findings(
-            errors,
-            F.col("kind"),
-            severity=sev,
-            message=F.format_string(
-                "%s at byte %d of %s: %s", "kind", "position", "file", "reason"
-            ),
-            evidence=F.to_json(
-                F.struct("broker", "file", "position", "length", "reason", "offset")
-            ),
-        )
-
     # -- partitions -------------------------------------------------------------------------------
     def _partition_replay(self, batches: DataFrame, chosen: DataFrame) -> DataFrame:
         schema = _with_cluster(PARTITION_SCHEMA)
@@ -246,12 +204,10 @@ class Audit:
         def replay(key, bt, st):  # no hints: Spark infers its UDF type from them
             cluster, topic, partition = (k.as_py() for k in key)
             broker = bt.column("broker")[0].as_py() if bt.num_rows else None
-            upto = cleaned.get(f"{broker}|{topic}|{partition}", 0)
-            if not upto and topic in compacted and bt.num_rows:
-                # declared compacted, no cleaner checkpoint: the cleaner may have been anywhere
-                upto = pa.compute.max(bt.column("last_offset")).as_py() + 1
+            end = pc.max(bt.column("last_offset")).as_py() + 1 if bt.num_rows else None
+            upto = cleaned_upto(cleaned, compacted, broker, topic, partition, end)
             t = partition_tables(topic, partition, bt, st.to_pylist(), facts, upto)
-            return _keyed(t, cluster)
+            return keyed(t, cluster)
 
         b = batches.select(
             CLUSTER, "topic", "partition", "broker", "base_offset", "last_offset", "producer_id",
@@ -314,15 +270,13 @@ class Audit:
         def replay(key, t):  # no hints: Spark infers its UDF type from them
             cluster = key[0].as_py()
             whole = {p: c for (cl, p), c in complete.items() if cl == cluster}
-            return _keyed(coordinator_tables(t.to_pylist(), whole), cluster)
+            return keyed(coordinator_tables(t.to_pylist(), whole), cluster)
 
         t = txn_log.filter(F.col("transactional_id").isNotNull()).select(
             CLUSTER, "transactional_id", "producer_id", "producer_epoch", "timeout_ms", "state",
             "partitions", _ms("last_update_timestamp"), _ms("start_timestamp"),
             "client_transaction_version", "is_tombstone", "log_partition", "log_offset",
         )  # fmt: skip
-        t = t.withColumn("start_timestamp", F.coalesce("start_timestamp", F.lit(-1)))
-        t = t.withColumn("last_update_timestamp", F.coalesce("last_update_timestamp", F.lit(-1)))
         return t.groupBy(CLUSTER, "transactional_id").applyInArrow(replay, struct_type(schema))
 
     def _cross_log(self, pt: DataFrame, ct: DataFrame, partitions: DataFrame) -> DataFrame:
@@ -334,7 +288,7 @@ class Audit:
         def judge(key, left, coord):  # no hints: Spark infers its UDF type from them
             cluster, pid = key[0].as_py(), key[1].as_py()
             t = crosslog_tables(pid, left.to_pylist(), coord.to_pylist(), facts)
-            return _keyed(t, cluster)
+            return keyed(t, cluster)
 
         txn_cols = [f.name for f in T.TRANSACTIONS]
         side_cols = ["complete_from", "copy_end_timestamp"]
@@ -381,21 +335,12 @@ class Audit:
     def _group_replay(
         self, commits: DataFrame, metadata: DataFrame, batches: DataFrame
     ) -> DataFrame:
-        schema = _with_cluster(T.union(T.FINDINGS, T.GENERATIONS, T.TIMELINE))
-        inner = T.union(T.FINDINGS, T.GENERATIONS, T.TIMELINE)
+        schema = _with_cluster(GROUP_SCHEMA)
         broadcast = self.config.declared_broadcast()
 
         def replay(key, t):  # no hints: Spark infers its UDF type from them
-            rows = sorted(
-                t.to_pylist(), key=lambda r: (r["log_partition"], r["log_offset"], r["_order"])
-            )
             cluster, group = key[0].as_py(), key[1].as_py()
-            res = replay_group(group, rows, declared_broadcast=group in broadcast)
-            return _keyed(pa.concat_tables([
-                T.rows_table(inner, "generation", res["generations"]),
-                T.rows_table(inner, "timeline", res["timeline"]),
-                T.rows_table(inner, "finding", res["findings"]),
-            ]), cluster)  # fmt: skip
+            return keyed(group_tables(group, t.to_pylist(), group in broadcast), cluster)
 
         members_t = "array<struct<member_id:string,assigned_partitions:array<struct<topic:string,partitions:array<int>>>>>"
         null = F.lit(None)
@@ -457,10 +402,10 @@ class Audit:
                 declared,
                 tolerance,
             )
-            return _keyed(pa.Table.from_pylist(rows, schema=T.FINDINGS), cluster)
+            return keyed(pa.Table.from_pylist(rows, schema=T.FINDINGS), cluster)
 
         ends = partitions.select(CLUSTER, "topic", "partition", "copy_end_timestamp")
-        t = pt.filter(~F.col("topic").isin(*INTERNAL) & (F.col("record_count") > 0)).select(
+        t = pt.filter(~F.col("topic").isin(*INTERNAL_TOPICS) & (F.col("record_count") > 0)).select(
             CLUSTER, "topic", "partition", "producer_id", "producer_epoch", "first_offset",
             "last_offset", "marker_offset", "outcome", "record_count", "marker_timestamp",
         ).join(ends, [CLUSTER, "topic", "partition"], "left")  # fmt: skip
@@ -474,109 +419,19 @@ class Audit:
             .applyInArrow(judge, struct_type(schema))
         )
 
-    def _propagation(self, leaks: DataFrame, pt: DataFrame, ct: DataFrame) -> DataFrame:
-        """A leaking group whose commits are transactional fed a consume-transform-produce step:
-        its producer's committed output transactions carried the aborted input on."""
-        leak = (
-            leaks.filter("kind = 'aborted_read_leak'")
-            .withColumn(
-                "step_pid", F.get_json_object("evidence", "$.commit_producer_ids[0]").cast("long")
-            )
-            .filter(F.col("step_pid").isNotNull())
-        )
-        out = (
-            pt.filter("outcome = 'COMMIT' AND record_count > 0")
-            .filter(~F.col("topic").isin(*INTERNAL))
-            .groupBy(CLUSTER, "producer_id")
-            .agg(
-                F.sort_array(F.collect_set(F.format_string("%s-%d", "topic", "partition"))).alias("outputs"),
-                F.count("*").alias("committed_transactions"),
-                F.sum("record_count").alias("output_records"),
-            )
-        )  # fmt: skip
-        ids = ct.groupBy(CLUSTER, "producer_id").agg(F.max("transactional_id").alias("tid"))
-        joined = (
-            leak.alias("l")
-            .join(
-                out.alias("o"),
-                (F.col("l.step_pid") == F.col("o.producer_id"))
-                & (F.col(f"l.{CLUSTER}") == F.col(f"o.{CLUSTER}")),
-            )
-            .join(
-                ids.alias("i"),
-                (F.col("l.step_pid") == F.col("i.producer_id"))
-                & (F.col(f"l.{CLUSTER}") == F.col(f"i.{CLUSTER}")),
-                "left",
-            )
-            .select(
-                F.col(f"l.{CLUSTER}").alias(CLUSTER),
-                F.col("l.topic").alias("topic"),
-                F.col("l.partition").alias("partition"),
-                F.col("l.step_pid").alias("producer_id"),
-                F.col("i.tid").alias("transactional_id"),
-                F.col("l.group_id").alias("group_id"),
-                F.col("l.first_offset").alias("first_offset"),
-                F.col("l.last_offset").alias("last_offset"),
-                F.col("l.record_count").alias("record_count"),
-                F.col("o.outputs").alias("output_partitions"),
-                F.col("o.committed_transactions").alias("committed_transactions"),
-                F.col("o.output_records").alias("output_records"),
-                F.col("l.evidence").alias("leak"),
-            )
-        )
-        return _findings(
-            joined,
-            "aborted_data_propagated",
-            message=F.format_string(
-                "group %s fed %d aborted records of %s-%d to transactional producer %d, which committed them on into %s",
-                "group_id",
-                "record_count",
-                "topic",
-                "partition",
-                "producer_id",
-                F.array_join("output_partitions", ", "),
-            ),  # fmt: skip
-            evidence=F.to_json(
-                F.struct("output_partitions", "committed_transactions", "output_records", "leak")
-            ),
-        )
-
-
-def _findings(df: DataFrame, kind, *, message, evidence, severity=None) -> DataFrame:
-    """The findings rows of a Spark-side check: the one place their columns are laid out.
-    ``kind``: a finding kind (its severity from the vocabulary) or a column of kinds."""
-    if isinstance(kind, str):
-        severity = F.lit(KINDS[kind]) if severity is None else severity
-        kind = F.lit(kind)
-    have = set(df.columns)
-    cols = {"kind": kind, "severity": severity, "message": message, "evidence": evidence}
-    out = [F.col(CLUSTER)]
-    for f in T.FINDINGS:
-        if f.name in cols:
-            out.append(cols[f.name].alias(f.name))
-        elif f.name in have:
-            out.append(F.col(f.name).cast(spark_type(f.type)).alias(f.name))
-        else:
-            out.append(F.lit(None).cast(spark_type(f.type)).alias(f.name))
-    return df.select(*out)
-
 
 def audit_summary(tables: dict[str, DataFrame]) -> dict:
     """What the run's summary says beyond finding counts: the clusters found and what the
     checks could and could not judge (a few rows reach the driver)."""
-    checks: dict[str, dict[str, int]] = {}
+    counts: dict[str, dict[str, int]] = {}
     for r in tables["checks"].collect():
-        checks.setdefault(r[CLUSTER], {})[r["check"]] = int(r["count"] or 0)
+        counts.setdefault(r[CLUSTER], {})[r["check"]] = int(r["count"] or 0)
     clusters = sorted(r[CLUSTER] for r in tables["partitions"].select(CLUSTER).distinct().collect())
-    return {"clusters": clusters, "checks": {c: with_shares(v) for c, v in checks.items()}}
+    return {"clusters": clusters, "checks": {c: with_shares(v) for c, v in counts.items()}}
 
 
-def _timestamps(df: DataFrame) -> DataFrame:
-    cols = [
-        F.timestamp_millis(F.col(c)).alias(c) if c in T.TIMESTAMP_COLUMNS else F.col(c)
-        for c in df.columns
-    ]
-    return df.select(*cols)
+def _config(conf: dict | AuditConfig | None) -> AuditConfig:
+    return conf if isinstance(conf, AuditConfig) else AuditConfig.from_conf(conf)
 
 
 def audit(
@@ -584,6 +439,19 @@ def audit(
 ) -> dict[str, DataFrame]:
     """Replay a dump; DataFrames by table name (findings, transactions, producer_states,
     lso_changes, partitions, coordinator_transactions, group_generations, offset_timeline,
-    plus the decoded segments and errors)."""
-    config = conf if isinstance(conf, AuditConfig) else AuditConfig.from_conf(conf)
-    return Audit(spark, list(paths), config).run()
+    plus the decoded segments and errors). What the plan caches stays cached until the session
+    ends or its cache is cleared; :func:`audit_session` releases it."""
+    return Audit(spark, list(paths), _config(conf)).run()
+
+
+@contextmanager
+def audit_session(
+    spark: SparkSession, paths: list[str], conf: dict | AuditConfig | None = None
+) -> Iterator[dict[str, DataFrame]]:
+    """The audit's tables for the ``with`` block; what the plan cached is unpersisted when the
+    block ends, however it ends."""
+    a = Audit(spark, list(paths), _config(conf))
+    try:
+        yield a.run()
+    finally:
+        a.release()

@@ -1,0 +1,47 @@
+"""The exit codes of every `logreplay` job (docs/architecture.md) and the guard that maps a
+job's failure to them; shared by the CLI (:mod:`jobs.cli`) and the jobs run on their own
+(`spark-submit jobs/audit.py ...`), so that neither imports the other."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Callable
+
+OK = 0  # done (the gate passed, the dump decoded)
+FAILED = 1  # a check failed: the gate, `dump --verify`, the demo's truth
+USAGE = 2  # usage or configuration error: a missing path, an unknown key
+UNEXPECTED = 3  # anything else: a bug, an interrupted run
+
+
+def guarded(job: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run a job with the exit codes above: a configuration error is USAGE and names the key;
+    anything unexpected is UNEXPECTED with its traceback."""
+    from replay.config import ConfigError
+
+    try:
+        return job(args)
+    except ConfigError as e:
+        print(f"logreplay: configuration error: {e}", file=sys.stderr)
+        return USAGE
+    except BrokenPipeError:
+        return OK
+    except KeyboardInterrupt:
+        return UNEXPECTED
+    except Exception:  # the job's last line of defence: say what broke, exit 3
+        traceback.print_exc()
+        return UNEXPECTED
+
+
+def job_main(
+    prog: str,
+    doc: str,
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    run: Callable[[argparse.Namespace], int],
+    argv: list[str] | None = None,
+) -> int:
+    """A job's own command line (`spark-submit jobs/<job>.py ...`): its arguments, guarded."""
+    p = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
+    add_arguments(p)
+    return guarded(run, p.parse_args(argv))

@@ -1,0 +1,127 @@
+"""The audit's checks written as Spark SQL: integrity (the decoders' errors), replica
+divergence and the propagation of aborted data. Each makes its findings through
+:func:`findings_frame` from a rule of :mod:`replay.rules` (the one-process audit applies the
+same rules to rows).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType
+
+from decoders.spark import spark_type
+from replay import tables as T
+from replay.findings import INTEGRITY_KINDS, integrity_severity, severity_of
+from replay.grouped import CLUSTER, INTERNAL_TOPICS
+from replay.rules import DIVERGENCE, INTEGRITY, PROPAGATION, RowRule
+
+
+def findings_frame(df: DataFrame, rule: RowRule) -> DataFrame:
+    """The findings rows of a Spark-side check, one per row of ``df``: the one place their
+    columns are laid out (the findings schema, replay.tables), the severity from the vocabulary."""
+    if rule.kind is not None:
+        kind, severity = F.lit(rule.kind), F.lit(severity_of(rule.kind))
+    else:  # the row's own kind: a decoding problem
+        kind, severity = F.col("kind"), F.lit(integrity_severity("corrupt_bytes"))
+        for k in INTEGRITY_KINDS:
+            severity = F.when(F.col("kind") == k, integrity_severity(k)).otherwise(severity)
+    args = [_text(df, a) for a in rule.args]
+    cols = {
+        "kind": kind,
+        "severity": severity,
+        "message": F.format_string(rule.template, *args),
+        "evidence": F.to_json(F.struct(*rule.evidence)),
+    }
+    have = set(df.columns)
+    out = [F.col(CLUSTER)]
+    for f in T.FINDINGS:
+        if f.name in cols:
+            out.append(cols[f.name].alias(f.name))
+        elif f.name in have:
+            out.append(F.col(f.name).cast(spark_type(f.type)).alias(f.name))
+        else:
+            out.append(F.lit(None).cast(spark_type(f.type)).alias(f.name))
+    return df.select(*out)
+
+
+def _text(df: DataFrame, name: str) -> Column | str:
+    """A message argument: a list joined with ", " (as RowRule.message joins it)."""
+    return F.array_join(name, ", ") if isinstance(df.schema[name].dataType, ArrayType) else name
+
+
+def integrity(errors: DataFrame) -> DataFrame:
+    """Every decoding problem of the errors table, at its log offset."""
+    return findings_frame(errors.withColumn("first_offset", F.col("offset")), INTEGRITY)
+
+
+def divergence(batches: DataFrame) -> DataFrame:
+    """Replicas of one cluster disagreeing at the same offsets: batches starting at one
+    offset whose CRC, extent or validity differ between brokers."""
+    per_offset = (
+        batches.groupBy(CLUSTER, "topic", "partition", "base_offset")
+        .agg(
+            F.countDistinct("broker").alias("brokers"),
+            F.countDistinct("crc", "last_offset").alias("variants"),
+            F.max("last_offset").alias("last_offset"),
+            F.max("record_count").alias("record_count"),
+            F.sort_array(F.collect_set("broker")).alias("broker_set"),
+        )
+        .filter("brokers > 1 AND variants > 1")
+    )
+    agg = per_offset.groupBy(CLUSTER, "topic", "partition").agg(
+        F.min("base_offset").alias("first_offset"),
+        F.max("last_offset").alias("last_offset"),
+        F.sum("record_count").alias("record_count"),
+        F.count("*").alias("batches"),
+        F.array_distinct(F.flatten(F.collect_list("broker_set"))).alias("brokers"),
+    )
+    return findings_frame(agg, DIVERGENCE)
+
+
+def propagation(leaks: DataFrame, pt: DataFrame, ct: DataFrame) -> DataFrame:
+    """A leaking group whose commits are transactional fed a consume-transform-produce step:
+    its producer's committed output transactions carried the aborted input on."""
+    leak = (
+        leaks.filter("kind = 'aborted_read_leak'")
+        .withColumn(
+            "step_pid", F.get_json_object("evidence", "$.commit_producer_ids[0]").cast("long")
+        )
+        .filter(F.col("step_pid").isNotNull())
+    )
+    out = (
+        pt.filter("outcome = 'COMMIT' AND record_count > 0")
+        .filter(~F.col("topic").isin(*INTERNAL_TOPICS))
+        .groupBy(CLUSTER, "producer_id")
+        .agg(
+            F.sort_array(F.collect_set(F.format_string("%s-%d", "topic", "partition"))).alias("outputs"),
+            F.count("*").alias("committed_transactions"),
+            F.sum("record_count").alias("output_records"),
+        )
+    )  # fmt: skip
+    ids = ct.groupBy(CLUSTER, "producer_id").agg(F.max("transactional_id").alias("tid"))
+    joined = (
+        leak.alias("l")
+        .join(
+            out.alias("o"),
+            (F.col("l.step_pid") == F.col("o.producer_id"))
+            & (F.col(f"l.{CLUSTER}") == F.col(f"o.{CLUSTER}")),
+        )
+        .join(
+            ids.alias("i"),
+            (F.col("l.step_pid") == F.col("i.producer_id"))
+            & (F.col(f"l.{CLUSTER}") == F.col(f"i.{CLUSTER}")),
+            "left",
+        )
+        .select(
+            *[F.col(f"l.{c}").alias(c) for c in (CLUSTER, "topic", "partition", "group_id")],
+            *[F.col(f"l.{c}").alias(c) for c in ("first_offset", "last_offset", "record_count")],
+            F.col("l.step_pid").alias("producer_id"),
+            F.col("i.tid").alias("transactional_id"),
+            F.col("o.outputs").alias("output_partitions"),
+            F.col("o.committed_transactions").alias("committed_transactions"),
+            F.col("o.output_records").alias("output_records"),
+            F.col("l.evidence").alias("leak"),
+        )
+    )
+    return findings_frame(joined, PROPAGATION)
