@@ -16,6 +16,7 @@ the driver adds the ranges' accounting up into the file's one ``segments`` row.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 from decoders.planning import SPLITTABLE, ByteRange, pack, split
@@ -318,3 +319,39 @@ def accounting(reports: list[dict], split_files: list[dict]) -> dict:
         acct["corrupt"] += row["bytes_corrupt"]
         acct["errors"] += row["error_count"]
     return acct
+
+
+SCRATCH = "_scratch"  # under a run's output directory: <out>/_scratch/<run key>/<table>/
+
+
+@contextmanager
+def decoded_once(spark, files, tables, conf: dict, out, key: str):
+    """Decode the dump once into the run's scratch area (Parquet, in the run's own output
+    directory so that every executor reaches it), and give the decoded tables by name, each
+    read back as a DataFrame, for the ``with`` block; the scratch area is removed after it.
+    A killed attempt's scratch files are removed by the next attempt of the same run."""
+    from decoders.spark import _struct, table_schema
+    from jobs.output import OutputDir, read_table
+
+    scratch = OutputDir(out.child(f"{SCRATCH}/{key}"))
+    _remove(scratch)
+    opts = scan_options(
+        lambda t, with_avro: _struct(table_schema(t, with_avro)), tables, False, conf, None
+    )
+    entries, _acct, _tasks = scan_tables(
+        spark, files, opts, scratch.uri, key, int(conf["range_bytes"]), None
+    )
+
+    def decoded(table: str):
+        df = read_table(spark, scratch, table, entries[table])
+        return df.select(*opts.schemas[table][0].fieldNames())  # partition column in place
+
+    try:
+        yield decoded
+    finally:
+        _remove(scratch)
+
+
+def _remove(scratch) -> None:
+    with suppress(FileNotFoundError, OSError):
+        scratch.fs.delete_dir(scratch.root)
