@@ -175,7 +175,6 @@ def main() -> None:
     )
     print("\n" + head)
     print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    rates = []
     for shape, dump in dumps:
         size = prodshape.dump_size(dump)
         gb = size / 1e9
@@ -208,24 +207,18 @@ def main() -> None:
             )
             shutil.rmtree(out, ignore_errors=True)
         if args.source:
-            res, m = spawn_child("source", dump, os.path.join(scratch, "source"))
+            res, _m = spawn_child("source", dump, os.path.join(scratch, "source"))
             single = fl["deep decode"]["rows"].get("records", 0) / fl["deep decode"]["cpu"]
-            rates.append((shape, gb, res, single))
-            shutil.rmtree(os.path.join(scratch, "source"), ignore_errors=True)
-    if rates:
-        print(
-            "\n| dump | GB | records | source .count() rows/s | per core | "
-            "source .write.parquet rows/s | per core | single-process decode rows/s (per core) "
-            "| .count() per core / single |"
-        )
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for shape, gb, res, single in rates:
             c, w = res["rows"] / res["count"], res["rows"] / res["write"]
             print(
-                f"| {shape} | {gb:.2f} | {res['rows']:,} | {c / 1e6:.2f} M | {c / 2e6:.2f} M | "
-                f"{w / 1e6:.2f} M | {w / 2e6:.2f} M | {single / 1e6:.2f} M | "
-                f"{c / 2 / single:.2f} |"
+                f"| {shape} | {gb:.2f} | {mbat:.3f} | data source, records: .load().count() "
+                f"{c / 1e6:.2f} M rows/s ({c / 2e6:.2f} M per core), .write.parquet "
+                f"{w / 1e6:.2f} M rows/s ({w / 2e6:.2f} M per core); single process "
+                f"{single / 1e6:.2f} M rows/s per CPU s: count per core / single = "
+                f"{c / 2 / single:.2f} | {res['count']:.1f} |  |  |  |  |  |  |  |  |",
+                flush=True,
             )
+            shutil.rmtree(os.path.join(scratch, "source"), ignore_errors=True)
     shutil.rmtree(scratch, ignore_errors=True)
     print(f"\nload average at end {os.getloadavg()[0]:.2f} (2 cores, shared)")
 
