@@ -197,8 +197,15 @@ def main() -> None:
         for job in args.jobs:
             out = os.path.join(scratch, f"{job}-{os.path.basename(dump)}")
             m = logreplay([job, dump, "--out", out])
+            roles = {
+                r: sum(p.cpu for p in m.procs.values() if p.role == r)
+                for r in ("jvm", "python_driver", "python_worker")
+            }
             row(
-                f"logreplay {job}" + (" (all tables)" if job == "decode" else ""),
+                f"logreplay {job}"
+                + (" (all tables)" if job == "decode" else "")
+                + f" [CPU s: JVM {roles['jvm']:.0f}, Python driver {roles['python_driver']:.0f}"
+                + f", Python workers {roles['python_worker']:.0f}]",
                 m.wall,
                 round(m.wall - startup, 1),
                 m.cpu,

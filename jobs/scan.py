@@ -16,6 +16,7 @@ the driver adds the ranges' accounting up into the file's one ``segments`` row.
 from __future__ import annotations
 
 import json
+import os
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
@@ -355,3 +356,6 @@ def decoded_once(spark, files, tables, conf: dict, out, key: str):
 def _remove(scratch) -> None:
     with suppress(FileNotFoundError, OSError):
         scratch.fs.delete_dir(scratch.root)
+    if scratch.fs.type_name == "local":  # the scratch folder too, unless another run uses it
+        with suppress(OSError):
+            os.rmdir(scratch.root.rsplit("/", 1)[0])
