@@ -61,7 +61,7 @@ def _role(pid: int) -> str:
             cmd = f.read().replace(b"\0", b" ")
     except OSError:
         return "other"
-    if b"java" in cmd.split(b" ")[0]:
+    if cmd.split(b" ")[0].endswith(b"/java") or b"org.apache.spark" in cmd:
         return "jvm"
     if b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd:
         return "python_worker"
@@ -82,6 +82,8 @@ def _sample(root: int, procs: dict[int, Proc]) -> None:
         except (OSError, StopIteration):
             continue
         p = procs.get(pid) or procs.setdefault(pid, Proc(_role(pid)))
+        if p.role == "other" or p.cpu == 0.0:  # a launcher script exec()s the JVM: look again
+            p.role = _role(pid)
         p.cpu = max(p.cpu, (int(fields[11]) + int(fields[12])) / TICK)
         p.peak_rss = max(p.peak_rss, hwm << 10)
 
