@@ -81,9 +81,8 @@ def _sample(root: int, procs: dict[int, Proc]) -> None:
                 hwm = next((int(x.split()[1]) for x in f if x.startswith("VmHWM")), 0)
         except (OSError, StopIteration):
             continue
-        p = procs.get(pid) or procs.setdefault(pid, Proc(_role(pid)))
-        if p.role == "other" or p.cpu == 0.0:  # a launcher script exec()s the JVM: look again
-            p.role = _role(pid)
+        p = procs.setdefault(pid, Proc("other"))
+        p.role = _role(pid)  # each time: a launcher script exec()s the JVM under the same pid
         p.cpu = max(p.cpu, (int(fields[11]) + int(fields[12])) / TICK)
         p.peak_rss = max(p.peak_rss, hwm << 10)
 
