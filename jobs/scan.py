@@ -36,7 +36,8 @@ class ScanOptions:
     window_bytes: int | None
     memory_budget: int | None
     avro: dict | None
-    schemas: dict = field(default_factory=dict)  # table -> Arrow schema of its Parquet files
+    # table -> (its Spark schema, the Arrow schema of its Parquet files)
+    schemas: dict = field(default_factory=dict)
     partition_by: dict = field(default_factory=dict)  # table -> partition column or None
 
 
@@ -60,8 +61,9 @@ def plan_scan(files, tables, range_bytes: int) -> list[list[ByteRange]]:
 
 
 def scan_options(spark_schema_of, tables, deep, decode_conf, avro_topics) -> ScanOptions:
-    """The options of a decode run; ``spark_schema_of(table, with_avro)`` gives a table's Spark
-    schema (the Parquet files get the Arrow schema Spark's own writer path gave them)."""
+    """The options of a scan (a decode's, deep; an audit's, header-only); ``spark_schema_of(table,
+    with_avro)`` gives a table's Spark schema (the Parquet files get the Arrow schema Spark's own
+    writer path gave them)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     opts = ScanOptions(
