@@ -76,15 +76,21 @@ def run(args) -> int:
         versions,
         write_table,
     )
+    from jobs.scan import decoded_once
     from replay.findings import SEVERITIES
-    from replay.plan import audit_session, audit_summary
+    from replay.plan import DECODED_TABLES, audit_session, audit_summary
 
     spark, run_id, out, previous, key = start_run(args, conf, "logreplay-audit", SUMMARY)
-    progress.phase("replay: planning")
+    progress.phase("decoding: one scan of the dump, then the replay")
     spread = int(spark.conf.get("spark.sql.shuffle.partitions"))
     entries = {}
     # what the audit cached is released once its tables are written and summarised
-    with audit_session(spark, args.inputs, conf) as tables:
+    # the dump is decoded once, by one scan writing every table the audit reads into the run's
+    # scratch area; the audit's stages read those back
+    with (
+        decoded_once(spark, files, DECODED_TABLES, conf["decode"], out, key) as decoded,
+        audit_session(spark, args.inputs, conf, decoded) as tables,
+    ):
         progress.phase("replay: writing tables")
         for name, df in tables.items():
             spread_of = 1 if name in SINGLE_FILE else spread

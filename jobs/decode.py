@@ -79,51 +79,31 @@ def run(args) -> int:
     progress.total_bytes(sum(f.size for f in files))
     progress.phase("starting Spark")
 
-    from jobs.output import (
-        LAYOUT_VERSION,
-        MANIFEST,
-        commit,
-        kill_point,
-        start_run,
-        versions,
-        write_table,
-    )
+    from jobs.output import LAYOUT_VERSION, MANIFEST, commit, kill_point, start_run, versions
+    from jobs.scan import scan_options, scan_tables
 
     spark, run_id, out, previous, key = start_run(args, conf, "logreplay-decode", MANIFEST)
     decode = conf["decode"]
-    from decoders.avro import load_topics, to_option
+    from decoders.avro import load_topics
+    from decoders.spark import _struct, table_schema
 
     avro_topics = load_topics(conf["topics"])
-
-    def reader(table: str):
-        r = (
-            spark.read.format("kafka-segments")
-            .option("table", table)
-            .option("paths", json.dumps(args.inputs))
-            .option("window_bytes", str(decode["window_bytes"]))
-            .option("memory_budget_mb", str(decode["memory_budget_mb"]))
-            .option("verify_crc", str(decode["verify_crc"]).lower())
-            .option("range_bytes", str(args.range_bytes or decode["range_bytes"]))
-        )
-        if args.header_only:
-            r = r.option("deep", "false")
-        if table == "records" and avro_topics:
-            r = r.option("avro", to_option(avro_topics))
-        return r.load()
-
-    tables = {}
-    for table in args.tables:
-        progress.phase(f"decoding {table}")
-        df = reader(table)
-        # each task decodes fixed byte ranges in order: rows come out in the same order on
-        # every run, so no shuffle is needed for stable bytes, only stable file names
-        part = "topic" if "topic" in df.columns else None
-        tables[table] = write_table(df, out, table, 0, part, key, "decode:decoding")
-        kill_point("decode:staged-table")
+    opts = scan_options(
+        lambda t, with_avro: _struct(table_schema(t, with_avro)),
+        args.tables,
+        not args.header_only,
+        decode,
+        avro_topics,
+    )
+    # one pass: each task decodes its byte ranges once and writes every table from them; its
+    # ranges are fixed byte ranges decoded in order, so rows come out in the same order on
+    # every run and no shuffle is needed for stable bytes, only stable file names
+    range_bytes = args.range_bytes or decode["range_bytes"]
+    progress.phase(f"decoding {', '.join(args.tables)}")
+    tables, accounting, _ = scan_tables(
+        spark, files, opts, out.uri, key, range_bytes, "decode:decoding"
+    )
     counts = {t: e["rows"] for t, e in tables.items()}
-
-    progress.phase("accounting")
-    accounting = _accounting(spark, out, tables.get("segments"), reader)
     kill_point("decode:staged")
     manifest = {
         "run_id": run_id,
@@ -144,25 +124,6 @@ def run(args) -> int:
     commit(out, MANIFEST, manifest, previous)
     print(json.dumps({"out": out.uri, "run_id": run_id, "rows": counts, "bytes": accounting}))
     return OK
-
-
-def _accounting(spark, out, segments: dict | None, reader) -> dict:
-    """Valid/padding/corrupt byte totals: one aggregated row comes back to the driver. Read
-    from the run's own segments files when it wrote them (decoded once, not twice)."""
-    from pyspark.sql import functions as F
-
-    from jobs.output import read_table
-
-    seg = read_table(spark, out, "segments", segments) if segments else reader("segments")
-    row = seg.agg(
-        F.count("*").alias("files"),
-        F.sum("size").alias("size"),
-        F.sum("bytes_valid").alias("valid"),
-        F.sum("bytes_padding").alias("padding"),
-        F.sum("bytes_corrupt").alias("corrupt"),
-        F.sum("error_count").alias("errors"),
-    ).collect()[0]
-    return {k: int(v or 0) for k, v in row.asDict().items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,7 @@ caller is done with the tables (after writing them).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pyarrow as pa
@@ -67,12 +67,29 @@ def _timestamps(df: DataFrame) -> DataFrame:
     return df.select(*cols)
 
 
+# the decoded tables the audit reads: batch headers and the accounting from a header scan, the
+# internal topics' records decoded deep
+DECODED_TABLES = (
+    "batches", "segments", "errors", "producer_snapshots", "aborted_txns", "txn_log",
+    "offset_commits", "group_metadata",
+)  # fmt: skip
+
+
 class Audit:
     """One audit of a dump: :meth:`run` builds the plan, :meth:`release` unpersists what it
     cached."""
 
-    def __init__(self, spark: SparkSession, paths: list[str], config: AuditConfig) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        paths: list[str],
+        config: AuditConfig,
+        decoded: Callable[[str], DataFrame] | None = None,
+    ) -> None:
         self.spark, self.paths, self.config = spark, paths, config
+        # the run's decoded tables when its caller decoded the dump once beforehand (the audit
+        # job's one scan, see jobs.scan); else each table is read through the data source
+        self.decoded = decoded
         self.cached: list[DataFrame] = []
         register(spark)
         # broker directory -> cluster (meta.properties, read on the driver: a few bytes each)
@@ -81,6 +98,8 @@ class Audit:
         self.cluster_of = spark.createDataFrame(rows, "broker string, cluster string")
 
     def read(self, table: str, deep: bool = False, topics: str | None = None) -> DataFrame:
+        if self.decoded is not None:
+            return self._with_cluster(self.decoded(table))
         r = self.spark.read.format("kafka-segments").option("table", table)
         r = r.option("paths", json.dumps(self.paths)).option("deep", str(deep).lower())
         if topics:
@@ -92,7 +111,10 @@ class Audit:
         if self.config.memory_budget_mb:
             r = r.option("memory_budget_mb", str(self.config.memory_budget_mb))
         r = r.option("verify_crc", str(self.config.verify_crc).lower())
-        df = r.load().join(F.broadcast(self.cluster_of), "broker", "left")
+        return self._with_cluster(r.load())
+
+    def _with_cluster(self, df: DataFrame) -> DataFrame:
+        df = df.join(F.broadcast(self.cluster_of), "broker", "left")
         return df.withColumn(CLUSTER, F.coalesce(F.col(CLUSTER), F.lit("")))
 
     def _persist(self, df: DataFrame) -> DataFrame:
@@ -446,11 +468,15 @@ def audit(
 
 @contextmanager
 def audit_session(
-    spark: SparkSession, paths: list[str], conf: dict | AuditConfig | None = None
+    spark: SparkSession,
+    paths: list[str],
+    conf: dict | AuditConfig | None = None,
+    decoded: Callable[[str], DataFrame] | None = None,
 ) -> Iterator[dict[str, DataFrame]]:
     """The audit's tables for the ``with`` block; what the plan cached is unpersisted when the
-    block ends, however it ends."""
-    a = Audit(spark, list(paths), _config(conf))
+    block ends, however it ends. ``decoded``: the decoded tables by name (the ones of
+    :data:`DECODED_TABLES`), when the caller decoded the dump once beforehand."""
+    a = Audit(spark, list(paths), _config(conf), decoded)
     try:
         yield a.run()
     finally:

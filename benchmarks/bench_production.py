@@ -1,0 +1,234 @@
+"""Audit and decode on production-shaped dumps, with their floors and peers, in one run.
+
+    python benchmarks/bench_production.py [--gb 1 4] [--large-gb 1] [--data /tmp/perf-data]
+
+Dumps (generated once, kept under --data, never in the repository): production-shaped ones of
+each size (:mod:`prodshape`: small batches of 5 records, an exactly-once Streams app, busy
+`__consumer_offsets`), and for comparison the large-batch dump the older benchmarks used (the
+``demo`` scenario grown with ``--scale``: 200 records of 1 KB per batch). One table per run:
+
+- floors: the single-process header scan and the single-process deep decode (every table) of
+  the same files, and Spark's own start-up (session, first action, first Python job);
+- ``logreplay audit`` and ``logreplay decode`` (all tables): wall time, the same less Spark's
+  start-up, per GB and per million batches; CPU seconds of every process (JVM, Python driver,
+  Python workers) per GB and per million batches; peak RSS of the driver (JVM and Python) and
+  of the largest Python worker;
+- the data source alone: rows/s of ``.load().count()`` and ``.write.parquet`` of the records
+  table against the single-process decode's rows/s (per core).
+
+The machine is shared: compare figures within one run, not across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+import measure  # noqa: E402
+import prodshape  # noqa: E402
+
+ALL_TABLES = (
+    "segments", "errors", "batches", "records", "offset_commits", "group_metadata",
+    "group_records", "txn_log", "index_entries", "producer_snapshots", "aborted_txns",
+)  # fmt: skip
+
+
+def cpu_self() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def floors(dump: str) -> dict:
+    """Single-process header scan and deep decode of every file, in this process."""
+    import decoders
+
+    files = decoders.discover([dump])
+    for f in sorted(files, key=lambda f: f.size)[:20]:  # compile the kernels before timing
+        for deep in (False, True):
+            for _ in decoders.iter_file(f, ("batches", "segments"), deep=deep):
+                pass
+    out = {}
+    for name, tables, deep in (
+        ("header scan", ("batches", "segments"), False),
+        ("deep decode", ALL_TABLES, True),
+    ):
+        rows: dict[str, int] = {}
+        w, c = time.perf_counter(), cpu_self()
+        for f in files:
+            for t, b in decoders.iter_file(f, tables, deep=deep):
+                rows[t] = rows.get(t, 0) + b.num_rows
+        out[name] = {"wall": time.perf_counter() - w, "cpu": cpu_self() - c, "rows": rows}
+    return out
+
+
+def make_dumps(args) -> list[tuple[str, str]]:
+    dumps = []
+    for gb in args.gb:
+        path = os.path.join(args.data, f"prod-{gb:g}gb")
+        if not os.path.exists(path + ".complete"):
+            print(f"generating {path}", file=sys.stderr)
+            prodshape.generate(path, gb)
+            open(path + ".complete", "w").close()
+        dumps.append(("production", path))
+    for gb in args.large_gb:
+        path = os.path.join(args.data, f"large-{gb:g}gb")
+        if not os.path.exists(path + ".complete"):
+            from simulator import synth
+
+            print(f"generating {path}", file=sys.stderr)
+            synth("demo", path, seed=1, scale=128 * gb)
+            open(path + ".complete", "w").close()
+        dumps.append(("large batches", path))
+    return dumps
+
+
+def logreplay(args: list[str]) -> measure.Measured:
+    exe = [sys.executable, "-m", "jobs.cli"]
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    m = measure.run([*exe, *args], env)
+    if m.returncode not in (0, 1):  # audit exits 1 only with --gate failing
+        print(m.stderr[-3000:], file=sys.stderr)
+        raise SystemExit(f"logreplay {args[0]} failed ({m.returncode})")
+    return m
+
+
+def child(kind: str, dump: str, out: str) -> None:
+    """Run inside a measured subprocess: Spark's start-up floor, or the data source's rates."""
+    t0 = time.perf_counter()
+    from jobs.session import spark_session
+
+    spark = spark_session(None, f"bench-{kind}")
+    res = {"session": time.perf_counter() - t0}
+    t = time.perf_counter()
+    spark.range(1).count()
+    res["first_action"] = time.perf_counter() - t
+    if kind == "startup":
+        t = time.perf_counter()
+
+        def ident(batches):
+            yield from batches
+
+        spark.range(1000).mapInArrow(ident, "id long").write.mode("overwrite").parquet(out)
+        res["python_job"] = time.perf_counter() - t
+    else:
+        df = spark.read.format("kafka-segments").option("table", "records").load(dump)
+        t = time.perf_counter()
+        res["rows"] = df.count()
+        res["count"] = time.perf_counter() - t
+        t = time.perf_counter()
+        df.write.mode("overwrite").parquet(out)
+        res["write"] = time.perf_counter() - t
+    print(json.dumps(res))
+
+
+def spawn_child(kind: str, dump: str, out: str) -> tuple[dict, measure.Measured]:
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    m = measure.run([sys.executable, __file__, "--child", kind, dump, out], env)
+    if m.returncode:
+        print(m.stderr[-3000:], file=sys.stderr)
+        raise SystemExit(f"{kind} failed")
+    return json.loads(m.stdout.strip().splitlines()[-1]), m
+
+
+def mb(n: int) -> str:
+    return f"{n / 1e6:,.0f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gb", type=float, nargs="*", default=[1, 4])
+    ap.add_argument("--large-gb", type=float, nargs="*", default=[1])
+    ap.add_argument("--data", default="/tmp/perf-data")
+    ap.add_argument("--jobs", nargs="*", default=["audit", "decode"])
+    ap.add_argument("--source", action="store_true", help="also measure the data source alone")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    os.makedirs(args.data, exist_ok=True)
+    dumps = make_dumps(args)
+    scratch = os.path.join(args.data, "bench-out")
+    shutil.rmtree(scratch, ignore_errors=True)
+    load = os.getloadavg()[0]
+    start, sm = spawn_child("startup", dumps[0][1], os.path.join(scratch, "startup"))
+    startup = start["session"] + start["first_action"] + start["python_job"]
+    print(
+        f"\nSpark start-up (local[2]): session {start['session']:.1f} s, first action "
+        f"{start['first_action']:.1f} s, first Python job writing Parquet "
+        f"{start['python_job']:.1f} s = {startup:.1f} s; driver peak RSS "
+        f"{mb(sm.peak('jvm') + sm.peak('python_driver'))} MB; load average at start {load:.2f}"
+    )
+    head = (
+        "| dump | GB | M batches | what | wall s | wall - start-up s | s/GB | s/M batches | CPU s "
+        "| CPU s/GB | CPU s/M batches | driver peak RSS MB (JVM + Python) | worker peak RSS MB |"
+    )
+    print("\n" + head)
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for shape, dump in dumps:
+        size = prodshape.dump_size(dump)
+        gb = size / 1e9
+        fl = floors(dump)
+        batches = fl["header scan"]["rows"].get("batches", 0)
+        mbat = batches / 1e6
+
+        def row(what, wall, beyond, cpu, driver="", worker="", shape=shape, gb=gb, mbat=mbat):
+            print(
+                f"| {shape} | {gb:.2f} | {mbat:.3f} | {what} | {wall:.1f} | {beyond} | "
+                f"{(wall if beyond == '' else beyond) / gb:.1f} | "
+                f"{(wall if beyond == '' else beyond) / mbat:.1f} | {cpu:.1f} | "
+                f"{cpu / gb:.1f} | {cpu / mbat:.1f} | {driver} | {worker} |",
+                flush=True,
+            )
+
+        for name in ("header scan", "deep decode"):
+            f = fl[name]
+            row(f"floor: {name}, 1 process", f["wall"], "", f["cpu"])
+        for job in args.jobs:
+            out = os.path.join(scratch, f"{job}-{os.path.basename(dump)}")
+            m = logreplay([job, dump, "--out", out])
+            roles = {
+                r: sum(p.cpu for p in m.procs.values() if p.role == r)
+                for r in ("jvm", "python_driver", "python_worker")
+            }
+            row(
+                f"logreplay {job}"
+                + (" (all tables)" if job == "decode" else "")
+                + f" [CPU s: JVM {roles['jvm']:.0f}, Python driver {roles['python_driver']:.0f}"
+                + f", Python workers {roles['python_worker']:.0f}]",
+                m.wall,
+                round(m.wall - startup, 1),
+                m.cpu,
+                mb(m.peak("jvm") + m.peak("python_driver")),
+                mb(m.peak("python_worker")),
+            )
+            shutil.rmtree(out, ignore_errors=True)
+        if args.source:
+            res, _m = spawn_child("source", dump, os.path.join(scratch, "source"))
+            single = fl["deep decode"]["rows"].get("records", 0) / fl["deep decode"]["cpu"]
+            c, w = res["rows"] / res["count"], res["rows"] / res["write"]
+            print(
+                f"| {shape} | {gb:.2f} | {mbat:.3f} | data source, records: .load().count() "
+                f"{c / 1e6:.2f} M rows/s ({c / 2e6:.2f} M per core), .write.parquet "
+                f"{w / 1e6:.2f} M rows/s ({w / 2e6:.2f} M per core); single process "
+                f"{single / 1e6:.2f} M rows/s per CPU s: count per core / single = "
+                f"{c / 2 / single:.2f} | {res['count']:.1f} |  |  |  |  |  |  |  |  |",
+                flush=True,
+            )
+            shutil.rmtree(os.path.join(scratch, "source"), ignore_errors=True)
+    shutil.rmtree(scratch, ignore_errors=True)
+    print(f"\nload average at end {os.getloadavg()[0]:.2f} (2 cores, shared)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,363 @@
+"""One pass over a dump's bytes: each Spark task decodes its byte ranges once and writes every
+table the run asks for as Parquet, with pyarrow, from the task itself.
+
+Reading the dump once per table through the `kafka-segments` source sends every row into the
+JVM and, to write it, back out to a Python worker: for small batches that costs far more than
+decoding them. Here a task decodes its ranges with :func:`decoders.iter_file` asking for all
+the tables at once, and hands each decoded Arrow batch straight to the run's Parquet files
+(:class:`jobs.output._TaskFiles`: per-attempt names, whole-or-nothing files, same bytes for the
+same run id); only file names, row counts and byte accounting come back to the driver.
+
+Byte accounting stays per file: a segment larger than the range size is split into ranges at
+batch boundaries (:mod:`decoders.planning`), each range accounts for the bytes it owns, and
+the driver adds the ranges' accounting up into the file's one ``segments`` row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+
+from decoders.planning import SPLITTABLE, ByteRange, pack, split
+
+CHANGED = "file changed size from"  # the reason decoders give a file that changed while read
+SUMMED = ("size", "bytes_valid", "bytes_padding", "bytes_corrupt", "entries", "records")
+
+
+@dataclass
+class ScanOptions:
+    """What every task needs besides its ranges (pickled into the tasks)."""
+
+    tables: list[str]
+    deep: bool
+    verify_crc: bool
+    window_bytes: int | None
+    memory_budget: int | None
+    avro: dict | None
+    # table -> (its Spark schema, the Arrow schema of its Parquet files)
+    schemas: dict = field(default_factory=dict)
+    partition_by: dict = field(default_factory=dict)  # table -> partition column or None
+
+
+def plan_scan(files, tables, range_bytes: int) -> list[list[ByteRange]]:
+    """Every file of the dump (each one is accounted for), logs larger than ``range_bytes``
+    split at batch boundaries when a splittable table is asked for; packed into tasks."""
+    indexes = {
+        (f.log_dir, f.info.topic, f.info.partition, f.info.base_offset): f
+        for f in files
+        if f.kind == "index"
+    }
+    splittable = bool(set(tables) & SPLITTABLE)
+    ranges: list[ByteRange] = []
+    for f in files:
+        if splittable and f.kind == "log" and f.size > range_bytes:
+            index = indexes.get((f.log_dir, f.info.topic, f.info.partition, f.info.base_offset))
+            ranges.extend(split(f, range_bytes, index))
+        else:
+            ranges.append(ByteRange(f, 0, f.size))
+    return [t.ranges for t in pack(ranges, range_bytes)]
+
+
+def scan_options(spark_schema_of, tables, deep, decode_conf, avro_topics) -> ScanOptions:
+    """The options of a scan (a decode's, deep; an audit's, header-only); ``spark_schema_of(table,
+    with_avro)`` gives a table's Spark schema (the Parquet files get the Arrow schema Spark's own
+    writer path gave them)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    opts = ScanOptions(
+        tables=list(tables),
+        deep=deep,
+        verify_crc=bool(decode_conf["verify_crc"]),
+        window_bytes=int(decode_conf["window_bytes"]) if decode_conf.get("window_bytes") else None,
+        memory_budget=int(decode_conf["memory_budget_mb"]) << 20
+        if decode_conf.get("memory_budget_mb")
+        else None,
+        avro=avro_topics or None,
+    )
+    for t in tables:
+        schema = spark_schema_of(t, t == "records" and bool(avro_topics))
+        opts.schemas[t] = (schema, to_arrow_schema(schema, timezone="UTC"))
+        opts.partition_by[t] = "topic" if "topic" in schema.fieldNames() else None
+    return opts
+
+
+def run_scan(spark, tasks: list[list[ByteRange]], opts: ScanOptions, base: str, key: str,
+             kill: str) -> list[dict]:  # fmt: skip
+    """Decode every task's ranges in Spark tasks, each writing its tables under ``base``; the
+    small reports of the tasks (files written, accounting) come back."""
+    n = len(tasks)
+
+    def scan(batches):  # no hints: Spark infers its UDF type from them
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        attempt = TaskContext.get().attemptNumber()
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                reports = scan_ranges(tasks[i], opts, base, key, i, attempt, kill)
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([json.dumps(r) for r in reports], pa.string())], names=["report"]
+                )
+
+    rows = spark.range(0, n, 1, n).mapInArrow(scan, "report string").collect()
+    return [json.loads(r["report"]) for r in rows]
+
+
+def scan_ranges(ranges, opts: ScanOptions, base: str, key: str, task: int, attempt: int,
+                kill: str | None = None) -> list[dict]:  # fmt: skip
+    """One task: decode ``ranges`` once, write every requested table; the reports."""
+    import decoders
+    from jobs.output import _TaskFiles, kill_point
+
+    sinks: dict[str, _TaskFiles] = {}
+    reports: list[dict] = []
+    totals = dict.fromkeys(("files", "size", "valid", "padding", "corrupt", "errors"), 0)
+    first = [True]
+
+    def write(table: str, batch) -> None:
+        if table not in sinks:
+            arrow = opts.schemas[table][1]
+            sinks[table] = _TaskFiles(base, table, task, attempt, key, arrow,
+                                      opts.partition_by[table])  # fmt: skip
+        sinks[table].write(to_output(batch, table, opts))
+        if first[0]:
+            first[0] = False
+            if kill:
+                kill_point(kill)
+
+    from decoders.internal import internal_tables_for
+    from decoders.layout import LOG_KINDS
+
+    # a header-only run (the audit) decodes the records of the internal topics only, in a
+    # second pass over their ranges: the batch-level tables and the accounting stay exactly
+    # those of the header scan
+    records = set() if opts.deep else set(opts.tables) & decoders.RECORD_TABLES
+    wanted = (set(opts.tables) - records) | {"segments"}
+    try:
+        for r in ranges:
+            partial = r.start != 0 or r.stop < r.file.size
+            held_errors = None
+            passes = [(wanted, opts.deep)]
+            internal = set(internal_tables_for(r.file.info.topic)) & records
+            if internal and r.file.kind.split(".")[0] in LOG_KINDS:
+                passes.append((internal, True))
+            for table, batch in (
+                tb
+                for tables, deep in passes
+                for tb in decoders.iter_file(
+                    r.file,
+                    tuple(sorted(tables)),
+                    deep=deep,
+                    verify_crc=opts.verify_crc,
+                    start=r.start,
+                    stop=r.stop if r.stop < r.file.size else None,
+                    window_bytes=opts.window_bytes,
+                    memory_budget=opts.memory_budget,
+                )
+            ):
+                if partial and table in ("errors", "segments"):
+                    if table == "errors":
+                        held_errors = batch
+                    else:
+                        reports.append(_partial(r, batch, held_errors, opts, write))
+                    continue
+                if table == "segments":
+                    seg = batch.to_pylist()[0]  # one row per file
+                    totals["files"] += 1
+                    totals["size"] += seg["size"]
+                    totals["valid"] += seg["bytes_valid"]
+                    totals["padding"] += seg["bytes_padding"]
+                    totals["corrupt"] += seg["bytes_corrupt"]
+                    totals["errors"] += seg["error_count"]
+                if table in opts.tables and batch.num_rows:
+                    write(table, batch)
+    except BaseException:
+        for s in sinks.values():
+            s.abort()
+        raise
+    for table, s in sinks.items():
+        files = s.close()
+        for path, rows, value in zip(*(c.to_pylist() for c in files.columns), strict=True):
+            reports.append({"kind": "file", "table": table, "path": path, "rows": rows,
+                            "partition": value})  # fmt: skip
+    reports.append({"kind": "totals", **totals})
+    return reports
+
+
+def _partial(r: ByteRange, segment, errors, opts: ScanOptions, write) -> dict:
+    """A split file's range: its segments row goes to the driver to be added up; its error
+    rows are written here, but for the whole-file ones (unreadable, changed while read), which
+    every range of the file reports and the driver keeps once."""
+    seg = segment.to_pylist()[0]
+    whole = []
+    if errors is not None:
+        rows = errors.to_pylist()
+        unreadable = seg["size"] != r.size  # the file could not be read: all its bytes counted
+        whole = [e for e in rows if unreadable or e["reason"].startswith(CHANGED)]
+        kept = [e for e in rows if e not in whole]
+        if kept and "errors" in opts.tables:
+            import decoders.schemas as schemas
+
+            write("errors", schemas.from_rows("errors", kept).to_batches()[0])
+    return {"kind": "partial", "file": r.file.path, "start": r.start, "stop": r.stop,
+            "segment": seg, "whole_errors": whole}  # fmt: skip
+
+
+def merge_partials(reports: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(segments rows, whole-file error rows) of the split files, from their ranges' reports."""
+    by_file: dict[str, list[dict]] = {}
+    for p in reports:
+        if p["kind"] == "partial":
+            by_file.setdefault(p["file"], []).append(p)
+    segments, errors = [], []
+    for path in sorted(by_file):
+        parts = sorted(by_file[path], key=lambda p: p["start"])
+        whole = [e for p in parts for e in p["whole_errors"]]
+        rows = [p["segment"] for p in parts]
+        row = dict(rows[0])
+        unreadable = next(
+            (p for p in parts if p["segment"]["size"] != p["stop"] - p["start"]), None
+        )
+        if unreadable is not None:  # the file as one unreadable whole, as a whole-file decode
+            row = dict(unreadable["segment"])
+            segments.append(row)
+            errors.extend(whole[:1])
+            continue
+        for k in SUMMED:
+            row[k] = sum(x[k] or 0 for x in rows)
+        firsts = [x["first_offset"] for x in rows if x["first_offset"] is not None]
+        lasts = [x["last_offset"] for x in rows if x["last_offset"] is not None]
+        row["first_offset"] = min(firsts) if firsts else None
+        row["last_offset"] = max(lasts) if lasts else None
+        changed = whole[:1]
+        row["error_count"] = sum(x["error_count"] for x in rows) - len(whole) + len(changed)
+        row["error"] = next((x["error"] for x in rows if x["error"]), None)
+        segments.append(row)
+        errors.extend(changed)
+    return segments, errors
+
+
+def to_output(batch, table: str, opts: ScanOptions):
+    """A decoded batch as the table's Parquet schema: Avro columns decoded, timestamps Spark
+    cannot hold nulled, types as Spark gives them (no unsigned ints, UTC microseconds)."""
+    import pyarrow as pa
+
+    from decoders import avro
+    from decoders.spark import _spark_safe, arrow_for_spark, table_schema
+
+    if table == "records" and opts.avro:
+        batch = avro.decode_batch(batch, opts.avro)
+    target = pa.schema(
+        [pa.field(f.name, arrow_for_spark(f.type))
+         for f in table_schema(table, table == "records" and bool(opts.avro))]
+    )  # fmt: skip
+    return pa.Table.from_batches([_spark_safe(batch).cast(target)]).cast(opts.schemas[table][1])
+
+
+def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_bytes: int,
+                kill: str | None) -> tuple[dict, dict, int]:  # fmt: skip
+    """Decode ``files`` once and write ``opts.tables`` under ``base`` (a URI or path):
+    (commit-record entry of every table: Spark schema, partition column, files with row counts;
+    byte accounting over every file; number of tasks)."""
+    from jobs.output import OutputDir, _TaskFiles, kill_point
+
+    tasks = plan_scan(files, opts.tables, range_bytes)
+    reports = run_scan(spark, tasks, opts, base, key, kill)
+    if kill:
+        kill_point(kill.split(":")[0] + ":staged-table")
+    listed: dict[str, list[dict]] = {t: [] for t in opts.tables}
+
+    def add(table: str, written) -> None:
+        for path, rows, value in zip(*(c.to_pylist() for c in written.columns), strict=True):
+            part = {"partition": value} if opts.partition_by[table] else {}
+            listed[table].append({"path": path, "rows": rows} | part)
+
+    for r in reports:
+        if r["kind"] == "file":
+            part = {"partition": r["partition"]} if opts.partition_by[r["table"]] else {}
+            listed[r["table"]].append({"path": r["path"], "rows": r["rows"]} | part)
+    # split files: the driver adds their ranges' accounting up (one small row per file)
+    seg_rows, whole_errors = merge_partials(reports)
+    for table, rows in (("segments", seg_rows), ("errors", whole_errors)):
+        if table in listed and rows:
+            from decoders.schemas import from_rows
+
+            schema = opts.schemas[table][1]
+            sink = _TaskFiles(base, table, len(tasks), 0, key, schema, opts.partition_by[table])
+            for b in from_rows(table, rows).to_batches():
+                sink.write(to_output(b, table, opts))
+            add(table, sink.close())
+    entries = {}
+    for table, files_of in listed.items():
+        schema, arrow = opts.schemas[table]
+        files_of.sort(key=lambda f: f["path"])
+        if not files_of:  # an empty table is still readable: one file with its schema, no rows
+            sink = _TaskFiles(OutputDir(base).uri, table, 0, 0, key, arrow, None)
+            sink.write(arrow.empty_table())
+            files_of = [{"path": f, "rows": 0} for f in sink.close().column("file").to_pylist()]
+        entries[table] = {
+            "schema": json.loads(schema.json()),
+            "partition_by": opts.partition_by[table] if "partition" in files_of[0] else None,
+            "rows": sum(f["rows"] for f in files_of),
+            "files": files_of,
+        }
+    return entries, accounting(reports, seg_rows), len(tasks)
+
+
+def accounting(reports: list[dict], split_files: list[dict]) -> dict:
+    """Valid/padding/corrupt byte totals over every file: the tasks' sums of the files they
+    decoded whole, plus the split files' rows the driver added up."""
+    acct = dict.fromkeys(("files", "size", "valid", "padding", "corrupt", "errors"), 0)
+    for r in reports:
+        if r["kind"] == "totals":
+            for k in acct:
+                acct[k] += r[k]
+    for row in split_files:
+        acct["files"] += 1
+        acct["size"] += row["size"]
+        acct["valid"] += row["bytes_valid"]
+        acct["padding"] += row["bytes_padding"]
+        acct["corrupt"] += row["bytes_corrupt"]
+        acct["errors"] += row["error_count"]
+    return acct
+
+
+SCRATCH = "_scratch"  # under a run's output directory: <out>/_scratch/<run key>/<table>/
+
+
+@contextmanager
+def decoded_once(spark, files, tables, conf: dict, out, key: str):
+    """Decode the dump once into the run's scratch area (Parquet, in the run's own output
+    directory so that every executor reaches it), and give the decoded tables by name, each
+    read back as a DataFrame, for the ``with`` block; the scratch area is removed after it.
+    A killed attempt's scratch files are removed by the next attempt of the same run."""
+    from decoders.spark import _struct, table_schema
+    from jobs.output import OutputDir, read_table
+
+    scratch = OutputDir(out.child(f"{SCRATCH}/{key}"))
+    _remove(scratch)
+    opts = scan_options(
+        lambda t, with_avro: _struct(table_schema(t, with_avro)), tables, False, conf, None
+    )
+    entries, _acct, _tasks = scan_tables(
+        spark, files, opts, scratch.uri, key, int(conf["range_bytes"]), None
+    )
+
+    def decoded(table: str):
+        df = read_table(spark, scratch, table, entries[table])
+        return df.select(*opts.schemas[table][0].fieldNames())  # partition column in place
+
+    try:
+        yield decoded
+    finally:
+        _remove(scratch)
+
+
+def _remove(scratch) -> None:
+    with suppress(FileNotFoundError, OSError):
+        scratch.fs.delete_dir(scratch.root)
+    if scratch.fs.type_name == "local":  # the scratch folder too, unless another run uses it
+        with suppress(OSError):
+            os.rmdir(scratch.root.rsplit("/", 1)[0])
