@@ -48,4 +48,6 @@ def job_main(
     """A job's own command line (`spark-submit jobs/<job>.py ...`): its arguments, guarded."""
     p = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
     add_arguments(p)
-    return guarded(run, p.parse_args(argv))
+    args = p.parse_args(argv)
+    args.command = prog  # the job's name in progress lines (its module is __main__ here)
+    return guarded(run, args)
