@@ -67,6 +67,7 @@ def run(args) -> int:
         versions,
         write_table,
     )
+    from jobs.resilience import run_resilient
     from jobs.session import spark_session
     from replay.spark import audit, audit_summary
 
@@ -77,13 +78,20 @@ def run(args) -> int:
     out = OutputDir(run_dir(args.out, run_id, conf["output"]["layout"]))
     previous = out.read_json(SUMMARY)  # the commit this run replaces
     key = run_key(run_id)
-    tables = audit(spark, args.inputs, conf)
     spread = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    entries = {}
-    for name, df in tables.items():
-        spread_of = 1 if name in SINGLE_FILE else spread
-        entries[name] = write_table(df, out, name, spread_of, None, key, "audit:writing")
-        kill_point("audit:staged-table")
+
+    def attempt(skip: dict[str, str]):
+        tables = audit(spark, args.inputs, conf, skip)
+        entries = {}
+        for name, df in tables.items():
+            spread_of = 1 if name in SINGLE_FILE else spread
+            entries[name] = write_table(df, out, name, spread_of, None, key, "audit:writing")
+            kill_point("audit:staged-table")
+        return tables, entries
+
+    # a file whose decoding fails the job after every task attempt is left out, reported as
+    # a decode_failed error (an error finding: a gate fails), and the run finishes
+    (tables, entries), skipped = run_resilient(spark, files, attempt, decode_options=conf["decode"])
     rows = {name: e["rows"] for name, e in entries.items()}
     findings = read_table(spark, out, "findings", entries["findings"])
     by_kind = findings.groupBy("kind", "severity").count().collect()  # a few rows
@@ -95,6 +103,7 @@ def run(args) -> int:
         "inputs": args.inputs,
         "files": len(files),
         "bytes": sum(f.size for f in files),
+        "files_left_out": skipped,
         "rows": rows,
         "findings": _counts(by_kind, rows["findings"]),
         **audit_summary(tables),

@@ -68,6 +68,7 @@ def run(args) -> int:
         print(f"logreplay decode: no Kafka files under {', '.join(args.inputs)}", file=sys.stderr)
         return 2
 
+    from decoders.spark import SKIP_OPTION
     from jobs.output import (
         LAYOUT_VERSION,
         MANIFEST,
@@ -82,6 +83,7 @@ def run(args) -> int:
         versions,
         write_table,
     )
+    from jobs.resilience import run_resilient
     from jobs.session import spark_session
 
     env = prepare_storage(conf)
@@ -95,6 +97,8 @@ def run(args) -> int:
     from decoders.avro import load_topics, to_option
 
     avro_topics = load_topics(conf["topics"])
+
+    skip: dict[str, str] = {}  # files left out after failing every task attempt
 
     def reader(table: str):
         r = (
@@ -110,19 +114,27 @@ def run(args) -> int:
             r = r.option("deep", "false")
         if table == "records" and avro_topics:
             r = r.option("avro", to_option(avro_topics))
+        if skip:
+            r = r.option(SKIP_OPTION, json.dumps(skip))
         return r.load()
 
-    tables = {}
-    for table in args.tables:
-        df = reader(table)
-        # each task decodes fixed byte ranges in order: rows come out in the same order on
-        # every run, so no shuffle is needed for stable bytes, only stable file names
-        part = "topic" if "topic" in df.columns else None
-        tables[table] = write_table(df, out, table, 0, part, key, "decode:decoding")
-        kill_point("decode:staged-table")
-    counts = {t: e["rows"] for t, e in tables.items()}
+    def attempt(left_out: dict[str, str]):
+        skip.clear()
+        skip.update(left_out)
+        tables = {}
+        for table in args.tables:
+            df = reader(table)
+            # each task decodes fixed byte ranges in order: rows come out in the same order on
+            # every run, so no shuffle is needed for stable bytes, only stable file names
+            part = "topic" if "topic" in df.columns else None
+            tables[table] = write_table(df, out, table, 0, part, key, "decode:decoding")
+            kill_point("decode:staged-table")
+        return tables, _accounting(spark, out, tables.get("segments"), reader)
 
-    accounting = _accounting(spark, out, tables.get("segments"), reader)
+    # a file whose decoding fails the job after every task attempt is left out and reported
+    # as a decode_failed error row; the run finishes
+    (tables, accounting), skipped = run_resilient(spark, files, attempt, decode_options=decode)
+    counts = {t: e["rows"] for t, e in tables.items()}
     kill_point("decode:staged")
     manifest = {
         "run_id": run_id,
@@ -135,6 +147,7 @@ def run(args) -> int:
             for f in files
         ],
         "bytes": accounting,
+        "files_left_out": skipped,
         "rows": counts,
         "deep": not args.header_only,
         "versions": versions(spark),

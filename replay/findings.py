@@ -19,6 +19,7 @@ KINDS: dict[str, str] = {
     "corrupt_bytes": "error",
     "unknown_version": "warning",
     "index_inconsistent": "warning",
+    "decode_failed": "error",
     "duplicate_sequence": "error",
     "sequence_gap": "error",
     "out_of_order_sequence": "error",

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from decoders.spark import register, spark_type
+from decoders.spark import SKIP_OPTION, register, spark_type
 from replay import tables as T
 from replay.dumpinfo import broker_clusters, cleaner_checkpoints
 from replay.findings import KINDS
@@ -33,7 +33,7 @@ from replay.settings import AuditConfig
 
 INTERNAL = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
 CLUSTER = "cluster"
-INTEGRITY_KINDS = ("crc_mismatch", "truncated_batch", "corrupt_bytes", "unknown_version", "index_inconsistent")  # fmt: skip
+INTEGRITY_KINDS = ("crc_mismatch", "truncated_batch", "corrupt_bytes", "unknown_version", "index_inconsistent", "decode_failed")  # fmt: skip
 
 
 def struct_type(schema: pa.Schema) -> StructType:
@@ -63,8 +63,15 @@ def _finding_cols() -> list[str]:
 
 
 class Audit:
-    def __init__(self, spark: SparkSession, paths: list[str], config: AuditConfig) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        paths: list[str],
+        config: AuditConfig,
+        skip: dict[str, str] | None = None,
+    ) -> None:
         self.spark, self.paths, self.config = spark, paths, config
+        self.skip = skip or {}  # files left out of the run (jobs.resilience): path -> reason
         register(spark)
         # broker directory -> cluster (meta.properties, read on the driver: a few bytes each)
         self.clusters = broker_clusters(paths, config.cluster)
@@ -83,6 +90,8 @@ class Audit:
         if self.config.memory_budget_mb:
             r = r.option("memory_budget_mb", str(self.config.memory_budget_mb))
         r = r.option("verify_crc", str(self.config.verify_crc).lower())
+        if self.skip:
+            r = r.option(SKIP_OPTION, json.dumps(self.skip))
         df = r.load().join(F.broadcast(self.cluster_of), "broker", "left")
         return df.withColumn(CLUSTER, F.coalesce(F.col(CLUSTER), F.lit("")))
 
@@ -580,10 +589,13 @@ def _timestamps(df: DataFrame) -> DataFrame:
 
 
 def audit(
-    spark: SparkSession, paths: list[str], conf: dict | AuditConfig | None = None
+    spark: SparkSession,
+    paths: list[str],
+    conf: dict | AuditConfig | None = None,
+    skip: dict[str, str] | None = None,
 ) -> dict[str, DataFrame]:
     """Replay a dump; DataFrames by table name (findings, transactions, producer_states,
     lso_changes, partitions, coordinator_transactions, group_generations, offset_timeline,
     plus the decoded segments and errors)."""
     config = conf if isinstance(conf, AuditConfig) else AuditConfig.from_conf(conf)
-    return Audit(spark, list(paths), config).run()
+    return Audit(spark, list(paths), config, skip).run()
