@@ -140,8 +140,12 @@ def _failed(
 
     end = size if stop is None else min(stop, size)
     acct = Accounting(size=max(end - start, 0), corrupt=max(end - start, 0))
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:  # where it was raised: a bug report's start
+        tb = tb.tb_next
+    where = f" at {tb.tb_frame.f_code.co_filename.rsplit('/', 2)[-1]}:{tb.tb_lineno}" if tb else ""
     why = (
-        f"decoding stopped with {type(e).__name__}: {e}"[:500]
+        f"decoding stopped with {type(e).__name__}{where}: {e}"[:500]
         + f"; bytes {start}..{end} not fully decoded"
     )
     return acct, [ErrorRow(info.file, start, max(end - start, 0), DECODE_FAILED, why)]

@@ -76,6 +76,23 @@ def test_an_exception_while_decoding_one_file_is_an_error_row_and_the_rest_decod
     assert got["segments"].num_rows == clean["segments"].num_rows
 
 
+def test_a_contained_exception_still_fails_the_fuzz_checks(monkeypatch):
+    """Containment must not hide bugs from the fuzz tier: a decode_failed row is a failure
+    there, with the exception's type and place as its signature."""
+    from tests.fuzz import checks
+    from tests.fuzz.mutators import Case
+
+    def bug(*_a, **_k):
+        raise IndexError("a bug in the decoder")
+
+    monkeypatch.setattr(decoders, "_dispatch", bug)
+    with pytest.raises(checks.Failure) as failed:
+        checks.check(Case(bytes(100), "log", "t", "test"))
+    assert failed.value.signature == "IndexError@test_resilience.py:" + str(
+        bug.__code__.co_firstlineno + 1
+    )
+
+
 def test_an_unset_fault_does_nothing(sample_dump):
     root, _ = sample_dump
     victim = _first_user_log(root)
