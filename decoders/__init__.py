@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from decoders import schemas
+from decoders import faults, schemas
 from decoders.accounting import Accounting, FileInfo
 from decoders.errors import ErrorRow
 from decoders.indexes import read_offset_index, read_time_index, read_txn_index
@@ -91,10 +91,13 @@ def iter_file(
             wanted, deep, verify_crc, max_rows, window_bytes, start, stop, memory_budget
         )
         try:
+            faults.inject(info.file)
             acct, errors = yield from _dispatch(src, info, opts)
             errors = errors + _changed(src, info)
         except OSError as e:  # the file went away or changed size while it was read
             acct, errors = _unreadable(path, info, e, src)
+        except Exception as e:  # noqa: BLE001 - one file's failure must not end the task
+            acct, errors = _failed(info, e, src.size, start, stop)
         finally:
             src.close()
     if "errors" in wanted and errors:
@@ -118,6 +121,47 @@ def _unreadable(path, info: FileInfo, e: OSError, src) -> tuple[Accounting, list
     acct = Accounting(size=size, corrupt=size)
     why = f"file cannot be read: {e.strerror or e}" if isinstance(e, OSError) else str(e)
     return acct, [ErrorRow(info.file, 0, size, CORRUPT_BYTES, why)]
+
+
+def _failed(
+    info: FileInfo, e: Exception, size: int, start: int, stop: int | None
+) -> tuple[Accounting, list[ErrorRow]]:
+    """Decoding raised something other than a format error (out of memory, a bug): the range's
+    bytes are counted corrupt and one error row names the file and the reason, so the task (and
+    the run) go on with the other files. Rows yielded before the failure stay; the error row says
+    that the range is incomplete. Format errors never get here: decoders turn them into rows."""
+    from decoders.errors import DECODE_FAILED
+
+    end = size if stop is None else min(stop, size)
+    acct = Accounting(size=max(end - start, 0), corrupt=max(end - start, 0))
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:  # where it was raised: a bug report's start
+        tb = tb.tb_next
+    where = f" at {tb.tb_frame.f_code.co_filename.rsplit('/', 2)[-1]}:{tb.tb_lineno}" if tb else ""
+    why = (
+        f"decoding stopped with {type(e).__name__}{where}: {e}"[:500]
+        + f"; bytes {start}..{end} not fully decoded"
+    )
+    return acct, [ErrorRow(info.file, start, max(end - start, 0), DECODE_FAILED, why)]
+
+
+def skipped_file(
+    file: DumpFile, reason: str, tables: Iterable[str]
+) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """The rows of a file a run left out because decoding it failed the Spark task after every
+    attempt (see jobs.resilience): an error row naming the file and the reason, and a segments
+    row counting all its bytes corrupt, so the accounting still covers every byte."""
+    from decoders.errors import DECODE_FAILED
+
+    wanted = set(tables)
+    errors = [ErrorRow(file.info.file, 0, file.size, DECODE_FAILED, reason)]
+    if "errors" in wanted:
+        yield "errors", _errors_batch(file.info, errors)
+    if "segments" in wanted:
+        yield (
+            "segments",
+            _segment_row(file.info, Accounting(size=file.size, corrupt=file.size), errors),
+        )
 
 
 def _changed(src, info: FileInfo) -> list[ErrorRow]:

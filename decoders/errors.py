@@ -13,6 +13,9 @@ TRUNCATED_BATCH = "truncated_batch"
 CORRUPT_BYTES = "corrupt_bytes"
 UNKNOWN_VERSION = "unknown_version"
 INDEX_INCONSISTENT = "index_inconsistent"
+# Decoding a file raised something that is not a format error (out of memory, a bug), or the Spark
+# task decoding it failed after every attempt (a worker lost): the file's bytes are not decoded.
+DECODE_FAILED = "decode_failed"
 
 
 class DecodeError(ValueError):

@@ -318,7 +318,8 @@ ERRORS = pa.schema(
         _f(
             "kind",
             pa.string(),
-            "crc_mismatch, truncated_batch, corrupt_bytes, unknown_version, index_inconsistent",
+            "crc_mismatch, truncated_batch, corrupt_bytes, unknown_version, index_inconsistent, "
+            "decode_failed",
         ),
         _f("reason", pa.string(), "what exactly is wrong"),
         _f("offset", pa.int64(), "log offset concerned, when known"),

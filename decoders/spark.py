@@ -9,7 +9,8 @@ Options: ``table`` (any of decoders.TABLES, default ``batches``), ``path`` / ``p
 or a JSON list; URIs allowed), ``topics`` and ``partitions`` (comma lists, pruned at planning),
 ``deep`` (default true; false is the header-only scan), ``verify_crc`` (default true),
 ``range_bytes`` (default 128 MiB), ``window_bytes`` (default 8 MiB), ``memory_budget_mb``
-(what decoding one file may hold; default: the decoder's), ``avro`` (records only:
+(what decoding one file may hold; default: the decoder's), ``skip_files`` (JSON object of
+path -> reason: files left out, reported as error rows; see :mod:`jobs.resilience`), ``avro`` (records only:
 JSON of topic -> Avro encoding and schemas, see :func:`decoders.avro.to_option`; adds the
 ``decoded`` and ``decode_error`` columns). Equality and IN filters
 on ``topic`` and ``partition`` in a query are pushed down and prune the same way.
@@ -58,6 +59,7 @@ LOCATION_TABLES = {
     "errors",
 }
 DEFAULT_TABLE = "batches"
+SKIP_OPTION = "skip_files"  # JSON object: path (as listed by decoders.discover) -> reason
 
 
 def spark_type(t: pa.DataType) -> DataType:
@@ -123,11 +125,18 @@ def arrow_for_spark(t: pa.DataType, tz: str = ARROW_TIME_ZONE) -> pa.DataType:
 
 
 class SegmentRanges(InputPartition):
-    """One task: byte ranges of segments (or whole index/snapshot/checkpoint files)."""
+    """One task: byte ranges of segments (or whole index/snapshot/checkpoint files), and the
+    files a run left out (``skipped``: file and why) whose error and segments rows it emits."""
 
-    def __init__(self, index: int, ranges: list[ByteRange]) -> None:
+    def __init__(
+        self,
+        index: int,
+        ranges: list[ByteRange],
+        skipped: list[tuple[decoders.DumpFile, str]] | None = None,
+    ) -> None:
         super().__init__(index)
         self.ranges = ranges
+        self.skipped = skipped or []
 
 
 def _bool(v: str | None, default: bool) -> bool:
@@ -166,6 +175,9 @@ class KafkaSegmentsReader(DataSourceReader):
             else None
         )
         self.avro = _avro(options, self.table)
+        # files a run leaves out because decoding them failed the Spark task after every
+        # attempt (jobs.resilience): path -> reason; they appear only as error/segments rows
+        self.skip: dict[str, str] = json.loads(options.get(SKIP_OPTION) or "{}")
         self.target = pa.schema(
             [
                 pa.field(f.name, arrow_for_spark(f.type))
@@ -196,6 +208,9 @@ class KafkaSegmentsReader(DataSourceReader):
 
     def partitions(self):
         files = decoders.discover(self.paths)
+        skipped = [(f, self.skip[f.path]) for f in files if f.path in self.skip]
+        if self.skip:
+            files = [f for f in files if f.path not in self.skip]
         tasks = plan(
             files,
             self.table,
@@ -203,9 +218,19 @@ class KafkaSegmentsReader(DataSourceReader):
             topics=self.topic_filter,
             partitions=self.partition_filter,
         )
-        return [SegmentRanges(i, t.ranges) for i, t in enumerate(tasks)] or [SegmentRanges(0, [])]
+        parts = [SegmentRanges(i, t.ranges) for i, t in enumerate(tasks)] or [SegmentRanges(0, [])]
+        parts[0].skipped = [
+            (f, why)
+            for f, why in skipped
+            if (self.topic_filter is None or f.info.topic in self.topic_filter)
+            and (self.partition_filter is None or f.info.partition in self.partition_filter)
+        ]
+        return parts
 
     def read(self, partition: SegmentRanges) -> Iterator[pa.RecordBatch]:
+        for file, why in partition.skipped:
+            for _, batch in decoders.skipped_file(file, why, (self.table,)):
+                yield _spark_safe(batch).cast(self.target)
         for r in partition.ranges:
             stop = r.stop if r.stop < r.file.size else None
             for _, batch in decoders.iter_file(

@@ -76,27 +76,36 @@ def run(args) -> int:
         versions,
         write_table,
     )
+    from jobs.resilience import run_resilient
     from jobs.scan import decoded_once
     from replay.findings import SEVERITIES
     from replay.plan import DECODED_TABLES, audit_session, audit_summary
 
     spark, run_id, out, previous, key = start_run(args, conf, "logreplay-audit", SUMMARY)
-    progress.phase("decoding: one scan of the dump, then the replay")
     spread = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    entries = {}
-    # what the audit cached is released once its tables are written and summarised
-    # the dump is decoded once, by one scan writing every table the audit reads into the run's
-    # scratch area; the audit's stages read those back
-    with (
-        decoded_once(spark, files, DECODED_TABLES, conf["decode"], out, key) as decoded,
-        audit_session(spark, args.inputs, conf, decoded) as tables,
-    ):
-        progress.phase("replay: writing tables")
-        for name, df in tables.items():
-            spread_of = 1 if name in SINGLE_FILE else spread
-            entries[name] = write_table(df, out, name, spread_of, None, key, "audit:writing")
-            kill_point("audit:staged-table")
-        checked = audit_summary(tables)
+
+    def attempt(skip: dict[str, str]):
+        progress.phase("decoding: one scan of the dump, then the replay")
+        entries = {}
+        # the dump is decoded once, by one scan writing every table the audit reads into the
+        # run's scratch area; the audit's stages read those back; what the audit cached is
+        # released once its tables are written and summarised
+        with (
+            decoded_once(spark, files, DECODED_TABLES, conf["decode"], out, key, skip) as decoded,
+            audit_session(spark, args.inputs, conf, decoded, skip) as tables,
+        ):
+            progress.phase("replay: writing tables")
+            for name, df in tables.items():
+                spread_of = 1 if name in SINGLE_FILE else spread
+                entries[name] = write_table(df, out, name, spread_of, None, key, "audit:writing")
+                kill_point("audit:staged-table")
+            return entries, audit_summary(tables)
+
+    # a file whose decoding fails the job after every task attempt is left out, reported as
+    # a decode_failed error (an error finding: a gate fails), and the run finishes
+    (entries, checked), skipped = run_resilient(
+        spark, files, attempt, decode_options=conf["decode"]
+    )
     rows = {name: e["rows"] for name, e in entries.items()}
     findings = read_table(spark, out, "findings", entries["findings"])
     by_kind = findings.groupBy("kind", "severity").count().collect()  # a few rows
@@ -108,6 +117,7 @@ def run(args) -> int:
         "inputs": args.inputs,
         "files": len(files),
         "bytes": sum(f.size for f in files),
+        "files_left_out": skipped,
         "rows": rows,
         "findings": _counts(by_kind, rows["findings"]),
         **checked,

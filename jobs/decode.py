@@ -78,8 +78,8 @@ def run(args) -> int:
 
     progress.total_bytes(sum(f.size for f in files))
     progress.phase("starting Spark")
-
     from jobs.output import LAYOUT_VERSION, MANIFEST, commit, kill_point, start_run, versions
+    from jobs.resilience import run_resilient
     from jobs.scan import scan_options, scan_tables
 
     spark, run_id, out, previous, key = start_run(args, conf, "logreplay-decode", MANIFEST)
@@ -99,10 +99,16 @@ def run(args) -> int:
     # ranges are fixed byte ranges decoded in order, so rows come out in the same order on
     # every run and no shuffle is needed for stable bytes, only stable file names
     range_bytes = args.range_bytes or decode["range_bytes"]
-    progress.phase(f"decoding {', '.join(args.tables)}")
-    tables, accounting, _ = scan_tables(
-        spark, files, opts, out.uri, key, range_bytes, "decode:decoding"
-    )
+
+    def attempt(skip: dict[str, str]):
+        progress.phase(f"decoding {', '.join(args.tables)}")
+        return scan_tables(
+            spark, files, opts, out.uri, key, range_bytes, "decode:decoding", skipped=skip
+        )
+
+    # a file whose decoding fails the job after every task attempt is left out and reported
+    # as a decode_failed error row; the run finishes
+    (tables, accounting, _), skipped = run_resilient(spark, files, attempt, decode_options=decode)
     counts = {t: e["rows"] for t, e in tables.items()}
     kill_point("decode:staged")
     manifest = {
@@ -116,6 +122,7 @@ def run(args) -> int:
             for f in files
         ],
         "bytes": accounting,
+        "files_left_out": skipped,
         "rows": counts,
         "deep": not args.header_only,
         "versions": versions(spark),

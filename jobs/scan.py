@@ -257,12 +257,19 @@ def to_output(batch, table: str, opts: ScanOptions):
 
 
 def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_bytes: int,
-                kill: str | None) -> tuple[dict, dict, int]:  # fmt: skip
+                kill: str | None, skipped: dict[str, str] | None = None
+                ) -> tuple[dict, dict, int]:  # fmt: skip
     """Decode ``files`` once and write ``opts.tables`` under ``base`` (a URI or path):
     (commit-record entry of every table: Spark schema, partition column, files with row counts;
-    byte accounting over every file; number of tasks)."""
+    byte accounting over every file; number of tasks). ``skipped``: files left out of the run
+    (path -> reason, see jobs.resilience), not decoded: each gets its error and segments rows
+    from the driver, all its bytes counted corrupt."""
+    import decoders
     from jobs.output import OutputDir, _TaskFiles, kill_point
 
+    skipped = skipped or {}
+    left_out = [f for f in files if f.path in skipped]
+    files = [f for f in files if f.path not in skipped]
     tasks = plan_scan(files, opts.tables, range_bytes)
     reports = run_scan(spark, tasks, opts, base, key, kill)
     if kill:
@@ -280,6 +287,9 @@ def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_byte
             listed[r["table"]].append({"path": r["path"], "rows": r["rows"]} | part)
     # split files: the driver adds their ranges' accounting up (one small row per file)
     seg_rows, whole_errors = merge_partials(reports)
+    for f in left_out:
+        for table, batch in decoders.skipped_file(f, skipped[f.path], ("segments", "errors")):
+            (seg_rows if table == "segments" else whole_errors).extend(batch.to_pylist())
     for table, rows in (("segments", seg_rows), ("errors", whole_errors)):
         if table in listed and rows:
             from decoders.schemas import from_rows
@@ -328,7 +338,8 @@ SCRATCH = "_scratch"  # under a run's output directory: <out>/_scratch/<run key>
 
 
 @contextmanager
-def decoded_once(spark, files, tables, conf: dict, out, key: str):
+def decoded_once(spark, files, tables, conf: dict, out, key: str,
+                 skipped: dict[str, str] | None = None):  # fmt: skip
     """Decode the dump once into the run's scratch area (Parquet, in the run's own output
     directory so that every executor reaches it), and give the decoded tables by name, each
     read back as a DataFrame, for the ``with`` block; the scratch area is removed after it.
@@ -342,7 +353,7 @@ def decoded_once(spark, files, tables, conf: dict, out, key: str):
         lambda t, with_avro: _struct(table_schema(t, with_avro)), tables, False, conf, None
     )
     entries, _acct, _tasks = scan_tables(
-        spark, files, opts, scratch.uri, key, int(conf["range_bytes"]), None
+        spark, files, opts, scratch.uri, key, int(conf["range_bytes"]), None, skipped
     )
 
     def decoded(table: str):

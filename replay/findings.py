@@ -21,6 +21,7 @@ KINDS: dict[str, str] = {
     "corrupt_bytes": "error",
     "unknown_version": "warning",
     "index_inconsistent": "warning",
+    "decode_failed": "error",
     "duplicate_sequence": "error",
     "sequence_gap": "error",
     "out_of_order_sequence": "error",
@@ -60,6 +61,7 @@ INTEGRITY_KINDS = (
     "corrupt_bytes",
     "unknown_version",
     "index_inconsistent",
+    "decode_failed",
 )
 
 # the findings columns, in the order of the findings table (replay/tables.py FINDINGS)

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from decoders.spark import register, spark_type
+from decoders.spark import SKIP_OPTION, register, spark_type
 from replay import checks
 from replay import tables as T
 from replay.dumpinfo import broker_clusters, cleaner_checkpoints
@@ -85,11 +85,13 @@ class Audit:
         paths: list[str],
         config: AuditConfig,
         decoded: Callable[[str], DataFrame] | None = None,
+        skip: dict[str, str] | None = None,
     ) -> None:
         self.spark, self.paths, self.config = spark, paths, config
         # the run's decoded tables when its caller decoded the dump once beforehand (the audit
         # job's one scan, see jobs.scan); else each table is read through the data source
         self.decoded = decoded
+        self.skip = skip or {}  # files left out of the run (jobs.resilience): path -> reason
         self.cached: list[DataFrame] = []
         register(spark)
         # broker directory -> cluster (meta.properties, read on the driver: a few bytes each)
@@ -111,6 +113,8 @@ class Audit:
         if self.config.memory_budget_mb:
             r = r.option("memory_budget_mb", str(self.config.memory_budget_mb))
         r = r.option("verify_crc", str(self.config.verify_crc).lower())
+        if self.skip:
+            r = r.option(SKIP_OPTION, json.dumps(self.skip))
         return self._with_cluster(r.load())
 
     def _with_cluster(self, df: DataFrame) -> DataFrame:
@@ -457,13 +461,17 @@ def _config(conf: dict | AuditConfig | None) -> AuditConfig:
 
 
 def audit(
-    spark: SparkSession, paths: list[str], conf: dict | AuditConfig | None = None
+    spark: SparkSession,
+    paths: list[str],
+    conf: dict | AuditConfig | None = None,
+    skip: dict[str, str] | None = None,
 ) -> dict[str, DataFrame]:
     """Replay a dump; DataFrames by table name (findings, transactions, producer_states,
     lso_changes, partitions, coordinator_transactions, group_generations, offset_timeline,
     plus the decoded segments and errors). What the plan caches stays cached until the session
-    ends or its cache is cleared; :func:`audit_session` releases it."""
-    return Audit(spark, list(paths), _config(conf)).run()
+    ends or its cache is cleared; :func:`audit_session` releases it. ``skip``: files left out
+    of the run, path -> reason (see jobs.resilience)."""
+    return Audit(spark, list(paths), _config(conf), skip=skip).run()
 
 
 @contextmanager
@@ -472,11 +480,12 @@ def audit_session(
     paths: list[str],
     conf: dict | AuditConfig | None = None,
     decoded: Callable[[str], DataFrame] | None = None,
+    skip: dict[str, str] | None = None,
 ) -> Iterator[dict[str, DataFrame]]:
     """The audit's tables for the ``with`` block; what the plan cached is unpersisted when the
     block ends, however it ends. ``decoded``: the decoded tables by name (the ones of
     :data:`DECODED_TABLES`), when the caller decoded the dump once beforehand."""
-    a = Audit(spark, list(paths), _config(conf), decoded)
+    a = Audit(spark, list(paths), _config(conf), decoded, skip)
     try:
         yield a.run()
     finally:

@@ -61,6 +61,7 @@ ERROR_KINDS = (
     ("crc_mismatch", "every CRC valid"),
     ("corrupt_bytes", "no corrupt byte ranges"),
     ("unknown_version", "no unknown record versions"),
+    ("decode_failed", "every file decoded to the end"),
 )
 
 

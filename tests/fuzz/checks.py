@@ -1,4 +1,5 @@
-"""What every fuzzed input must satisfy: no exception, every byte accounted, the same output
+"""What every fuzzed input must satisfy: no exception (nor a `decode_failed` row, which is how
+the decoder contains one per file in production), every byte accounted, the same output
 twice. Peak memory is checked in a subprocess (tests.fuzz.measure) for the large inputs."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ import hashlib
 
 import decoders
 from decoders.accounting import FileInfo
+from decoders.errors import DECODE_FAILED
 from tests.fuzz.mutators import Case
 
 TABLES = tuple(decoders.TABLES)
@@ -44,7 +46,21 @@ def decode(case: Case, memory_budget: int | None = None) -> tuple[str, dict]:
                     digest.update(buf)
         if table == "segments":
             seg = batch.to_pylist()[0]
+        if table == "errors":
+            for e in batch.to_pylist():
+                if e["kind"] == DECODE_FAILED:  # an exception iter_file contained: a bug
+                    raise ContainedError(e["reason"])
     return digest.hexdigest(), seg
+
+
+class ContainedError(Exception):
+    """An exception the decoder turned into a `decode_failed` row; its reason names the type
+    and the place it was raised ("decoding stopped with IndexError at decoders/x.py:12: ...")."""
+
+    @property
+    def signature(self) -> str:
+        head = str(self).removeprefix("decoding stopped with ").split(":", 2)
+        return ":".join(head[:2]).replace(" at ", "@")
 
 
 def check(case: Case, memory_budget: int | None = None) -> None:
@@ -52,6 +68,8 @@ def check(case: Case, memory_budget: int | None = None) -> None:
     try:
         first, seg = decode(case, memory_budget)
         second, _ = decode(case, memory_budget)
+    except ContainedError as e:
+        raise Failure(e.signature, str(e)[:300]) from e
     except Exception as e:  # noqa: BLE001 - any exception is the finding
         tb = e.__traceback__
         while tb is not None and tb.tb_next is not None:
