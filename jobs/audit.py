@@ -184,7 +184,9 @@ def _print(summary: dict, top) -> None:
     console.print(t)
     for r in top:
         console.print(f"[{r['severity']}] {r['kind']}: {r['message']}", markup=False)
-    print(json.dumps({"run_id": summary["run_id"], "findings": summary["findings"]}))
+    from jobs import progress
+
+    progress.result(json.dumps({"run_id": summary["run_id"], "findings": summary["findings"]}))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -129,7 +129,9 @@ def run(args) -> int:
         "tables": tables,
     }
     commit(out, MANIFEST, manifest, previous)
-    print(json.dumps({"out": out.uri, "run_id": run_id, "rows": counts, "bytes": accounting}))
+    progress.result(
+        json.dumps({"out": out.uri, "run_id": run_id, "rows": counts, "bytes": accounting})
+    )
     return OK
 
 

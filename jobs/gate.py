@@ -68,7 +68,7 @@ def run(args) -> int:
             if rel not in written:
                 out.delete(rel)
     print(result.verdict(), file=sys.stderr)
-    print(json.dumps({"run_id": run_id, "gate": result.summary()}))
+    progress.result(json.dumps({"run_id": run_id, "gate": result.summary()}))
     return OK if result.success else FAILED
 
 

@@ -78,6 +78,7 @@ class Reporter:
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.live = None
+        self.results: list[str] = []  # the job's result lines, printed after the progress
         if interactive:
             from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -190,6 +191,18 @@ def running(job: str, quiet: bool, out: TextIO | None = None) -> Iterator[Report
     finally:
         _current = previous
         reporter.close()
+        for line in reporter.results:
+            print(line, flush=True)
+
+
+def result(line: str) -> None:
+    """Print the job's machine-readable result (one JSON line) on stdout, after every progress
+    line: callers read it as stdout's last line, and under spark-submit the Python driver's
+    stderr is merged into its stdout (Spark's PythonRunner), progress lines included."""
+    if _current is not None:
+        _current.results.append(line)
+    else:
+        print(line, flush=True)
 
 
 def phase(name: str) -> None:
