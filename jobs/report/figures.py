@@ -217,14 +217,12 @@ def commits_against_transactions(
     marked = [c for c in commits if _is_marked(c, marks)]
     if marked:
         data.append(
-            {
-                "type": "scatter",
-                "mode": "markers",
-                "name": "the commit the finding proves (evidence)",
-                "x": [c["effective_log_offset"] for c in marked],
-                "y": [c["committed_offset"] for c in marked],
-                "marker": {"size": 14, "color": HIGHLIGHT, "symbol": "x"},
-            }
+            _highlight(
+                "the commit the finding proves (evidence)",
+                [c["effective_log_offset"] for c in marked],
+                [c["committed_offset"] for c in marked],
+                14,
+            )
         )
     return {
         "data": data,
@@ -339,14 +337,12 @@ def sequences(batches: list[dict], focus: dict, producer: object, topic_partitio
     hit = [b for b in batches if b["base_offset"] == focus.get("first_offset")]
     if hit:
         data.append(
-            {
-                "type": "scatter",
-                "mode": "markers",
-                "name": "the finding's batch",
-                "x": [b["base_offset"] for b in hit],
-                "y": [b["base_sequence"] for b in hit],
-                "marker": {"size": 15, "color": HIGHLIGHT, "symbol": "x"},
-            }
+            _highlight(
+                "the finding's batch",
+                [b["base_offset"] for b in hit],
+                [b["base_sequence"] for b in hit],
+                15,
+            )
         )
     return {
         "data": data,
@@ -397,3 +393,15 @@ def lines(title: str, x_title: str, y_title: str, series: dict[str, dict],
     if date_x:
         layout["xaxis"]["type"] = "date"
     return {"data": data, "layout": layout}
+
+
+def _highlight(name: str, xs: list, ys: list, size: int) -> dict:
+    """The points a finding's evidence names, drawn as crosses over a context plot."""
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "name": name,
+        "x": xs,
+        "y": ys,
+        "marker": {"size": size, "color": HIGHLIGHT, "symbol": "x"},
+    }
