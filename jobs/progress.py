@@ -41,10 +41,13 @@ class SparkStatus:
         self.seen: dict[int, tuple[int, int, int]] = {}  # stage -> (done, total, active)
 
     def poll(self) -> tuple[int, int, int, int] | None:
-        """(stages done, stages seen, tasks done, tasks seen), or None without a context."""
-        from pyspark import SparkContext
+        """(stages done, stages seen, tasks done, tasks seen), or None without a context.
 
-        sc = SparkContext._active_spark_context
+        Never imports pyspark: this runs in the reporter's thread while the job's thread may be
+        importing it, and two threads initialising the same package race into "partially
+        initialized module" errors. A context exists only once pyspark is fully imported."""
+        context = getattr(sys.modules.get("pyspark.core.context"), "SparkContext", None)
+        sc = getattr(context, "_active_spark_context", None)
         if sc is None:
             return None
         tracker = sc.statusTracker()

@@ -55,3 +55,20 @@ def test_synth_logs_its_phases(tmp_path, capsys):
     assert main(["synth", "--scenario", "demo", "--out", str(tmp_path / "d")]) == 0
     lines = _lines(capsys.readouterr().err, "synth")
     assert lines[0] == "phase simulating demo" and lines[-1].startswith("done in")
+
+
+def test_the_progress_thread_never_imports_pyspark():
+    """The reporter polls Spark from its own thread while the job's thread imports pyspark;
+    two threads initialising pyspark at once failed a gate under spark-submit with "cannot
+    import name 'SQLContext' from partially initialized module 'pyspark.sql'"."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from jobs.progress import SparkStatus\n"
+        "assert SparkStatus().poll() is None\n"
+        "assert not [m for m in sys.modules if m.startswith('pyspark')], 'pyspark imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
