@@ -164,13 +164,7 @@ def scan_ranges(ranges, opts: ScanOptions, base: str, key: str, task: int, attem
                         reports.append(_partial(r, batch, held_errors, opts, write))
                     continue
                 if table == "segments":
-                    seg = batch.to_pylist()[0]  # one row per file
-                    totals["files"] += 1
-                    totals["size"] += seg["size"]
-                    totals["valid"] += seg["bytes_valid"]
-                    totals["padding"] += seg["bytes_padding"]
-                    totals["corrupt"] += seg["bytes_corrupt"]
-                    totals["errors"] += seg["error_count"]
+                    add_segment(totals, batch.to_pylist()[0])  # one row per file
                 if table in opts.tables and batch.num_rows:
                     write(table, batch)
     except BaseException:
@@ -325,13 +319,18 @@ def accounting(reports: list[dict], split_files: list[dict]) -> dict:
             for k in acct:
                 acct[k] += r[k]
     for row in split_files:
-        acct["files"] += 1
-        acct["size"] += row["size"]
-        acct["valid"] += row["bytes_valid"]
-        acct["padding"] += row["bytes_padding"]
-        acct["corrupt"] += row["bytes_corrupt"]
-        acct["errors"] += row["error_count"]
+        add_segment(acct, row)
     return acct
+
+
+def add_segment(acct: dict, seg: dict) -> None:
+    """Add one file's ``segments`` row to running byte totals."""
+    acct["files"] += 1
+    acct["size"] += seg["size"]
+    acct["valid"] += seg["bytes_valid"]
+    acct["padding"] += seg["bytes_padding"]
+    acct["corrupt"] += seg["bytes_corrupt"]
+    acct["errors"] += seg["error_count"]
 
 
 SCRATCH = "_scratch"  # under a run's output directory: <out>/_scratch/<run key>/<table>/
