@@ -132,7 +132,12 @@ class Reporter:
             name, since = self.current
             self.phases.append((name, time.monotonic() - since))
             if not self.interactive:
-                self._line(f"phase {name} done in {self.phases[-1][1]:.1f} s")
+                # a phase shorter than the period still says what it did (Spark's counts so far)
+                with contextlib.suppress(Exception):
+                    self.counts = self.spark.poll() or self.counts
+                detail = self._detail()
+                self._line(f"phase {name} done in {self.phases[-1][1]:.1f} s" +
+                           (f": {detail}" if detail else ""))  # fmt: skip
             self.current = None
 
     def _detail(self) -> str:

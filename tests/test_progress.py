@@ -29,13 +29,16 @@ def test_decode_logs_phases_stages_and_tasks_when_not_a_terminal(
     lines = _lines(capsys.readouterr().err, "decode")
     # one pass decodes every table (jobs/scan.py): one phase names them all
     assert "phase decoding segments, batches" in lines
-    assert any(re.match(r"phase decoding segments, batches done in [\d.]+ s", t) for t in lines)
-    # periodic lines name the phase, the input's size and Spark's counts
+    counts = r"input [\d.]+ [KMG]?B; stages \d+/\d+, tasks \d+/\d+"
+    # the finished phase's line says what it did, however short the phase was
+    ended = [t for t in lines if t.startswith("phase decoding segments, batches done in")]
+    assert len(ended) == 1 and re.search(r"done in [\d.]+ s: " + counts, ended[0]), lines
+    # periodic lines (one per LOGREPLAY_PROGRESS_SECONDS while a phase runs) carry the same
     periodic = [t for t in lines if not t.startswith(("phase ", "done in"))]
-    assert periodic, lines
-    assert any(
-        re.search(r"input [\d.]+ [KMG]?B; stages \d+/\d+, tasks \d+/\d+", t) for t in periodic
-    )
+    phase_seconds = float(re.search(r"done in ([\d.]+) s", ended[0])[1])
+    if phase_seconds >= 1.5:  # a fast machine may finish the decode before the first period
+        assert any(re.search(counts, t) for t in periodic), lines
+    assert all(t.startswith("decoding segments, batches: input") for t in periodic), periodic
     done = [t for t in lines if t.startswith("done in")]
     assert len(done) == 1 and "starting Spark" in done[0] and "decoding segments" in done[0]
     # tasks done never exceed tasks seen
