@@ -4,7 +4,7 @@ tasks as its status tracker reports them.
 On an interactive terminal a `rich` live display; otherwise (Airflow's logs, a pipe) a plain
 line every ``LOGREPLAY_PROGRESS_SECONDS`` seconds (default 15) and one per finished phase;
 ``--quiet`` turns both off. A job reports through the module functions (:func:`phase`,
-:func:`total_bytes`), which do nothing when no progress is running, so the jobs' code reads
+:func:`total_bytes`, :func:`bytes_decoded`), which do nothing when no progress is running, so the jobs' code reads
 the same under `spark-submit` and in tests. Spark is polled from a daemon thread through
 ``SparkContext.statusTracker()`` (a Spark Connect client has none: phases only).
 """
@@ -76,6 +76,7 @@ class Reporter:
         self.phases: list[tuple[str, float]] = []
         self.current: tuple[str, float] | None = None
         self.bytes: int | None = None
+        self.decoded = None  # () -> bytes the scan's finished tasks decoded (jobs.scan)
         self.spark = SparkStatus()
         self.counts: tuple[int, int, int, int] | None = None
         self.stop = threading.Event()
@@ -112,6 +113,19 @@ class Reporter:
         self.bytes = n
         self._refresh()
 
+    def bytes_decoded(self, count) -> None:
+        self.decoded = count
+        self._refresh()
+
+    def _decoded(self) -> int | None:
+        if self.decoded is None:
+            return None
+        with contextlib.suppress(Exception):
+            done = int(self.decoded())
+            # a retried task adds its bytes again: never more than the input
+            return min(done, self.bytes) if self.bytes is not None else done
+        return None
+
     def close(self) -> None:
         self.stop.set()
         self.thread.join(timeout=5)
@@ -142,7 +156,10 @@ class Reporter:
 
     def _detail(self) -> str:
         parts = []
-        if self.bytes is not None:
+        decoded = self._decoded()
+        if self.bytes is not None and decoded is not None:
+            parts.append(f"decoded {_size(decoded)} of {_size(self.bytes)}")
+        elif self.bytes is not None:
             parts.append(f"input {_size(self.bytes)}")
         if self.counts is not None and self.counts[1]:  # Spark ran stages for this job
             sd, st, td, tt = self.counts
@@ -154,13 +171,15 @@ class Reporter:
             return
         name = self.current[0] if self.current else self.job
         c = self.counts
+        decoded = self._decoded()
+        if decoded is not None and self.bytes:  # the bar follows the bytes while decoding
+            done, total = decoded, self.bytes
+        else:
+            done, total = (c[2] if c else 0), (c[3] if c and c[3] else None)
         self.live.update(
-            self.task,
-            description=f"{self.job}: {name}",
-            detail=self._detail(),
-            completed=c[2] if c else 0,
-            total=c[3] if c and c[3] else None,
-        )
+            self.task, description=f"{self.job}: {name}", detail=self._detail(),
+            completed=done, total=total,
+        )  # fmt: skip
 
     def _line(self, text: str) -> None:
         if self.interactive and self.live is not None and self.live.live.is_started:
@@ -222,3 +241,10 @@ def phase(name: str) -> None:
 def total_bytes(n: int) -> None:
     if _current is not None:
         _current.total_bytes(n)
+
+
+def bytes_decoded(count) -> None:
+    """``count()`` gives the bytes the decoding's finished tasks have read so far (a Spark
+    accumulator's value, see jobs.scan.run_scan); shown against :func:`total_bytes`."""
+    if _current is not None:
+        _current.bytes_decoded(count)

@@ -88,6 +88,7 @@ def run_scan(spark, tasks: list[list[ByteRange]], opts: ScanOptions, base: str, 
     """Decode every task's ranges in Spark tasks, each writing its tables under ``base``; the
     small reports of the tasks (files written, accounting) come back."""
     n = len(tasks)
+    done = _byte_counter(spark)
 
     def scan(batches):  # no hints: Spark infers its UDF type from them
         import pyarrow as pa
@@ -97,12 +98,27 @@ def run_scan(spark, tasks: list[list[ByteRange]], opts: ScanOptions, base: str, 
         for b in batches:
             for i in b.column(0).to_pylist():
                 reports = scan_ranges(tasks[i], opts, base, key, i, attempt, kill)
+                if done is not None:
+                    done.add(sum(r.size for r in tasks[i]))
                 yield pa.RecordBatch.from_arrays(
                     [pa.array([json.dumps(r) for r in reports], pa.string())], names=["report"]
                 )
 
     rows = spark.range(0, n, 1, n).mapInArrow(scan, "report string").collect()
     return [json.loads(r["report"]) for r in rows]
+
+
+def _byte_counter(spark):
+    """An accumulator of the bytes finished tasks decoded, shown by the job's progress; None
+    where the session has no SparkContext (Spark Connect: the progress shows phases only)."""
+    from jobs import progress
+
+    try:
+        counter = spark.sparkContext.accumulator(0)
+    except Exception:  # Spark Connect raises its own "not supported" error for sparkContext
+        return None
+    progress.bytes_decoded(lambda: counter.value)
+    return counter
 
 
 def scan_ranges(ranges, opts: ScanOptions, base: str, key: str, task: int, attempt: int,

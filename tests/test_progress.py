@@ -29,16 +29,20 @@ def test_decode_logs_phases_stages_and_tasks_when_not_a_terminal(
     lines = _lines(capsys.readouterr().err, "decode")
     # one pass decodes every table (jobs/scan.py): one phase names them all
     assert "phase decoding segments, batches" in lines
-    counts = r"input [\d.]+ [KMG]?B; stages \d+/\d+, tasks \d+/\d+"
-    # the finished phase's line says what it did, however short the phase was
+    size = r"[\d.]+ [KMG]?B"
+    counts = rf"(input {size}|decoded {size} of {size}); stages \d+/\d+, tasks \d+/\d+"
+    # the finished phase's line says what it did, however short the phase was: every byte of
+    # the input decoded (the scan tasks' accumulator), Spark's stages and tasks
     ended = [t for t in lines if t.startswith("phase decoding segments, batches done in")]
     assert len(ended) == 1 and re.search(r"done in [\d.]+ s: " + counts, ended[0]), lines
+    decoded = re.search(rf"decoded ({size}) of ({size})", ended[0])
+    assert decoded and decoded[1] == decoded[2], ended[0]
     # periodic lines (one per LOGREPLAY_PROGRESS_SECONDS while a phase runs) carry the same
     periodic = [t for t in lines if not t.startswith(("phase ", "done in"))]
     phase_seconds = float(re.search(r"done in ([\d.]+) s", ended[0])[1])
     if phase_seconds >= 1.5:  # a fast machine may finish the decode before the first period
         assert any(re.search(counts, t) for t in periodic), lines
-    assert all(t.startswith("decoding segments, batches: input") for t in periodic), periodic
+    assert all(re.match(r"decoding segments, batches: (input|decoded) ", t) for t in periodic)
     done = [t for t in lines if t.startswith("done in")]
     assert len(done) == 1 and "starting Spark" in done[0] and "decoding segments" in done[0]
     # tasks done never exceed tasks seen
@@ -75,3 +79,27 @@ def test_the_progress_thread_never_imports_pyspark():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_bytes_decoded_are_shown_against_the_input_and_drive_the_bar():
+    """The scan's accumulator (jobs.scan._byte_counter) counts a retried task's bytes twice:
+    the display never shows more than the input."""
+    import io
+
+    from jobs.progress import Reporter
+
+    decoded = [250_000]
+    plain = Reporter("decode", io.StringIO(), interactive=False, every=3600)
+    plain.total_bytes(1_000_000)
+    plain.bytes_decoded(lambda: decoded[0])
+    assert plain._detail() == "decoded 250.0 KB of 1.0 MB"
+    decoded[0] = 1_400_000
+    assert plain._detail() == "decoded 1.0 MB of 1.0 MB"
+    plain.close()
+
+    live = Reporter("audit", io.StringIO(), interactive=True, every=3600)
+    live.total_bytes(1_000_000)
+    live.bytes_decoded(lambda: 400_000)
+    task = live.live.tasks[0]
+    assert (task.completed, task.total) == (400_000, 1_000_000)
+    live.close()
