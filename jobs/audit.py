@@ -154,7 +154,7 @@ def run(args) -> int:
         from jobs.report import build
 
         progress.phase("report")
-        path, _ = build(out.uri, args.include_payloads, args.cards_per_kind)
+        path, _ = build(spark, out.uri, args.include_payloads, args.cards_per_kind)
         print(f"report: {path}", file=sys.stderr)
     if verdict is not None:
         print(verdict.verdict(), file=sys.stderr)

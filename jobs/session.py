@@ -46,8 +46,9 @@ def is_local(master: str) -> bool:
     return master == "local" or master.startswith(("local[", "local-cluster["))
 
 
-def add_job_arguments(p, conf: bool = True) -> None:
-    """The arguments every Spark job takes, the same under `logreplay` and `spark-submit`."""
+def add_job_arguments(p, conf: bool = True, run: bool = True) -> None:
+    """The arguments every Spark job takes, the same under `logreplay` and `spark-submit`
+    (``run``: the run's id and logical date, for jobs that commit a run)."""
     if conf:
         p.add_argument("--conf", default=None, help="YAML file laid over conf/default.yaml")
         p.add_argument(
@@ -58,6 +59,8 @@ def add_job_arguments(p, conf: bool = True) -> None:
             help="override one key, e.g. --set audit.clock_tolerance_ms=500 (repeatable)",
         )
     p.add_argument("--master", default=None, help="Spark master (default: local mode)")
+    if not run:
+        return
     p.add_argument(
         "--run-id", default=None, help="the run's id, e.g. Airflow's {{ run_id }}: a rerun replaces"
     )

@@ -158,10 +158,10 @@ def _inflate(out, target, n: int) -> None:
     (target / "summary.json").write_text(json.dumps(summary))
 
 
-def test_a_report_of_100000_findings_is_small_and_fast(reports, artifacts, tmp_path):
+def test_a_report_of_100000_findings_is_small_and_fast(spark, reports, artifacts, tmp_path):
     big = tmp_path / "big"
     _inflate(reports("all"), big, 100_000)
-    path, facts = build(str(big))
+    path, facts = build(spark, str(big))
     report = big / "report" / "index.html"
     assert path.endswith("report/index.html") and report.is_file()
     assert facts["findings"] == 100_000

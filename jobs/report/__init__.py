@@ -4,9 +4,9 @@
 (grouped by kind, worst first, capped per kind) with its evidence, the `logreplay dump`
 command showing its raw batches and a plot of its context. The page carries its styles,
 plotly.js and its data inside, so it opens without network (where dumps usually are).
-It is built from the committed tables of the run (:mod:`jobs.output`), by pyarrow scans that
-project and filter at the read: only aggregates and windows around the shown findings reach
-the process that writes the page.
+It is built from the committed tables of the run (:mod:`jobs.output`) by Spark: aggregates,
+the findings shown and the windows around them are computed in the executors (a handful of
+jobs whatever the number of cards), and only those reach the driver that writes the page.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 import time
 
 from jobs.report import context, overview, page, selection
-from jobs.report.source import AuditOutput
+from jobs.report.source import AuditOutput, rows
 
 CARDS_PER_KIND = 20  # finding cards per kind; the rest are counted
 PLOTS_PER_KIND = 3  # cards per kind that carry a context plot
@@ -24,8 +24,13 @@ REPORT = "report/index.html"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from jobs.progress import add_quiet
+    from jobs.session import add_job_arguments
+
     p.add_argument("dir", metavar="DIR", help="an audit's output directory (path or URI)")
     add_options(p)
+    add_job_arguments(p, run=False)
+    add_quiet(p)
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
@@ -41,6 +46,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
 
 def build(
+    spark,
     uri: str,
     include_payloads: bool = False,
     cards_per_kind: int = CARDS_PER_KIND,
@@ -48,7 +54,7 @@ def build(
 ) -> tuple[str, dict]:
     """Write the report of the audit output at ``uri``; its path and a few facts about it."""
     started = time.monotonic()
-    src = AuditOutput(uri)
+    src = AuditOutput(uri, spark)
     summary = src.summary
     roots = list(summary.get("inputs") or [])
     counts = selection.counts_by_kind(src)
@@ -59,27 +65,26 @@ def build(
     for fig in overview.plots(src):
         doc.add(f"<div class='panel'>{doc.figure(fig)}</div>")
     doc.add("</div>")
-    segment_of = _segment_finder(src)
-    cards = plotted = 0
     chosen = selection.shown(src, cards_per_kind)
+    cards = [(kind, i, f) for kind in order for i, f in enumerate(chosen.get(kind, []))]
+    evidence = {n: selection.evidence(f, include_payloads) for n, (_k, _i, f) in enumerate(cards)}
+    plots = _contexts(src, cards, evidence, roots, plots_per_kind)
+    segment_of = _segment_finder(src, [f for _k, _i, f in cards])
+    n = 0
     for kind in order:
         rows = chosen.get(kind, [])
         doc.add(page.kind_heading(kind, counts[kind], len(rows)))
-        fam = selection.family(kind)
-        if fam == "commits":
+        if selection.family(kind) == "commits":
             doc.add(
                 "<div class='note'>Offset commit records name no member: a commit is "
                 "attributed to the members the group's assignment (group metadata) gave the "
                 "partition to in the generation it landed in.</div>"
             )
-        for i, f in enumerate(rows):
-            ev = selection.evidence(f, include_payloads)
-            fig = _context(src, fam, f, ev, roots) if i < plots_per_kind else None
-            plotted += fig is not None
-            doc.add(
-                page.card(f, ev, selection.dump_command(f, ev, roots, segment_of), doc.figure(fig))
-            )
-            cards += 1
+        for f in rows:
+            ev = evidence[n]
+            command = selection.dump_command(f, ev, roots, segment_of)
+            doc.add(page.card(f, ev, command, doc.figure(plots.get(n))))
+            n += 1
         doc.add("</section>")
     doc.add(
         "<p class='note'>Made by logreplay from the committed tables of run "
@@ -91,62 +96,103 @@ def build(
     facts = {
         "path": src.out.child(REPORT),
         "bytes": len(data),
-        "cards": cards,
+        "cards": n,
         "figures": len(doc.figures),
-        "context_plots": plotted,
+        "context_plots": len(plots),
         "findings": sum(sum(v.values()) for v in counts.values()),
         "seconds": round(time.monotonic() - started, 2),
     }
     return facts["path"], facts
 
 
-def _context(src: AuditOutput, fam: str | None, f: dict, ev: dict, roots: list[str]):
-    if fam == "transactions":
-        return context.transaction_context(src, f)
-    if fam == "reads":
-        return context.read_context(src, f, ev)
-    if fam == "commits":
-        return context.commit_context(src, f, ev)
-    if fam == "sequences":
-        return context.sequence_context(f, ev, roots)
-    return None
+def _contexts(src: AuditOutput, cards: list, evidence: dict, roots: list[str],
+              plots_per_kind: int) -> dict:  # fmt: skip
+    """card number -> its context plot, for the first ``plots_per_kind`` cards of each kind;
+    every family's cards answered together (:mod:`jobs.report.context`)."""
+    families: dict[str, dict[int, dict]] = {}
+    for n, (kind, i, f) in enumerate(cards):
+        fam = selection.family(kind)
+        if fam is not None and i < plots_per_kind:
+            families.setdefault(fam, {})[n] = f
+    plots: dict = {}
+    if "transactions" in families:
+        plots |= context.transaction_contexts(src, families["transactions"])
+    if "reads" in families:
+        plots |= context.read_contexts(src, families["reads"], evidence)
+    if "commits" in families:
+        plots |= context.commit_contexts(src, families["commits"], evidence)
+    if "sequences" in families:
+        plots |= context.sequence_contexts(src, families["sequences"], evidence, roots)
+    return plots
 
 
-def _segment_finder(src: AuditOutput):
-    """(topic, partition, offset) -> the log segment file holding that offset, from the
-    decoding's accounting of files (the replayed replica's broker first)."""
-    import pyarrow.compute as pc
+def _segment_finder(src: AuditOutput, shown: list[dict]):
+    """(topic, partition, offset) -> the log segment file holding that offset, for the
+    findings shown, from the decoding's accounting of files: the replayed replica's broker
+    first, the segment with the greatest base offset not above the offset; without one, the
+    earliest segment. One Spark job for every card."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
 
-    cache: dict[tuple, list[dict]] = {}
+    wanted = sorted(
+        {(f["topic"], f["partition"], f.get("first_offset")) for f in shown
+         if f.get("topic") is not None and f.get("partition") is not None},
+        key=lambda k: (k[0], k[1], k[2] is not None, k[2] or 0),
+    )  # fmt: skip
+    segs, parts = src.frame("segments"), src.frame("partitions", ["topic", "partition", "broker"])
+    found: dict[tuple, str] = {}
+    if wanted and segs is not None:
+        keys = F.broadcast(src.spark.createDataFrame(
+            [(n, t, p, o) for n, (t, p, o) in enumerate(wanted)],
+            "card int, topic string, partition int, centre bigint"))  # fmt: skip
+        logs = segs.where(F.col("kind") == "log").select("topic", "partition", "broker", "file",
+                                                         "base_offset")  # fmt: skip
+        if parts is not None:
+            replayed = parts.select("topic", "partition", "broker", F.lit(1).alias("replayed"))
+            logs = logs.join(replayed, ["topic", "partition", "broker"], "left")
+        else:
+            logs = logs.withColumn("replayed", F.lit(None))
+        c = logs.join(keys, ["topic", "partition"])
+        pref = F.coalesce(F.col("replayed"), F.lit(0))
+        base = F.coalesce(F.col("base_offset"), F.lit(0))
+        fits = F.col("centre").isNull() | (base <= F.col("centre"))
+        best = Window.partitionBy("card").orderBy(
+            fits.desc(), F.when(fits, pref).otherwise(-pref).desc(),
+            F.when(fits, base).otherwise(-base).desc(), F.col("file"),
+        )  # fmt: skip
+        picked = c.select("card", "file", F.row_number().over(best).alias("_n")).where("_n = 1")
+        found = {wanted[r["card"]]: r["file"] for r in rows(picked)}
 
     def find(topic: str, partition: int, offset: int | None) -> str | None:
-        key = (topic, partition)
-        if key not in cache:
-            where = (
-                (pc.field("topic") == topic)
-                & (pc.field("partition") == partition)
-                & (pc.field("kind") == "log")
-            )
-            brokers = {r["broker"] for r in src.rows("partitions", ["broker"],
-                       (pc.field("topic") == topic) & (pc.field("partition") == partition))}  # fmt: skip
-            segs = src.rows("segments", ["broker", "file", "base_offset"], where)
-            segs.sort(key=lambda s: (s["broker"] not in brokers, -(s["base_offset"] or 0)))
-            cache[key] = segs
-        for s in cache[key]:
-            if offset is None or (s["base_offset"] or 0) <= offset:
-                return s["file"]
-        return cache[key][-1]["file"] if cache[key] else None
+        return found.get((topic, partition, offset))
 
     return find
 
 
 def run(args) -> int:
-    _, facts = build(args.dir, args.include_payloads, args.cards_per_kind)
+    """`logreplay report DIR`: the report of a committed audit, computed by a Spark session
+    (local mode unless ``--master`` or spark-submit says otherwise)."""
+    from jobs import progress
+    from jobs.exits import USAGE
+    from jobs.output import SUMMARY, OutputDir, forward_env, prepare_storage
+    from jobs.session import job_conf, spark_session
+
+    conf = job_conf(args)
+    env = prepare_storage(conf)
+    if OutputDir(args.dir).read_json(SUMMARY)[0] is None:
+        print(f"logreplay report: {args.dir} holds no {SUMMARY}: give the --out directory of "
+              "`logreplay audit`", file=sys.stderr)  # fmt: skip
+        return USAGE
+    progress.phase("starting Spark")
+    spark = spark_session(args.master, "logreplay-report", conf)
+    forward_env(spark, env)
+    progress.phase("report")
+    _, facts = build(spark, args.dir, args.include_payloads, args.cards_per_kind)
     print(
         f"report: {facts['path']} ({facts['bytes'] / 1e6:.1f} MB, {facts['cards']} finding "
         f"cards of {facts['findings']} findings, {facts['figures']} plots, "
         f"{facts['seconds']} s)",
         file=sys.stderr,
     )
-    print(facts["path"])
+    progress.result(facts["path"])
     return 0

@@ -1,73 +1,89 @@
-"""The report's header and overview plots: aggregates of the audit's tables, computed by
-pyarrow group-bys over the columns they need (a few hundred rows at most reach the page)."""
+"""The report's header and overview plots: aggregates of the audit's tables computed by Spark
+(group-bys and top-N in the executors); a few hundred rows at most reach the page."""
 
 from __future__ import annotations
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from jobs.report import figures
-from jobs.report.source import AuditOutput, as_millis
+from jobs.report.source import AuditOutput, millis, rows
 
 TOP = 40  # bars at most in a per-partition or per-group plot
 
 
-def _sum_by(t: pa.Table, keys: list[str], col: str, agg: str = "sum") -> list[dict]:
-    if t.num_rows == 0:
-        return []
-    return t.group_by(keys).aggregate([(col, agg)]).to_pylist()
+def _one(df) -> dict:
+    """The single row of an aggregate (an empty dict without the table)."""
+    got = rows(df) if df is not None else []
+    return got[0] if got else {}
 
 
 def inputs(src: AuditOutput) -> dict:
     """Brokers, topics, partitions, bytes, records and time span of the audited dump."""
-    seg = src.read("segments", ["broker", "topic", "partition", "kind", "size", "bytes_valid",
-                                "bytes_padding", "bytes_corrupt", "records"])  # fmt: skip
-    parts = as_millis(src.read("partitions", ["topic", "partition", "data_records",
-                                              "last_timestamp"]))  # fmt: skip
+    from pyspark.sql import functions as F
+
+    def total(c: str):
+        return F.coalesce(F.sum(c), F.lit(0)).cast("long").alias(c)
+
+    seg = src.frame("segments")
+    s = _one(
+        seg
+        and seg.agg(
+            F.countDistinct("broker").alias("brokers"), F.count(F.lit(1)).alias("files"),
+            total("size"), total("bytes_valid"), total("bytes_padding"), total("bytes_corrupt"),
+            F.coalesce(F.sum(F.when(F.col("kind") == "log", F.col("size"))), F.lit(0))
+            .cast("long").alias("log_bytes"),
+        )
+    )  # fmt: skip
+    parts = src.frame("partitions")
+    p = _one(
+        parts
+        and millis(parts, "last_timestamp").agg(
+            F.countDistinct("topic").alias("topics"), F.count(F.lit(1)).alias("partitions"),
+            total("data_records"), F.max("last_timestamp").alias("last_timestamp"),
+        )
+    )  # fmt: skip
     starts = []
     for table, col in (("transactions", "first_timestamp"), ("lso_changes", "timestamp"),
                        ("group_generations", "timestamp")):  # fmt: skip
-        t = as_millis(src.read(table, [col]))
-        if t.num_rows and col in t.column_names:
-            starts.append(pc.min(t.column(col)).as_py())
-    ends = parts.column("last_timestamp") if "last_timestamp" in parts.column_names else None
-    logs = seg.filter(pc.field("kind") == "log") if seg.num_rows else seg
-
-    def total(t: pa.Table, col: str) -> int:
-        return int(pc.sum(t.column(col)).as_py() or 0) if t.num_rows else 0
-
-    errors = src.read("errors", ["kind"])
+        df = src.frame(table)
+        if df is not None and col in df.columns:
+            starts.append(_one(millis(df, col).agg(F.min(col).alias("t"))).get("t"))
+    errors = src.frame("errors")
+    by_kind = rows(errors.groupBy("kind").count()) if errors is not None else []
     return {
-        "brokers": len(pc.unique(seg.column("broker"))) if seg.num_rows else 0,
-        "topics": len(pc.unique(parts.column("topic"))) if parts.num_rows else 0,
-        "partitions": parts.num_rows,
-        "files": seg.num_rows,
-        "bytes": total(seg, "size"),
-        "log_bytes": total(logs, "size"),
-        "records": total(parts, "data_records"),
-        "first_timestamp": min((s for s in starts if s is not None), default=None),
-        "last_timestamp": pc.max(ends).as_py() if ends is not None and len(ends) else None,
-        "bytes_valid": total(seg, "bytes_valid"),
-        "bytes_padding": total(seg, "bytes_padding"),
-        "bytes_corrupt": total(seg, "bytes_corrupt"),
-        "errors": {r["kind"]: r["count_all"] for r in _count(errors, ["kind"])},
+        "brokers": s.get("brokers", 0),
+        "topics": p.get("topics", 0),
+        "partitions": p.get("partitions", 0),
+        "files": s.get("files", 0),
+        "bytes": s.get("size", 0),
+        "log_bytes": s.get("log_bytes", 0),
+        "records": p.get("data_records", 0),
+        "first_timestamp": min((t for t in starts if t is not None), default=None),
+        "last_timestamp": p.get("last_timestamp"),
+        "bytes_valid": s.get("bytes_valid", 0),
+        "bytes_padding": s.get("bytes_padding", 0),
+        "bytes_corrupt": s.get("bytes_corrupt", 0),
+        "errors": {r["kind"]: r["count"] for r in by_kind},
     }
 
 
-def _count(t: pa.Table, keys: list[str]) -> list[dict]:
-    if t.num_rows == 0:
-        return []
-    return t.group_by(keys).aggregate([([], "count_all")]).to_pylist()
-
-
 def plots(src: AuditOutput) -> list[figures.Figure]:
+    from pyspark.sql import functions as F
+
     out = []
     # bytes and records per topic
-    seg = src.read("segments", ["topic", "kind", "size"])
-    seg = seg.filter(pc.field("kind") == "log") if seg.num_rows else seg
-    size = {r["topic"]: r["size_sum"] for r in _sum_by(seg, ["topic"], "size") if r["topic"]}
-    parts = src.read("partitions", ["topic", "data_records"])
-    recs = {r["topic"]: r["data_records_sum"] for r in _sum_by(parts, ["topic"], "data_records")}
+    seg = src.frame("segments", ["topic", "kind", "size"])
+    size = {}
+    if seg is not None:
+        per = (seg.where((F.col("kind") == "log") & F.col("topic").isNotNull())
+               .groupBy("topic").agg(F.sum("size").alias("size"))
+               .orderBy(F.desc("size"), "topic").limit(TOP))  # fmt: skip
+        size = {r["topic"]: r["size"] for r in rows(per)}
+    parts = src.frame("partitions", ["topic", "data_records"])
+    recs = {}
+    if parts is not None:
+        per = parts.groupBy("topic").agg(F.sum("data_records").alias("n"))
+        per = per.where(F.col("topic").isin(list(size))) if size else per.orderBy(
+            F.desc("n"), "topic").limit(TOP)  # fmt: skip
+        recs = {r["topic"]: r["n"] for r in rows(per)}
     topics = sorted(set(size) | set(recs), key=lambda t: -(size.get(t) or 0))[:TOP]
     if topics:
         fig = figures.bars(
@@ -95,23 +111,26 @@ def plots(src: AuditOutput) -> list[figures.Figure]:
         fig["layout"]["margin"]["r"] = 70
         out.append(fig)
     # transactions per outcome over time
-    tx = as_millis(src.read("transactions", ["outcome", "first_timestamp"]))
-    tx = tx.filter(pc.is_valid(tx.column("first_timestamp"))) if tx.num_rows else tx
-    if tx.num_rows:
-        lo = pc.min(tx.column("first_timestamp")).as_py()
-        hi = pc.max(tx.column("first_timestamp")).as_py()
+    tx = src.frame("transactions", ["outcome", "first_timestamp"])
+    span = {}
+    if tx is not None:
+        tx = millis(tx).where(F.col("first_timestamp").isNotNull())
+        span = _one(tx.agg(F.min("first_timestamp").alias("lo"),
+                           F.max("first_timestamp").alias("hi")))  # fmt: skip
+    if span.get("lo") is not None:
+        lo, hi = span["lo"], span["hi"]
         # coarse buckets (>= 1 s, about 60 over the span): each partition's leader clock only
         # places a transaction in its bucket, no order between partitions is claimed
         width = max(1000, (hi - lo) // 60 + 1)
-        bucket = pc.multiply(pc.divide(tx.column("first_timestamp"), width), width)
-        counted = _count(tx.append_column("bucket", bucket), ["bucket", "outcome"])
+        bucket = (F.floor(F.col("first_timestamp") / width) * width).cast("long")
+        counted = rows(tx.groupBy(bucket.alias("bucket"), "outcome").count())
         series = {}
         for outcome, colour in figures.OUTCOME_COLOURS.items():
-            rows = sorted((r for r in counted if r["outcome"] == outcome),
+            mine = sorted((r for r in counted if r["outcome"] == outcome),
                           key=lambda r: r["bucket"])  # fmt: skip
-            if rows:
-                series[outcome.lower()] = {"x": [r["bucket"] for r in rows],
-                                           "y": [r["count_all"] for r in rows], "color": colour}  # fmt: skip
+            if mine:
+                series[outcome.lower()] = {"x": [r["bucket"] for r in mine],
+                                           "y": [r["count"] for r in mine], "color": colour}  # fmt: skip
         out.append(
             figures.bars(
                 f"transactions per outcome ({width // 1000} s buckets of their first batch)",
@@ -123,15 +142,18 @@ def plots(src: AuditOutput) -> list[figures.Figure]:
             )
         )
     # consumer-group rebalances: each group's generations on its own log's time
-    gens = as_millis(src.read("group_generations", ["group_id", "generation", "timestamp"]))
-    if gens.num_rows:
-        per = _count(gens, ["group_id"])
-        busiest = [r["group_id"] for r in sorted(per, key=lambda r: -r["count_all"])[:12]]
+    gens = src.frame("group_generations", ["group_id", "generation", "timestamp"])
+    busiest = []
+    if gens is not None:
+        per = gens.groupBy("group_id").count().orderBy(F.desc("count"), "group_id").limit(12)
+        busiest = [r["group_id"] for r in rows(per)]
+    if busiest:
+        got = rows(gens.where(F.col("group_id").isin(busiest)))
         series = {}
         for g in sorted(busiest):
-            rows = sorted(gens.filter(pc.field("group_id") == g).to_pylist(),
+            mine = sorted((r for r in got if r["group_id"] == g),
                           key=lambda r: (r["timestamp"] or 0))  # fmt: skip
-            series[g] = {"x": [r["timestamp"] for r in rows], "y": [r["generation"] for r in rows]}
+            series[g] = {"x": [r["timestamp"] for r in mine], "y": [r["generation"] for r in mine]}
         out.append(
             figures.lines(
                 "consumer-group generations (rebalances)",
@@ -142,10 +164,12 @@ def plots(src: AuditOutput) -> list[figures.Figure]:
             )
         )
     # producers per partition
-    ps = src.read("producer_states", ["topic", "partition", "producer_id"])
-    if ps.num_rows:
-        per = sorted(_count(ps, ["topic", "partition"]),
-                     key=lambda r: (-r["count_all"], r["topic"], r["partition"]))[:TOP]  # fmt: skip
+    ps = src.frame("producer_states", ["topic", "partition", "producer_id"])
+    per = []
+    if ps is not None:
+        per = rows(ps.groupBy("topic", "partition").agg(F.count(F.lit(1)).alias("count"))
+                   .orderBy(F.desc("count"), "topic", "partition").limit(TOP))  # fmt: skip
+    if per:
         out.append(
             figures.bars(
                 f"producers per partition (top {len(per)})",
@@ -154,7 +178,7 @@ def plots(src: AuditOutput) -> list[figures.Figure]:
                 {
                     "producers": {
                         "x": [f"{r['topic']}-{r['partition']}" for r in per],
-                        "y": [r["count_all"] for r in per],
+                        "y": [r["count"] for r in per],
                     }
                 },  # fmt: skip
             )

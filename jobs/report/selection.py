@@ -13,10 +13,7 @@ import os
 import shlex
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from jobs.report.source import AuditOutput
+from jobs.report.source import AuditOutput, rows
 from replay.findings import KINDS, SEVERITIES
 
 PAYLOAD_KEYS = {"key", "value", "keys", "values", "headers", "header_values", "payload"}
@@ -60,45 +57,33 @@ def kinds_worst_first(counts: dict[str, dict[str, int]]) -> list[str]:
 
 
 def counts_by_kind(source: AuditOutput) -> dict[str, dict[str, int]]:
-    """Findings per kind and severity, aggregated over the table (two short columns read)."""
-    t = source.read("findings", ["kind", "severity"])
-    if t.num_rows == 0:
-        return {}
-    g = t.group_by(["kind", "severity"]).aggregate([([], "count_all")])
+    """Findings per kind and severity, aggregated by Spark over the table."""
+    df = source.frame("findings", ["kind", "severity"])
     out: dict[str, dict[str, int]] = {}
-    for r in g.to_pylist():
-        out.setdefault(r["kind"], {})[r["severity"]] = r["count_all"]
+    for r in rows(df.groupBy("kind", "severity").count()) if df is not None else []:
+        out.setdefault(r["kind"], {})[r["severity"]] = r["count"]
     return out
 
 
 def shown(source: AuditOutput, cap: int) -> dict[str, list[dict]]:
     """The first ``cap`` findings of each kind: worst severity first, then by place in the
-    log. The order is found on six short columns; only the rows shown are read whole."""
-    keys = ["kind", "severity", "topic", "partition", "first_offset", "group_id"]
-    d = source.dataset("findings")
-    if d is None:
+    log (a window per kind, ranked by Spark); only the rows shown reach the driver."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    df = source.frame("findings", COLUMNS)
+    if df is None:
         return {}
-    t = d.to_table(columns=keys)
-    if t.num_rows == 0:
-        return {}
-    sev = pc.index_in(t.column("severity"), value_set=pa.array(SEVERITIES[::-1]))
-    t = t.append_column("_sev", sev).append_column("_row", pa.array(range(t.num_rows), pa.int64()))
-    order = [("kind", "ascending"), ("_sev", "ascending"), ("topic", "ascending"),
-             ("partition", "ascending"), ("first_offset", "ascending"),
-             ("group_id", "ascending")]  # fmt: skip
-    t = t.take(pc.sort_indices(t, sort_keys=order))
-    kinds = t.column("kind").to_pylist()
-    rows = t.column("_row").to_pylist()
-    picked: dict[str, list[int]] = {}
-    for kind, row in zip(kinds, rows, strict=True):
-        chosen = picked.setdefault(kind, [])
-        if len(chosen) < cap:
-            chosen.append(row)
-    wanted = sorted(r for chosen in picked.values() for r in chosen)
-    have = [c for c in COLUMNS if c in d.schema.names]
-    full = dict(zip(wanted, d.take(pa.array(wanted, pa.int64()), columns=have).to_pylist(),
-                    strict=True))  # fmt: skip
-    return {kind: [full[r] for r in chosen] for kind, chosen in picked.items()}
+    worst_first = F.array_position(
+        F.array(*[F.lit(s) for s in SEVERITIES[::-1]]), F.col("severity")
+    )
+    order = [worst_first] + [F.col(c).asc_nulls_last() for c in
+                             ("topic", "partition", "first_offset", "group_id", "message", "evidence")]  # fmt: skip
+    ranked = df.withColumn("_n", F.row_number().over(Window.partitionBy("kind").orderBy(*order)))
+    picked: dict[str, list[dict]] = {}
+    for r in sorted(rows(ranked.where(F.col("_n") <= cap)), key=lambda r: r["_n"]):
+        picked.setdefault(r["kind"], []).append({k: v for k, v in r.items() if k != "_n"})
+    return picked
 
 
 def redact(value: Any, include_payloads: bool, key: str | None = None) -> Any:

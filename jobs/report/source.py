@@ -1,85 +1,67 @@
-"""The committed tables of an audit's output directory, read with pyarrow column by column.
+"""The committed tables of an audit's output directory, as Spark DataFrames.
 
 A report reads only the files the run's ``summary.json`` lists (:mod:`jobs.output`: what a
-killed or concurrent run left is invisible), only the columns a plot needs, and filters rows
-before they are materialised; what reaches the report is aggregates and windows around the
-findings shown, never a whole data table.
+killed or concurrent run left is invisible). Every aggregate and every window around a finding
+is computed by Spark (in the executors, over the whole table); what reaches the driver is the
+aggregates and windows the page plots, a few hundred rows per plot, never a whole data table.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
-from jobs.output import SUMMARY, OutputDir
+from jobs.output import SUMMARY, OutputDir, read_table
 
 
 class AuditOutput:
-    """One committed audit run: its summary and lazily opened datasets of its tables."""
+    """One committed audit run: its summary and, lazily, its tables as DataFrames."""
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, spark) -> None:
         self.out = OutputDir(uri)
         summary, _ = self.out.read_json(SUMMARY)
         if summary is None:
             raise FileNotFoundError(f"{uri}: no {SUMMARY}; run `logreplay audit --out` first")
         self.summary: dict = summary
-        self._sets: dict[str, ds.Dataset | None] = {}
+        self.spark = spark
+        self._frames: dict = {}
 
     @property
     def uri(self) -> str:
         return self.out.uri
 
-    def dataset(self, name: str) -> ds.Dataset | None:
-        """The table's committed files as one dataset (hive partition column restored)."""
-        if name not in self._sets:
+    def frame(self, name: str, columns: list[str] | None = None):
+        """The table's committed files as a DataFrame (``columns`` it has, in that order);
+        None when the run has no such table."""
+        if name not in self._frames:
             entry = (self.summary.get("tables") or {}).get(name)
-            if not entry or not entry["files"]:
-                self._sets[name] = None
-            else:
-                paths = [self.out.path(f["path"]) for f in entry["files"]]
-                part = entry.get("partition_by")
-                partitioning = (
-                    ds.partitioning(pa.schema([(part, pa.string())]), flavor="hive")
-                    if part
-                    else None
-                )
-                self._sets[name] = ds.dataset(
-                    paths,
-                    filesystem=self.out.fs,
-                    format="parquet",
-                    partitioning=partitioning,
-                    partition_base_dir=self.out.path(name) if part else None,
-                )
-        return self._sets[name]
-
-    def read(self, name: str, columns: list[str], where: pc.Expression | None = None) -> pa.Table:
-        """Selected columns and rows of a table; an empty table when the run has none."""
-        d = self.dataset(name)
-        if d is None:
-            return pa.table({c: pa.array([], pa.null()) for c in columns})
-        have = [c for c in columns if c in d.schema.names]
-        return d.to_table(columns=have, filter=where)
-
-    def rows(self, name: str, columns: list[str], where: pc.Expression | None = None) -> list[dict]:
-        return self.read(name, columns, where).to_pylist()
+            ok = entry and entry.get("files")
+            self._frames[name] = read_table(self.spark, self.out, name, entry) if ok else None
+        df = self._frames[name]
+        if df is None or columns is None:
+            return df
+        return df.select(*[c for c in columns if c in df.columns])
 
 
-def field(name: str) -> pc.Expression:
-    return pc.field(name)
+def millis(df, *names: str):
+    """``df`` with its timestamp columns (``names``, else every one) as int64 epoch
+    milliseconds: plots take epoch numbers, and Python's datetime cannot hold every timestamp
+    a broker wrote."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampType
+
+    stamps = {
+        f.name
+        for f in df.schema.fields
+        if isinstance(f.dataType, TimestampType) and (not names or f.name in names)
+    }
+    return df.select(*[F.unix_millis(F.col(c)).alias(c) if c in stamps else F.col(c)
+                       for c in df.columns])  # fmt: skip
 
 
-def as_millis(table: pa.Table) -> pa.Table:
-    """Timestamp columns as int64 milliseconds: plots take epoch numbers, and Python's datetime
-    cannot hold every timestamp a broker wrote."""
-    cols = [
-        c.cast(pa.timestamp("ms", tz=c.type.tz), safe=False).cast(pa.int64())
-        if pa.types.is_timestamp(c.type)
-        else c
-        for c in table.columns
-    ]
-    return pa.table(cols, names=table.column_names)
-
-
-def millis_rows(table: pa.Table) -> list[dict]:
-    return as_millis(table).to_pylist()
+def rows(df) -> list[dict]:
+    """The (small: aggregated or windowed) result of ``df`` on the driver, timestamps as epoch
+    milliseconds."""
+    if df is None:
+        return []
+    table: pa.Table = millis(df).toArrow()
+    return table.to_pylist()
