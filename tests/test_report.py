@@ -119,6 +119,20 @@ def test_the_demo_report_renders_offline(reports, artifacts):
         assert main(["dump", args[2], "--limit", "1"]) == 0
 
 
+def test_logreplay_report_writes_the_report_of_an_audit_output(reports, capsys, tmp_path):
+    """The command as the README shows it, on an audit's output: the same page again (the
+    cards and plots Spark chose are deterministic); a directory without an audit is a usage
+    error."""
+    out = reports("demo")
+    page = out / "report" / "index.html"
+    before = page.read_text()
+    page.unlink()
+    assert main(["report", str(out), "--quiet"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == str(page)
+    assert page.read_text() == before
+    assert main(["report", str(tmp_path), "--quiet"]) == 2
+
+
 def test_the_report_of_every_finding_kind_renders_offline(reports, artifacts):
     out = reports("all")
     kinds = _per_kind(out)

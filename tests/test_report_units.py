@@ -1,4 +1,5 @@
-"""The report's Spark-free parts: payload redaction, the order of kinds, the dump command."""
+"""The report's parts that need no dump: payload redaction, the order of kinds, the dump
+command, and the windows Spark keeps around a finding (the one test here that uses Spark)."""
 
 from __future__ import annotations
 
@@ -39,3 +40,32 @@ def test_the_dump_command_names_the_segment_of_the_finding():
     found = dump_command(row, {}, ["/dump"], lambda t, p, o: f"b/{t}-{p}/{o:020d}.log")
     assert found == "logreplay dump /dump/b/t-0/00000000000000000050.log --deep"
     assert dump_command({"topic": None}, {}, ["/dump"], None) is None
+
+
+def _near(rows: list[int], centre: int | None, window: int) -> list[int]:
+    """The window the report keeps around a finding, written out in Python."""
+    if centre is None:
+        return rows[: 2 * window]
+    if len(rows) <= 2 * window:
+        return rows
+    at = next((i for i, r in enumerate(rows) if r >= centre), len(rows))
+    lo = max(0, at - window)
+    return rows[lo : lo + 2 * window]
+
+
+def test_context_windows_keep_the_rows_around_each_card(spark):
+    """Spark's windows (jobs.report.context._windows) keep, per card, what the report means
+    to plot: every row of a short history, else 2 * WINDOW rows around the centre (fewer at
+    the end), the first ones without a centre, the last ones when asked."""
+    from jobs.report.context import WINDOW, _windows
+
+    sizes = {1: 1000, 2: 100, 3: 1000, 4: 1000, 5: 1000}
+    centres = {1: 500, 2: 50, 3: None, 4: 990, 5: 3}
+    data = [(n, c, centres[c]) for c, size in sizes.items() for n in range(size)]
+    df = spark.createDataFrame(data, "offset bigint, _card int, _centre bigint")
+    got = _windows(df, "offset")
+    for card, size in sizes.items():
+        want = _near(list(range(size)), centres[card], WINDOW)
+        assert [r["offset"] for r in got[card]] == want, card
+    last = _windows(df.where("_card = 1"), "offset", last=True)
+    assert [r["offset"] for r in last[1]] == list(range(1000 - 2 * WINDOW, 1000))

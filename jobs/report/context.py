@@ -102,7 +102,9 @@ def _windows(joined, order: str, last: bool = False) -> dict[int, list[dict]]:
         .otherwise(F.greatest(F.lit(0), below.over(per) - WINDOW))
     )  # fmt: skip
     kept = joined.select("*", idx.alias("__idx"), lo.alias("__from"))
-    kept = kept.where((F.col("__idx") >= F.col("__from")) & (F.col("__idx") < F.col("__from") + 2 * WINDOW))
+    kept = kept.where(
+        (F.col("__idx") >= F.col("__from")) & (F.col("__idx") < F.col("__from") + 2 * WINDOW)
+    )
     return _by_card(rows(kept.drop("__idx", "__from")), order)
 
 

@@ -40,12 +40,21 @@ def inputs(src: AuditOutput) -> dict:
             total("data_records"), F.max("last_timestamp").alias("last_timestamp"),
         )
     )  # fmt: skip
+    firsts = [
+        millis(df, col).select(F.min(col).alias("t"))
+        for table, col in (
+            ("transactions", "first_timestamp"),
+            ("lso_changes", "timestamp"),
+            ("group_generations", "timestamp"),
+        )  # fmt: skip
+        if (df := src.frame(table)) is not None and col in df.columns
+    ]
     starts = []
-    for table, col in (("transactions", "first_timestamp"), ("lso_changes", "timestamp"),
-                       ("group_generations", "timestamp")):  # fmt: skip
-        df = src.frame(table)
-        if df is not None and col in df.columns:
-            starts.append(_one(millis(df, col).agg(F.min(col).alias("t"))).get("t"))
+    if firsts:  # one job for the three logs' first timestamps
+        union = firsts[0]
+        for df in firsts[1:]:
+            union = union.unionByName(df)
+        starts = [r["t"] for r in rows(union)]
     errors = src.frame("errors")
     by_kind = rows(errors.groupBy("kind").count()) if errors is not None else []
     return {
