@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from jobs.report import context, overview, page, selection
 from jobs.report.source import AuditOutput, rows
@@ -57,19 +58,30 @@ def build(
     src = AuditOutput(uri, spark)
     summary = src.summary
     roots = list(summary.get("inputs") or [])
-    counts = selection.counts_by_kind(src)
-    order = selection.kinds_worst_first(counts)
-    doc = page.Page(f"logreplay report {summary.get('run_id', '')}")
-    doc.add(page.header(summary, overview.inputs(src), counts, order))
-    doc.add("<div class='grid' id='overview-plots'>")
-    for fig in overview.plots(src):
-        doc.add(f"<div class='panel'>{doc.figure(fig)}</div>")
-    doc.add("</div>")
-    chosen = selection.shown(src, cards_per_kind)
-    cards = [(kind, i, f) for kind in order for i, f in enumerate(chosen.get(kind, []))]
-    evidence = {n: selection.evidence(f, include_payloads) for n, (_k, _i, f) in enumerate(cards)}
-    plots = _contexts(src, cards, evidence, roots, plots_per_kind)
-    segment_of = _segment_finder(src, [f for _k, _i, f in cards])
+    # Spark runs the independent queries' small jobs side by side (driver threads); the
+    # modules they use are imported first, here: concurrent first imports of pyspark fail
+    from pyspark.sql import Window, functions  # noqa: F401
+
+    with ThreadPoolExecutor(4, thread_name_prefix="logreplay-report") as pool:
+        counted = pool.submit(selection.counts_by_kind, src)
+        facts_of_inputs = pool.submit(overview.inputs, src)
+        overview_plots = pool.submit(overview.plots, src)
+        chosen = pool.submit(selection.shown, src, cards_per_kind).result()
+        counts = counted.result()
+        order = selection.kinds_worst_first(counts)
+        cards = [(kind, i, f) for kind in order for i, f in enumerate(chosen.get(kind, []))]
+        evidence = {
+            n: selection.evidence(f, include_payloads) for n, (_k, _i, f) in enumerate(cards)
+        }
+        finder = pool.submit(_segment_finder, src, [f for _k, _i, f in cards])
+        plots = _contexts(pool, src, cards, evidence, roots, plots_per_kind)
+        segment_of = finder.result()
+        doc = page.Page(f"logreplay report {summary.get('run_id', '')}")
+        doc.add(page.header(summary, facts_of_inputs.result(), counts, order))
+        doc.add("<div class='grid' id='overview-plots'>")
+        for fig in overview_plots.result():
+            doc.add(f"<div class='panel'>{doc.figure(fig)}</div>")
+        doc.add("</div>")
     n = 0
     for kind in order:
         rows = chosen.get(kind, [])
@@ -105,24 +117,26 @@ def build(
     return facts["path"], facts
 
 
-def _contexts(src: AuditOutput, cards: list, evidence: dict, roots: list[str],
+def _contexts(pool, src: AuditOutput, cards: list, evidence: dict, roots: list[str],
               plots_per_kind: int) -> dict:  # fmt: skip
     """card number -> its context plot, for the first ``plots_per_kind`` cards of each kind;
-    every family's cards answered together (:mod:`jobs.report.context`)."""
+    every family's cards answered together (:mod:`jobs.report.context`), the families side
+    by side in ``pool``."""
     families: dict[str, dict[int, dict]] = {}
     for n, (kind, i, f) in enumerate(cards):
         fam = selection.family(kind)
         if fam is not None and i < plots_per_kind:
             families.setdefault(fam, {})[n] = f
+    asked = {
+        "transactions": lambda cards: context.transaction_contexts(src, cards),
+        "reads": lambda cards: context.read_contexts(src, cards, evidence),
+        "commits": lambda cards: context.commit_contexts(src, cards, evidence),
+        "sequences": lambda cards: context.sequence_contexts(src, cards, evidence, roots),
+    }
+    running = [pool.submit(asked[fam], cards) for fam, cards in families.items()]
     plots: dict = {}
-    if "transactions" in families:
-        plots |= context.transaction_contexts(src, families["transactions"])
-    if "reads" in families:
-        plots |= context.read_contexts(src, families["reads"], evidence)
-    if "commits" in families:
-        plots |= context.commit_contexts(src, families["commits"], evidence)
-    if "sequences" in families:
-        plots |= context.sequence_contexts(src, families["sequences"], evidence, roots)
+    for done in running:
+        plots |= done.result()
     return plots
 
 
