@@ -40,6 +40,7 @@ def _parse(add, args: list[str]) -> argparse.Namespace:
     return p.parse_args(args)
 
 
+@pytest.mark.cluster  # starts Airflow (its own environment) in a subprocess
 def test_the_dag_loads_with_audit_then_gate_daily(tmp_path):
     shape = _load(tmp_path)
     assert shape["import_errors"] == {}
@@ -54,6 +55,7 @@ def test_the_dag_loads_with_audit_then_gate_daily(tmp_path):
     assert tasks["gate"]["retries"] == 0 and tasks["audit"]["retries"] == 2
 
 
+@pytest.mark.cluster
 def test_the_templated_arguments_are_run_specific_and_accepted_by_the_jobs(tmp_path):
     dump, out, conf = (
         "s3://dumps/cluster-a",

@@ -17,16 +17,16 @@ from jobs.output import OutputDir
 from jobs.scan import accounting, merge_partials, plan_scan, scan_options, scan_ranges
 from simulator import synth
 
-RANGE = 128 << 10  # small enough to split the scenario's segments into several ranges
+RANGE = 64 << 10  # small enough to split the scenario's segments into several ranges
 CONF = {"verify_crc": True, "window_bytes": 64 << 10, "memory_budget_mb": 64}
 
 
 @pytest.fixture(scope="module")
 def damaged(tmp_path_factory):
-    """A transactional dump (4 MB) with segments of ~300 KB, one of them damaged in two of its
+    """A transactional dump (3 MB) with segments of ~150 KB, one of them damaged in two of its
     ranges."""
     out = tmp_path_factory.mktemp("scan") / "dump"
-    synth("clean_transactions", str(out), seed=5, scale=0.3)
+    synth("clean_transactions", str(out), seed=5, scale=0.15)
     found = decoders.discover([str(out)])
     logs = sorted((f for f in found if f.kind == "log" and f.size > RANGE), key=lambda f: f.path)
     assert logs, "the scenario must have segments larger than one range"
