@@ -91,8 +91,8 @@ def run(args) -> int:
         # run's scratch area; the audit's stages read those back; what the audit cached is
         # released once its tables are written and summarised
         with (
-            decoded_once(spark, files, DECODED_TABLES, conf["decode"], out, key, skip) as decoded,
-            audit_session(spark, args.inputs, conf, decoded, skip) as tables,
+            decoded_once(spark, files, DECODED_TABLES, conf["decode"], out, key, skip) as scratch,
+            audit_session(spark, args.inputs, conf, scratch.decoded, skip, scratch.stash) as tables,
         ):
             progress.phase("replay: writing tables")
             for name, df in tables.items():

@@ -352,15 +352,40 @@ def add_segment(acct: dict, seg: dict) -> None:
 SCRATCH = "_scratch"  # under a run's output directory: <out>/_scratch/<run key>/<table>/
 
 
+class Scratch:
+    """A run's scratch area, ``<out>/_scratch/<run key>/``: the dump's decoded tables
+    (:func:`decoded_once`) and the replay's intermediate tables (:meth:`stash`), Parquet in the
+    run's own output directory so that every executor reaches it."""
+
+    def __init__(self, spark, area, key: str, entries: dict, opts: ScanOptions) -> None:
+        self.spark, self.area, self.key = spark, area, key
+        self.entries, self.opts = entries, opts
+
+    def decoded(self, table: str):
+        """A decoded table, read back as a DataFrame."""
+        from jobs.output import read_table
+
+        df = read_table(self.spark, self.area, table, self.entries[table])
+        return df.select(*self.opts.schemas[table][0].fieldNames())  # partition column in place
+
+    def stash(self, name: str, df):
+        """Write ``df`` under ``stash/<name>/`` (pyarrow in the tasks, as every output) and
+        read it back: what reads it after starts from these files, not from its lineage."""
+        from jobs.output import read_table, write_table
+
+        folder = f"stash/{name}"
+        entry = write_table(df, self.area, folder, 0, None, self.key, "audit:stash")
+        return read_table(self.spark, self.area, folder, entry)
+
+
 @contextmanager
 def decoded_once(spark, files, tables, conf: dict, out, key: str,
                  skipped: dict[str, str] | None = None):  # fmt: skip
-    """Decode the dump once into the run's scratch area (Parquet, in the run's own output
-    directory so that every executor reaches it), and give the decoded tables by name, each
-    read back as a DataFrame, for the ``with`` block; the scratch area is removed after it.
-    A killed attempt's scratch files are removed by the next attempt of the same run."""
+    """Decode the dump once into the run's scratch area and give the :class:`Scratch` for the
+    ``with`` block; the scratch area is removed after it. A killed attempt's scratch files are
+    removed by the next attempt of the same run."""
     from decoders.spark import _struct, table_schema
-    from jobs.output import OutputDir, read_table
+    from jobs.output import OutputDir
 
     scratch = OutputDir(out.child(f"{SCRATCH}/{key}"))
     _remove(scratch)
@@ -370,13 +395,8 @@ def decoded_once(spark, files, tables, conf: dict, out, key: str,
     entries, _acct, _tasks = scan_tables(
         spark, files, opts, scratch.uri, key, int(conf["range_bytes"]), None, skipped
     )
-
-    def decoded(table: str):
-        df = read_table(spark, scratch, table, entries[table])
-        return df.select(*opts.schemas[table][0].fieldNames())  # partition column in place
-
     try:
-        yield decoded
+        yield Scratch(spark, scratch, key, entries, opts)
     finally:
         _remove(scratch)
 

@@ -86,8 +86,12 @@ class Audit:
         config: AuditConfig,
         decoded: Callable[[str], DataFrame] | None = None,
         skip: dict[str, str] | None = None,
+        stash: Callable[[str, DataFrame], DataFrame] | None = None,
     ) -> None:
         self.spark, self.paths, self.config = spark, paths, config
+        # where the replay's intermediate tables go when its caller has a run-scoped scratch
+        # area (the audit job, see jobs.scan.Scratch.stash); else they are cached in memory
+        self.stash = stash
         # the run's decoded tables when its caller decoded the dump once beforehand (the audit
         # job's one scan, see jobs.scan); else each table is read through the data source
         self.decoded = decoded
@@ -121,8 +125,15 @@ class Audit:
         df = df.join(F.broadcast(self.cluster_of), "broker", "left")
         return df.withColumn(CLUSTER, F.coalesce(F.col(CLUSTER), F.lit("")))
 
-    def _persist(self, df: DataFrame) -> DataFrame:
-        """Cache a table several outputs read, to be released by :meth:`release`."""
+    def _persist(self, df: DataFrame, name: str | None = None) -> DataFrame:
+        """A table several outputs read, computed once. With a scratch area (``stash``) the
+        replay's intermediate tables (``name``) are written there and read back: the stages
+        after start from those files, and their plans no longer carry the lineage a cached
+        DataFrame keeps for recomputation (Spark ships it in every task: ~30 MB per task on
+        the every-scenario dump, half the audit's time). Else cached, to be released by
+        :meth:`release`."""
+        if self.stash is not None and name is not None:
+            return self.stash(name, df)
         self.cached.append(df.persist())
         return df
 
@@ -133,7 +144,7 @@ class Audit:
         chosen = self._chosen_replicas(batches)
         keys = [CLUSTER, "topic", "partition", "broker"]
         replayed = batches.join(F.broadcast(chosen), keys)
-        part = self._persist(self._partition_replay(replayed, chosen))
+        part = self._persist(self._partition_replay(replayed, chosen), "part")
         transactions = _split(part, "transaction", T.TRANSACTIONS)
         partitions = _split(part, "partition", T.PARTITIONS)
 
@@ -146,7 +157,7 @@ class Audit:
         txn_log = txn_log.withColumn("topic", F.lit(TRANSACTION_STATE_TOPIC)).join(
             internal, [CLUSTER, "topic", "log_partition", "broker"]
         )
-        coord = self._persist(self._coordinator_replay(txn_log, partitions))
+        coord = self._persist(self._coordinator_replay(txn_log, partitions), "coord")
         coord_txns = _split(coord, "coord_txn", T.COORDINATOR_TXNS)
 
         commits = self.read("offset_commits", deep=True, topics=CONSUMER_OFFSETS_TOPIC)
@@ -157,9 +168,9 @@ class Audit:
         metadata = metadata.withColumn("topic", F.lit(CONSUMER_OFFSETS_TOPIC)).join(
             internal, [CLUSTER, "topic", "log_partition", "broker"]
         )
-        groups = self._persist(self._group_replay(commits, metadata, replayed))
+        groups = self._persist(self._group_replay(commits, metadata, replayed), "groups")
         timeline = _split(groups, "timeline", T.TIMELINE)
-        cross = self._persist(self._cross_log(transactions, coord_txns, partitions))
+        cross = self._persist(self._cross_log(transactions, coord_txns, partitions), "cross")
 
         findings = [
             _split(part, "finding", T.FINDINGS),
@@ -169,7 +180,7 @@ class Audit:
             checks.integrity(self.read("errors")),
             checks.divergence(batches),
         ]
-        leaks = self._persist(self._leakage(transactions, timeline, partitions))
+        leaks = self._persist(self._leakage(transactions, timeline, partitions), "leaks")
         findings += [leaks, checks.propagation(leaks, transactions, coord_txns)]
         all_findings = findings[0]
         for f in findings[1:]:
@@ -481,11 +492,13 @@ def audit_session(
     conf: dict | AuditConfig | None = None,
     decoded: Callable[[str], DataFrame] | None = None,
     skip: dict[str, str] | None = None,
+    stash: Callable[[str, DataFrame], DataFrame] | None = None,
 ) -> Iterator[dict[str, DataFrame]]:
     """The audit's tables for the ``with`` block; what the plan cached is unpersisted when the
     block ends, however it ends. ``decoded``: the decoded tables by name (the ones of
-    :data:`DECODED_TABLES`), when the caller decoded the dump once beforehand."""
-    a = Audit(spark, list(paths), _config(conf), decoded, skip)
+    :data:`DECODED_TABLES`), when the caller decoded the dump once beforehand; ``stash``:
+    writes an intermediate table to the caller's scratch area and reads it back."""
+    a = Audit(spark, list(paths), _config(conf), decoded, skip, stash)
     try:
         yield a.run()
     finally:

@@ -171,3 +171,35 @@ def test_declared_facts_change_the_judgement(spark, sim_all, tmp_path):
     declared = {"groups": {"auditors": {"assignor": "broadcast"}}}
     found = _findings(audit(spark, [resets], declared))
     assert {f["kind"] for f in found if f["group_id"] == "auditors"} == {"offset_overwrite"}
+
+
+def test_the_job_s_stages_start_from_the_scratch_area_not_the_whole_lineage(
+    spark, sim_all, scenario_audit, tmp_path
+):
+    """The audit job writes the replay's intermediate tables to the run's scratch area and
+    reads them back (jobs.scan.Scratch.stash): the same tables as the cached plan, with plans
+    a fraction of the size (Spark ships a stage's plan and lineage in every task: ~30 MB per
+    task on the every-scenario dump before). Checked on the findings' plan."""
+    import decoders
+    from jobs.output import OutputDir
+    from jobs.scan import decoded_once
+    from replay.config import default
+    from replay.plan import DECODED_TABLES, audit_session
+
+    dump = str(sim_all / "clean_transactions")
+    files = decoders.discover([dump])
+    out = OutputDir(str(tmp_path / "out"))
+    cached = scenario_audit("clean_transactions")  # the same audit with cached tables
+    with (
+        decoded_once(spark, files, DECODED_TABLES, default("decode"), out, "0123abcd") as sc,
+        audit_session(spark, [dump], None, sc.decoded, None, sc.stash) as tables,
+    ):
+        plan = tables["findings"]._jdf.queryExecution().optimizedPlan().toString()
+        assert len(plan) < 100_000, len(plan)
+        for name in ("findings", "transactions", "offset_timeline", "partitions"):
+            got = tables[name].toArrow()
+            want = cached[name]
+            cols = [c for c in want.column_names if "map" not in str(want.schema.field(c).type)]
+            order = [(c, "ascending") for c in cols]
+            assert got.select(cols).sort_by(order).equals(want.select(cols).sort_by(order)), name
+    assert not (tmp_path / "out" / "_scratch" / "0123abcd").exists()  # removed after
