@@ -39,15 +39,25 @@ class SparkStatus:
 
     def __init__(self) -> None:
         self.seen: dict[int, tuple[int, int, int]] = {}  # stage -> (done, total, active)
+        self.finished: set[int] = set()  # jobs whose stages are recorded for good
+        # jobs the session ran before this reporter (a user's or a test's session): not ours
+        self.before: set[int] = set()
+        sc = self._context()
+        with contextlib.suppress(Exception):  # a stopping context: count every job as ours
+            self.before = set(sc.statusTracker().getJobIdsForGroup(None)) if sc else set()
+
+    @staticmethod
+    def _context():
+        """The active SparkContext, if any. Never imports pyspark: this runs in the reporter's
+        thread while the job's thread may be importing it, and two threads initialising the same
+        package race into "partially initialized module" errors. A context exists only once
+        pyspark is fully imported."""
+        context = getattr(sys.modules.get("pyspark.core.context"), "SparkContext", None)
+        return getattr(context, "_active_spark_context", None)
 
     def poll(self) -> tuple[int, int, int, int] | None:
-        """(stages done, stages seen, tasks done, tasks seen), or None without a context.
-
-        Never imports pyspark: this runs in the reporter's thread while the job's thread may be
-        importing it, and two threads initialising the same package race into "partially
-        initialized module" errors. A context exists only once pyspark is fully imported."""
-        context = getattr(sys.modules.get("pyspark.core.context"), "SparkContext", None)
-        sc = getattr(context, "_active_spark_context", None)
+        """(stages done, stages seen, tasks done, tasks seen), or None without a context."""
+        sc = self._context()
         if sc is None:
             return None
         tracker = sc.statusTracker()
@@ -55,6 +65,23 @@ class SparkStatus:
             info = tracker.getStageInfo(sid)
             if info is not None:
                 self.seen[sid] = (info.numCompletedTasks, info.numTasks, info.numActiveTasks)
+        # jobs that began and ended between two polls (a small dump's whole decode): their
+        # stages from the job's record, once
+        for jid in set(tracker.getJobIdsForGroup(None)) - self.before - self.finished:
+            job = tracker.getJobInfo(jid)
+            if job is None:
+                continue
+            ended = str(job.status) in ("SUCCEEDED", "FAILED")
+            for sid in job.stageIds:
+                info = tracker.getStageInfo(sid)
+                if info is None:
+                    continue
+                if ended and info.numCompletedTasks == 0:  # skipped: its output was reused
+                    self.seen.pop(sid, None)
+                    continue
+                self.seen[sid] = (info.numCompletedTasks, info.numTasks, info.numActiveTasks)
+            if ended:
+                self.finished.add(jid)
         active = set(tracker.getActiveStageIds())
         for sid, (done, total, _a) in list(self.seen.items()):
             if sid not in active and done < total:

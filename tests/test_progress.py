@@ -103,3 +103,25 @@ def test_the_bytes_decoded_are_shown_against_the_input_and_drive_the_bar():
     task = live.live.tasks[0]
     assert (task.completed, task.total) == (400_000, 1_000_000)
     live.close()
+
+
+def test_a_job_that_ends_between_two_polls_is_counted_and_earlier_jobs_are_not(spark):
+    """A small dump's decode is one job shorter than the poll period: its stages come from
+    the job's record; the jobs a user's session ran before the reporter are not counted."""
+    import time
+
+    from jobs.progress import SparkStatus
+
+    spark.range(3).count()  # the session's earlier work
+    time.sleep(0.5)  # Spark's listener records jobs asynchronously
+    status = SparkStatus()
+    assert status.poll() == (0, 0, 0, 0)
+    spark.range(0, 10, 1, 2).count()  # runs and ends before the next poll
+    deadline = time.monotonic() + 10
+    counts = status.poll()
+    while counts[1] == 0 or counts[0] < counts[1]:
+        assert time.monotonic() < deadline, counts
+        time.sleep(0.1)
+        counts = status.poll()
+    stages_done, stages, tasks_done, tasks = counts
+    assert stages_done == stages >= 1 and tasks_done == tasks >= 2
