@@ -112,14 +112,18 @@ def test_a_job_that_ends_between_two_polls_is_counted_and_earlier_jobs_are_not(s
 
     from jobs.progress import SparkStatus
 
+    tracker = spark.sparkContext.statusTracker()
+    known = set(tracker.getJobIdsForGroup(None))
     spark.range(3).count()  # the session's earlier work
-    time.sleep(0.5)  # Spark's listener records jobs asynchronously
+    deadline = time.monotonic() + 30  # Spark's listener records jobs asynchronously
+    while set(tracker.getJobIdsForGroup(None)) == known or tracker.getActiveJobsIds():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
     status = SparkStatus()
     assert status.poll() == (0, 0, 0, 0)
     spark.range(0, 10, 1, 2).count()  # runs and ends before the next poll
-    deadline = time.monotonic() + 10
     counts = status.poll()
-    while counts[1] == 0 or counts[0] < counts[1]:
+    while counts[1] == 0 or counts[0] < counts[1] or counts[2] < counts[3]:
         assert time.monotonic() < deadline, counts
         time.sleep(0.1)
         counts = status.poll()
