@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterable
 
 from jobs.report import figures
+from jobs.report.selection import dump_path
 from jobs.report.source import AuditOutput, rows
 
 WINDOW = 300  # rows kept on each side of a finding
@@ -56,6 +57,24 @@ def _keys(spark, cards: list[dict]):
     return spark.createDataFrame([tuple(c.get(k) for k in KEY_TYPES) for c in cards], schema)
 
 
+def _beside(spark, df, columns: list[str], cards: list[dict], cond):
+    """Rows of ``df`` (its ``columns``) beside the key of every card ``cond`` matches them to
+    (``cond`` is written over the aliases ``t``, the table, and ``k``, the broadcast keys); the
+    key columns come out as ``_<key>``."""
+    from pyspark.sql import functions as F
+
+    have = [c for c in columns if c in df.columns]
+    keys = F.broadcast(_keys(spark, cards)).alias("k")
+    return (
+        df.alias("t")
+        .join(keys, cond)
+        .select(
+            *[F.col(f"t.{c}").alias(c) for c in have],
+            *[F.col(f"k.{c}").alias(f"_{c}") for c in KEY_TYPES],
+        )
+    )
+
+
 def _joined(src: AuditOutput, table: str, columns: list[str], cards: list[dict],
             on: Iterable[str]):  # fmt: skip
     """Rows of ``table`` (``columns``) beside the key of every card they belong to, joined on
@@ -65,22 +84,13 @@ def _joined(src: AuditOutput, table: str, columns: list[str], cards: list[dict],
     df = src.frame(table)
     if df is None or not cards:
         return None
-    keys = _keys(src.spark, cards)
-    t, k = df.alias("t"), F.broadcast(keys).alias("k")
     cond = F.lit(True)
     for c in on:
-        if c == "cluster":
-            if "cluster" in df.columns:
-                cond = cond & (
-                    F.col("k.cluster").isNull() | (F.col("t.cluster") == F.col("k.cluster"))
-                )
-        else:
+        if c != "cluster":
             cond = cond & (F.col(f"t.{c}") == F.col(f"k.{c}"))
-    have = [c for c in columns if c in df.columns]
-    return t.join(k, cond).select(
-        *[F.col(f"t.{c}").alias(c) for c in have],
-        *[F.col(f"k.{c}").alias(f"_{c}") for c in KEY_TYPES],
-    )
+        elif "cluster" in df.columns:
+            cond = cond & (F.col("k.cluster").isNull() | (F.col("t.cluster") == F.col("k.cluster")))
+    return _beside(src.spark, df, columns, cards, cond)
 
 
 def _windows(joined, order: str, last: bool = False) -> dict[int, list[dict]]:
@@ -248,23 +258,13 @@ def commit_contexts(src: AuditOutput, cards: dict[int, dict], ev_of: dict[int, d
     gens: dict[int, list[dict]] = {}
     df = src.frame("group_generations")
     if df is not None and spans:
-        k = F.broadcast(_keys(src.spark, spans)).alias("k")
         cond = (
             (F.col("t.group_id") == F.col("k.group_id"))
             & F.expr("array_contains(k.log_partitions, t.log_partition)")
             & F.col("t.log_offset").between(F.col("k.lo"), F.col("k.hi"))
         )
-        got = (
-            df.alias("t")
-            .join(k, cond)
-            .select(
-                F.col("k.card").alias("_card"),
-                *[
-                    F.col(f"t.{c}").alias(c)
-                    for c in ("generation", "state", "assignment", "log_offset")
-                ],  # fmt: skip
-            )
-        )
+        got = _beside(src.spark, df, ["generation", "state", "assignment", "log_offset"],
+                      spans, cond)  # fmt: skip
         gens = _by_card(rows(got), "log_offset")
     out = {}
     for k in spans:
@@ -294,8 +294,7 @@ def sequence_contexts(src: AuditOutput, cards: dict[int, dict], ev_of: dict[int,
     for i, f in cards.items():
         rel = ev_of[i].get("file")
         if isinstance(rel, str) and f.get("producer_id") is not None:
-            path = rel if rel.startswith("/") or "://" in rel or not roots else f"{roots[0]}/{rel}"
-            keys.append({"card": i, "path": path, "producer_id": f["producer_id"],
+            keys.append({"card": i, "path": dump_path(rel, roots), "producer_id": f["producer_id"],
                          "centre": f.get("first_offset")})  # fmt: skip
     if not keys:
         return {}
@@ -313,11 +312,8 @@ def sequence_contexts(src: AuditOutput, cards: dict[int, dict], ev_of: dict[int,
     batches = frames[0]
     for df in frames[1:]:
         batches = batches.unionByName(df)
-    k = F.broadcast(_keys(src.spark, keys)).alias("k")
-    joined = batches.alias("t").join(
-        k, (F.col("t.path") == F.col("k.path")) & (F.col("t.producer_id") == F.col("k.producer_id"))
-    ).select(*[F.col(f"t.{c}").alias(c) for c in cols],
-             *[F.col(f"k.{c}").alias(f"_{c}") for c in KEY_TYPES])  # fmt: skip
+    cond = (F.col("t.path") == F.col("k.path")) & (F.col("t.producer_id") == F.col("k.producer_id"))
+    joined = _beside(src.spark, batches, cols, keys, cond)
     try:
         got = _windows(joined, "base_offset")
     except Exception:  # noqa: BLE001 - a file vanished between planning and reading

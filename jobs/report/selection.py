@@ -114,8 +114,13 @@ def dump_command(row: dict, ev: dict, roots: list[str], segment_of) -> str | Non
         rel = segment_of(row["topic"], row["partition"], row.get("first_offset"))
     if rel is None:
         return None
-    path = rel if os.path.isabs(rel) or "://" in rel or not roots else f"{roots[0]}/{rel}"
-    return f"logreplay dump {shlex.quote(path)} --deep"
+    return f"logreplay dump {shlex.quote(dump_path(rel, roots))} --deep"
+
+
+def dump_path(rel: str, roots: list[str]) -> str:
+    """A file the evidence names (relative to the audited dump's first input) as a path or URI
+    to open."""
+    return rel if os.path.isabs(rel) or "://" in rel or not roots else f"{roots[0]}/{rel}"
 
 
 def known_kinds() -> list[str]:
