@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 
-from simulator.cluster import CLOSED
+from simulator.cluster import CLOSED, SCENARIO_CLUSTER_ID, cluster_id_for
 from simulator.scenarios import CLEAN, SCENARIOS
 from simulator.truth import Truth
 
@@ -29,7 +29,11 @@ def synth(name: str, out: str, seed: int = 0, scale: float = 0.0) -> list[Truth]
     for n in names:
         where = os.path.join(out, n) if name == "all" else out
         CLOSED.clear()
-        truth = SCENARIOS[n](where, seed, scale)
+        token = SCENARIO_CLUSTER_ID.set(cluster_id_for(n))
+        try:
+            truth = SCENARIOS[n](where, seed, scale)
+        finally:
+            SCENARIO_CLUSTER_ID.reset(token)
         if CLOSED:
             truth.describe(CLOSED[-1])
         truth.write(os.path.join(where, "truth.json"))

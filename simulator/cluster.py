@@ -16,9 +16,12 @@ epoch; a leadership move (rolling restart, failover) bumps the epoch, and the le
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import random
 import shutil
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from decoders.constants import (
@@ -42,6 +45,21 @@ from simulator.writer import (
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 CLOSED: list = []  # clusters closed since the list was last cleared (synth reads their layout)
+
+# the cluster.id of clusters built without one: Kafka's form (a UUID in URL-safe base64, 22
+# characters); synth gives each scenario its own (cluster_id_for), as separate deployments
+# have, so that several scenarios under one root are audited as separate clusters
+DEFAULT_CLUSTER_ID = "c2ltdWxhdGVkLWNsdXN0"
+SCENARIO_CLUSTER_ID: ContextVar[str] = ContextVar("scenario_cluster_id", default=DEFAULT_CLUSTER_ID)
+
+
+def cluster_id_for(scenario: str) -> str:
+    """A stable cluster.id per scenario name (the same bytes for the same scenario wherever it
+    is written)."""
+    digest = hashlib.sha256(f"logreplay simulator {scenario}".encode()).digest()[:16]
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
 INTERNAL_SEGMENT_BYTES = 100 << 20  # offsets.topic.segment.bytes / transaction log default
 
 
@@ -95,7 +113,7 @@ class Cluster:
     brokers: int = 1
     offsets_partitions: int = DEFAULT_OFFSETS_TOPIC_PARTITIONS
     txn_partitions: int = DEFAULT_TXN_TOPIC_PARTITIONS
-    cluster_id: str = "c2ltdWxhdGVkLWNsdXN0"
+    cluster_id: str | None = None  # None: the scenario's (SCENARIO_CLUSTER_ID)
     internal_segment_bytes: int = INTERNAL_SEGMENT_BYTES
     clean_internal: bool = False  # run the log cleaner over both internal topics at the end
     delete_retention_ms: int = 86_400_000
@@ -112,6 +130,8 @@ class Cluster:
     logs: dict[tuple[str, int], PartitionLog] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.cluster_id is None:
+            self.cluster_id = SCENARIO_CLUSTER_ID.get()
         if os.path.exists(self.root):
             shutil.rmtree(self.root)
         self.rng = random.Random(self.seed)

@@ -43,7 +43,7 @@ def sample_dump(tmp_path):
 
 @pytest.fixture(scope="session")
 def spark():
-    """One local Spark session for every Spark test module."""
+    """One local Spark session for every Spark test module of this pytest worker."""
     from jobs.session import spark_session
 
     s = spark_session("local[2]", "logreplay-tests")
@@ -66,18 +66,36 @@ def sim_all(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def scenario_audit(spark, sim_all):
-    """scenario -> its Spark audit's tables (``replay.audit_session`` over ``sim_all/<scenario>``)
-    as Arrow tables: each scenario audited once per session, whichever modules ask, and its
-    cache released at once. :func:`frames` makes DataFrames of them again."""
-    from replay import audit_session
+    """scenario -> its Spark audit's tables as Arrow tables. Every scenario is audited in one
+    run over ``sim_all`` (``replay.audit_session``, its cache released at once): each scenario
+    is a cluster of its own (``simulator.cluster_id_for``), and every table carries its
+    cluster, so a scenario's rows are those of its cluster (the one-process audit of the
+    scenario alone, ``scenario_local``, is what tests compare them with). Brokers are named
+    as in a run over the whole root (``1@<scenario>/broker-1``: several directories there
+    share node id 1). :func:`frames` makes
+    DataFrames of them again."""
+    import pyarrow.compute as pc
 
-    done: dict[str, dict] = {}
+    from replay import audit_session
+    from simulator.cluster import cluster_id_for
+
+    whole: dict[str, object] = {}
 
     def get(scenario: str) -> dict:
-        if scenario not in done:
-            with audit_session(spark, [str(sim_all / scenario)]) as tables:
-                done[scenario] = {name: df.toArrow() for name, df in tables.items()}
-        return done[scenario]
+        if not whole:
+            with audit_session(spark, [str(sim_all)]) as tables:
+                whole.update({name: df.toArrow() for name, df in tables.items()})
+
+        # broker directories without a cluster.id (the .log-only scenario) are clusters of
+        # their own, named by their path
+        def mine(t):
+            c = t["cluster"]
+            return pc.or_(
+                pc.equal(c, cluster_id_for(scenario)),
+                pc.starts_with(c, f"dir:{sim_all / scenario}/"),
+            )
+
+        return {name: t.filter(mine(t)) for name, t in whole.items()}
 
     return get
 

@@ -199,7 +199,12 @@ def test_the_job_s_stages_start_from_the_scratch_area_not_the_whole_lineage(
         for name in ("findings", "transactions", "offset_timeline", "partitions"):
             got = tables[name].toArrow()
             want = cached[name]
-            cols = [c for c in want.column_names if "map" not in str(want.schema.field(c).type)]
+            # the shared audit ran over every scenario, where brokers are named by their path
+            # (several directories share node id 1): every other column must be equal
+            cols = [
+                c for c in want.column_names
+                if "map" not in str(want.schema.field(c).type) and c != "broker"
+            ]  # fmt: skip
             order = [(c, "ascending") for c in cols]
             assert got.select(cols).sort_by(order).equals(want.select(cols).sort_by(order)), name
     assert not (tmp_path / "out" / "_scratch" / "0123abcd").exists()  # removed after
