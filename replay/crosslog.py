@@ -104,7 +104,7 @@ def _position(t: dict) -> int:
 
 class _Costs:
     """The cost of each alignment step for one (producer, partition): the rules, in Python,
-    then laid out as arrays for the dynamic programme (:func:`_forward` and friends)."""
+    then laid out as arrays for the dynamic programme (:func:`_align`, :func:`_programme`)."""
 
     def __init__(self, A, B, side: Side, coord: Coordinator, bounds: Bounds) -> None:
         self.A, self.B, self.side, self.coord, self.bounds = A, B, side, coord, bounds
@@ -244,54 +244,63 @@ def _step(first, last, mid, x, pos, end):  # pragma: no cover (compiled)
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _programme(a, b, sa0, sa1, sa2, sb0, sb1, sb2, window):  # pragma: no cover (compiled)
+def _programme(a, b, sa0, sa1, sa2, sb0, sb1, sb2, window, dlo, dhi):  # pragma: no cover (compiled)
     """Forward (F) and backward (G) cheapest costs, then which steps lie on a cheapest
-    alignment: per entry, whether a cheap step does (free) and whether an anomaly does."""
+    alignment: per entry, whether a cheap step does (free) and whether an anomaly does.
+
+    Only the cells (k, i) with ``dlo <= k - i <= dhi`` (a band around the diagonal) are
+    computed, stored by their offset in the band: memory and time grow with n times the band's
+    width, not with n times m (:func:`_align` chooses a band that holds every cheapest
+    alignment)."""
     n, m = a.shape[0], b.shape[0]
-    F = np.full((n + 1, m + 1), INF, np.int64)
-    F[0, 0] = 0
+    W = dhi - dlo + 1
+    F = np.full((n + 1, W), INF, np.int64)
+    F[0, dhi] = 0  # cell (0, 0): d = 0, at offset i - k + dhi
     for k in range(n + 1):
-        for i in range(m + 1):
-            f = F[k, i]
+        for i in range(max(0, k - dhi), min(m, k - dlo) + 1):
+            j = i - k + dhi
+            f = F[k, j]
             if f >= INF:
                 continue
-            if k < n and i < m:
+            if k < n and i < m:  # a match keeps k - i: the same offset in the next row
                 c = _match(a, b, k, i, window)
-                if f + c < F[k + 1, i + 1]:
-                    F[k + 1, i + 1] = f + c
-            if k < n:
+                if f + c < F[k + 1, j]:
+                    F[k + 1, j] = f + c
+            if k < n and j > 0:  # skip a coordinator transaction: (k + 1, i)
                 c = _step(sa0, sa1, sa2, k, i, m)
-                if f + c < F[k + 1, i]:
-                    F[k + 1, i] = f + c
-            if i < m:
+                if f + c < F[k + 1, j - 1]:
+                    F[k + 1, j - 1] = f + c
+            if i < m and j + 1 < W:  # skip a partition entry: (k, i + 1)
                 c = _step(sb0, sb1, sb2, i, k, n)
-                if f + c < F[k, i + 1]:
-                    F[k, i + 1] = f + c
-    G = np.full((n + 1, m + 1), INF, np.int64)
-    G[n, m] = 0
+                if f + c < F[k, j + 1]:
+                    F[k, j + 1] = f + c
+    G = np.full((n + 1, W), INF, np.int64)
+    G[n, m - n + dhi] = 0
     for k in range(n, -1, -1):
-        for i in range(m, -1, -1):
-            g = G[k, i]
+        for i in range(min(m, k - dlo), max(0, k - dhi) - 1, -1):
+            j = i - k + dhi
+            g = G[k, j]
             if k < n and i < m:
-                g = min(g, _match(a, b, k, i, window) + G[k + 1, i + 1])
-            if k < n:
-                g = min(g, _step(sa0, sa1, sa2, k, i, m) + G[k + 1, i])
-            if i < m:
-                g = min(g, _step(sb0, sb1, sb2, i, k, n) + G[k, i + 1])
-            G[k, i] = g
-    total = F[n, m]
+                g = min(g, _match(a, b, k, i, window) + G[k + 1, j])
+            if k < n and j > 0:
+                g = min(g, _step(sa0, sa1, sa2, k, i, m) + G[k + 1, j - 1])
+            if i < m and j + 1 < W:
+                g = min(g, _step(sb0, sb1, sb2, i, k, n) + G[k, j + 1])
+            G[k, j] = g
+    total = F[n, m - n + dhi]
     a_free = np.zeros(n, np.bool_)
     a_bad = np.zeros(n, np.bool_)
     b_free = np.zeros(m, np.bool_)
     b_bad = np.zeros(m, np.int64)  # 1: an anomalous match, 2: an anomalous skip
     for k in range(n + 1):
-        for i in range(m + 1):
-            f = F[k, i]
+        for i in range(max(0, k - dhi), min(m, k - dlo) + 1):
+            j = i - k + dhi
+            f = F[k, j]
             if f >= INF:
                 continue
             if k < n and i < m:
                 c = _match(a, b, k, i, window)
-                if c < INF and f + c + G[k + 1, i + 1] == total:
+                if c < INF and f + c + G[k + 1, j] == total:
                     if c < ANOMALY:
                         b_free[i] = True
                         a_free[k] = True
@@ -299,21 +308,52 @@ def _programme(a, b, sa0, sa1, sa2, sb0, sb1, sb2, window):  # pragma: no cover 
                         a_free[k] = True  # the finding is the partition entry's
                         if b_bad[i] == 0:
                             b_bad[i] = 1
-            if k < n:
+            if k < n and j > 0:
                 c = _step(sa0, sa1, sa2, k, i, m)
-                if f + c + G[k + 1, i] == total:
+                if f + c + G[k + 1, j - 1] == total:
                     if c < ANOMALY:
                         a_free[k] = True
                     else:
                         a_bad[k] = True
-            if i < m:
+            if i < m and j + 1 < W:
                 c = _step(sb0, sb1, sb2, i, k, n)
-                if f + c + G[k, i + 1] == total:
+                if f + c + G[k, j + 1] == total:
                     if c < ANOMALY:
                         b_free[i] = True
                     elif b_bad[i] == 0:
                         b_bad[i] = 2
     return total, a_free, a_bad, b_free, b_bad
+
+
+BAND = 8  # the first band's half-width around the diagonal (cells), widened as needed
+
+
+def _align(arrays: tuple, half_width: int = BAND) -> tuple:
+    """:func:`_programme` over a band of cells wide enough to hold every cheapest alignment,
+    with the same results as over the whole (n+1) x (m+1) table.
+
+    Why a band suffices: every skip costs at least ASSUME (1), and a path through cell (k, i)
+    makes at least |k - i| skips to get there and |(n - m) - (k - i)| after it. With
+    D = n - m, a cell outside the band min(0, D) - h <= k - i <= max(0, D) + h therefore lies
+    only on paths costing at least |D| + 2(h + 1). When that exceeds the band's cheapest total
+    (which no cheaper path outside it can undercut), every cheapest path lies inside, and on
+    those cells the band's forward and backward costs are the whole table's. Otherwise the
+    band is widened to what the total requires and the programme runs again. A Streams app
+    committing every 100 ms has tens of thousands of transactions per partition in a day:
+    the whole table would be quadratic in them (gigabytes per producer and partition)."""
+    a, b, *_skips, _window = arrays
+    n, m = a.shape[0], b.shape[0]
+    D = n - m
+    if any(s.size and int(s.min()) < ASSUME for s in _skips):
+        half_width = max(n, m)  # a free skip would void the bound: the whole table
+    h = half_width
+    while True:
+        dlo, dhi = max(min(0, D) - h, -m), min(max(0, D) + h, n)
+        out = _programme(*arrays, dlo, dhi)
+        total = int(out[0])
+        if (dlo == -m and dhi == n) or (total < INF and abs(D) + 2 * (h + 1) > total):
+            return out
+        h = (total - abs(D)) // 2 + 1 if total < INF else 2 * h + 1
 
 
 # -- one producer ------------------------------------------------------------------------------
@@ -358,7 +398,7 @@ def judge_producer(
         A = [coordinator_txns[k] for k in ks]
         B = _b_entries(by_partition.get(tp, []))
         costs = _Costs(A, B, side, coordinator, bounds)
-        total, a_free, a_bad, b_free, b_bad = _programme(*costs.arrays())
+        total, a_free, a_bad, b_free, b_bad = _align(costs.arrays())
         if total >= INF:
             stats["undecidable"] += len(B)
             continue

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from decoders.constants import (
     CONSUMER_OFFSETS_TOPIC,
@@ -35,6 +36,26 @@ BATCH_COLUMNS = (
     "control_type", "coordinator_epoch", "max_timestamp", "magic", "crc_valid",
     "has_delete_horizon", "file", "position",
 )  # fmt: skip
+
+
+def _cleaner_leftovers_end(t: pa.Table) -> int:
+    """One past the last offset of the batches only the log cleaner leaves (3.7, 3.8): empty
+    batches, delete horizons, data batches with fewer records than offsets (format v2 only);
+    0 when there are none."""
+    v2 = pc.greater_equal(t.column("magic"), 2)
+    horizon = (
+        pc.fill_null(t.column("has_delete_horizon"), False)
+        if "has_delete_horizon" in t.schema.names
+        else pa.repeat(False, t.num_rows)  # fmt: skip
+    )
+    spans = pc.add(pc.subtract(t.column("last_offset"), t.column("base_offset")), 1)
+    short = pc.and_(
+        pc.less(t.column("record_count"), spans),
+        pc.invert(pc.fill_null(t.column("is_control"), False)),
+    )
+    leftover = pc.and_(v2, pc.or_(horizon, short))
+    last = pc.max(pc.filter(t.column("last_offset"), pc.fill_null(leftover, False))).as_py()
+    return 0 if last is None else last + 1
 
 
 @dataclass
@@ -124,22 +145,15 @@ class PartitionReplay:
         if seed:
             self.seed(seed)
         names = [c for c in BATCH_COLUMNS if c in batches.schema.names]
-        cols = {
-            c: (
-                batches.column(c).cast(pa.int64())  # garbage timestamps do not fit datetime
-                if pa.types.is_timestamp(batches.schema.field(c).type)
-                else batches.column(c)
-            ).to_pylist()
-            for c in names
-        }
-        order = sorted(range(batches.num_rows), key=lambda i: cols["base_offset"][i])
-        for i in order:  # where the cleaner has been, before judging anything (10.8)
-            b = {c: v[i] for c, v in cols.items()}
-            if self._cleaner_leftover(b):
-                self.cleaned_upto = max(self.cleaned_upto, b["last_offset"] + 1)
+        t = batches.select(names)
+        for c in names:  # garbage timestamps do not fit datetime
+            if pa.types.is_timestamp(t.schema.field(c).type):
+                t = t.set_column(t.schema.get_field_index(c), c, t.column(c).cast(pa.int64()))
+        t = t.take(pc.sort_indices(t, [("base_offset", "ascending")]))  # stable, as sorted()
+        # where the cleaner has been, before judging anything (10.8), over whole columns
+        self.cleaned_upto = max(self.cleaned_upto, _cleaner_leftovers_end(t))
         pending_snapshots = sorted(snapshot_offsets)
-        for i in order:
-            b = {c: v[i] for c, v in cols.items()}
+        for b in t.to_pylist():
             while pending_snapshots and b["base_offset"] >= pending_snapshots[0]:
                 self.snapshot_states[pending_snapshots.pop(0)] = self.states()
             self.batch(b)
@@ -170,15 +184,6 @@ class PartitionReplay:
         else:
             self.data_records += b["record_count"]
             self._data(pid, b, ts)
-
-    def _cleaner_leftover(self, b: dict) -> bool:
-        """Empty batches, delete horizons and batches with fewer records than offsets only come
-        from the log cleaner (3.7, 3.8)."""
-        if b["magic"] < 2:
-            return False
-        if b.get("has_delete_horizon"):
-            return True
-        return b["record_count"] < b["last_offset"] - b["base_offset"] + 1 and not b["is_control"]
 
     # -- data batches (10.2) ----------------------------------------------------------------------
     def _data(self, pid: int, b: dict, ts: int) -> None:

@@ -140,7 +140,9 @@ class Audit:
     # -- the plan ---------------------------------------------------------------------------------
     def run(self) -> dict[str, DataFrame]:
         # files outside partition directories (a KRaft bootstrap.checkpoint) have no topic
-        batches = self._persist(self.read("batches").filter(F.col("topic").isNotNull()))
+        batches = self.read("batches").filter(F.col("topic").isNotNull())
+        if self.decoded is None:  # else the scratch area's Parquet is read again, column-pruned:
+            batches = self._persist(batches)  # cheaper than building an in-memory copy of it
         chosen = self._chosen_replicas(batches)
         keys = [CLUSTER, "topic", "partition", "broker"]
         replayed = batches.join(F.broadcast(chosen), keys)

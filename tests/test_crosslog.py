@@ -238,3 +238,38 @@ def test_coordinator_history_that_compaction_left():
     # the same records in a log the cleaner never touched: the producer's history is whole
     whole, _ = replay_transactional_id([_rec("Empty", 0)] + rows[2:], {3: 0})
     assert all(t["history_from_start"] for t in whole)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_banded_programme_equals_the_whole_table(seed):
+    """crosslog._align computes only a band of cells around the diagonal; on random
+    sequences (every kind of match and skip cost, lengths that differ) its total and its
+    marks equal the programme's over the whole table."""
+    import numpy as np
+
+    from replay.crosslog import ANOMALY, ASSUME, INF, _align, _programme
+
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(0, 40)), int(rng.integers(0, 40))
+    ts = np.sort(rng.integers(0, 2_000, max(n, m) + 1))
+    a = np.zeros((n, 8), np.int64)
+    for k in range(n):
+        lo = ts[k] if k < len(ts) else 0
+        a[k] = [rng.integers(-1, 2), rng.integers(-1, 2), lo, lo + rng.integers(0, 50),
+                rng.integers(0, 3), rng.random() < 0.1, rng.random() < 0.9, rng.random() < 0.5]  # fmt: skip
+    b = np.zeros((m, 5), np.int64)
+    for i in range(m):
+        b[i] = [rng.integers(0, 3), rng.random() < 0.8, rng.integers(-1, 2), rng.integers(-1, 2),
+                ts[i] + rng.integers(-30, 30)]  # fmt: skip
+
+    def skips(count):
+        return tuple(
+            rng.choice([ASSUME, ASSUME, ANOMALY, INF], count).astype(np.int64) for _ in range(3)
+        )
+
+    arrays = (a, b, *skips(n), *skips(m), int(rng.choice([20, 200, 5_000])))
+    whole = _programme(*arrays, -m, n)
+    banded = _align(arrays, half_width=int(rng.integers(0, 4)))
+    assert int(banded[0]) == int(whole[0])
+    for x, y in zip(banded[1:], whole[1:], strict=True):
+        assert np.array_equal(x, y)
