@@ -181,15 +181,29 @@ def _chain_is_valid(entries: Resync, p: int, size: int) -> bool:
     return True
 
 
-def pack(ranges: list[ByteRange], range_bytes: int) -> list[Task]:
-    """Group ranges, in order, into tasks of up to `range_bytes` (a bigger range alone)."""
+# What opening, reading and accounting for one more file costs a task, in bytes of segment
+# decoded in the same time (measured: ~1.5 ms per small file of the every-scenario dump, where
+# its 61 MB decode in ~0.5 s): a dump of many small files is balanced by files, not bytes.
+RANGE_OVERHEAD = 256 << 10
+
+
+def pack(ranges: list[ByteRange], range_bytes: int, min_tasks: int = 1) -> list[Task]:
+    """Group ranges, in order, into tasks of up to `range_bytes` (a bigger range alone), and
+    into at least about `min_tasks` tasks when there are ranges enough: a small dump still
+    keeps every core busy (each range counted with :data:`RANGE_OVERHEAD`)."""
+    total = sum(r.size + RANGE_OVERHEAD for r in ranges)
+    share = -(-total // max(min_tasks, 1))
     tasks: list[Task] = []
-    current = Task()
+    current, size, cost = Task(), 0, 0
     for r in ranges:
-        if current.ranges and current.size + r.size > range_bytes:
+        if current.ranges and (
+            size + r.size > range_bytes or cost + r.size + RANGE_OVERHEAD > share
+        ):
             tasks.append(current)
-            current = Task()
+            current, size, cost = Task(), 0, 0
         current.ranges.append(r)
+        size += r.size
+        cost += r.size + RANGE_OVERHEAD
     if current.ranges:
         tasks.append(current)
     return tasks

@@ -17,6 +17,7 @@ import json
 import os
 import sys
 
+WRITERS = 4  # tables written at once (threads of the driver, each submitting its Spark jobs)
 # tables small enough for one file each (one row per partition, group generation, file...)
 SINGLE_FILE = {
     "findings", "partitions", "coordinator_transactions", "group_generations", "segments",
@@ -83,10 +84,10 @@ def run(args) -> int:
 
     spark, run_id, out, previous, key = start_run(args, conf, "logreplay-audit", SUMMARY)
     spread = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    from concurrent.futures import ThreadPoolExecutor
 
     def attempt(skip: dict[str, str]):
         progress.phase("decoding: one scan of the dump, then the replay")
-        entries = {}
         # the dump is decoded once, by one scan writing every table the audit reads into the
         # run's scratch area; the audit's stages read those back; what the audit cached is
         # released once its tables are written and summarised
@@ -95,10 +96,18 @@ def run(args) -> int:
             audit_session(spark, args.inputs, conf, scratch.decoded, skip, scratch.stash) as tables,
         ):
             progress.phase("replay: writing tables")
-            for name, df in tables.items():
+
+            def write(name: str) -> dict:
                 spread_of = 1 if name in SINGLE_FILE else spread
-                entries[name] = write_table(df, out, name, spread_of, None, key, "audit:writing")
+                entry = write_table(tables[name], out, name, spread_of, None, key, "audit:writing")
                 kill_point("audit:staged-table")
+                return entry
+
+            # the tables are written concurrently: most are small, and a small table's job is
+            # mostly the driver's planning and scheduling, which leaves the executors idle
+            # unless other jobs are running (Spark schedules the jobs of several threads)
+            with ThreadPoolExecutor(WRITERS) as pool:
+                entries = dict(zip(tables, pool.map(write, tables), strict=True))
             return entries, audit_summary(tables)
 
     # a file whose decoding fails the job after every task attempt is left out, reported as
