@@ -100,8 +100,10 @@ class Audit:
         register(spark)
         # broker directory -> cluster (meta.properties, read on the driver: a few bytes each)
         self.clusters = broker_clusters(paths, config.cluster)
-        rows = sorted(self.clusters.items()) or [("", "")]
-        self.cluster_of = spark.createDataFrame(rows, "broker string, cluster string")
+        # as a literal map in every read's projection: a join with a small DataFrame would be
+        # one more broadcast, so one more Spark job, in every stage that reads a decoded table
+        pairs = [F.lit(x) for kv in sorted(self.clusters.items()) for x in kv]
+        self.cluster_of = F.create_map(*pairs) if pairs else None
 
     def read(self, table: str, deep: bool = False, topics: str | None = None) -> DataFrame:
         if self.decoded is not None:
@@ -122,8 +124,12 @@ class Audit:
         return self._with_cluster(r.load())
 
     def _with_cluster(self, df: DataFrame) -> DataFrame:
-        df = df.join(F.broadcast(self.cluster_of), "broker", "left")
-        return df.withColumn(CLUSTER, F.coalesce(F.col(CLUSTER), F.lit("")))
+        """``df`` with the cluster of its broker directory ("" for none), broker first (the
+        column order a join on it gave, which the written tables keep)."""
+        broker = F.col("broker")
+        cluster = F.lit(None) if self.cluster_of is None else self.cluster_of[broker]
+        cluster = F.coalesce(F.when(broker.isNotNull(), cluster), F.lit("")).alias(CLUSTER)
+        return df.select(broker, *[c for c in df.columns if c not in ("broker", CLUSTER)], cluster)
 
     def _persist(self, df: DataFrame, name: str | None = None) -> DataFrame:
         """A table several outputs read, computed once. With a scratch area (``stash``) the
@@ -143,7 +149,9 @@ class Audit:
         batches = self.read("batches").filter(F.col("topic").isNotNull())
         if self.decoded is None:  # else the scratch area's Parquet is read again, column-pruned:
             batches = self._persist(batches)  # cheaper than building an in-memory copy of it
-        chosen = self._chosen_replicas(batches)
+        # a row per partition replica, read by many stages: computed once (each stage would
+        # aggregate every batch again)
+        chosen = self._persist(self._chosen_replicas(batches), "chosen")
         keys = [CLUSTER, "topic", "partition", "broker"]
         replayed = batches.join(F.broadcast(chosen), keys)
         part = self._persist(self._partition_replay(replayed, chosen), "part")
