@@ -2,11 +2,10 @@
 each its own JVM; the project shipped to executors that run their own Python) reading a dump
 from S3 (moto's server on 127.0.0.1): the same findings and the same row counts as local mode.
 
-The decode runs twice under spark-submit, on the cluster and with ``--master local[2]``, with
-the same interpreter, package and configuration; the wall times of both are printed (``-s``).
-The audit's reference is the one-process audit of the same dump (``replay.local``, seconds):
-local mode's Spark audit equals it scenario by scenario (tests/test_audit.py), so a second
-Spark audit here would only repeat that comparison at the price of a spark-submit."""
+The jobs run under spark-submit on the cluster; their references are the one-process decode
+and audit of the same dump (``decoders.read_dump``, ``replay.local``: seconds), which local
+mode's Spark jobs equal (tests/test_spark.py, tests/test_audit.py), so a second spark-submit
+in local mode would only repeat those comparisons. Wall times are printed (``-s``)."""
 
 from __future__ import annotations
 
@@ -150,23 +149,28 @@ def test_audit_with_gate_on_the_cluster_equals_the_one_process_audit(
     print(f"audit --gate: cluster {elapsed:.1f} s", file=sys.stderr)
 
 
-def test_decode_on_the_cluster_equals_local_mode(standalone, s3_env, s3_dump, out_root):
-    runs = {}
-    for mode, master in (("cluster", None), ("local", "local[2]")):
-        out = f"{out_root}/decode-{mode}"
-        done, elapsed = _run(
-            standalone, s3_env, "decode.py", s3_dump, "--out", out, "--run-id", "cluster-test",
-            master=master,
-        )  # fmt: skip
-        assert done.returncode == 0, _tail(done)
-        runs[mode] = (_read_json(f"{out}/_manifest.json", s3_env), elapsed)
-        runs[mode][0]["records"] = _read_table(f"{out}/records", s3_env).num_rows
-    cluster, local = runs["cluster"][0], runs["local"][0]
-    assert cluster["rows"] == local["rows"] and cluster["rows"]["records"] > 0
-    assert cluster["records"] == local["records"] == cluster["rows"]["records"]
-    assert cluster["bytes"] == local["bytes"]
-    assert cluster["bytes"]["valid"] > 0
-    print(
-        f"decode: cluster {runs['cluster'][1]:.1f} s, local[2] {runs['local'][1]:.1f} s",
-        file=sys.stderr,
+def test_decode_on_the_cluster_equals_the_one_process_decode(
+    standalone, s3_env, s3_dump, local_dump, out_root
+):
+    import decoders
+
+    out = f"{out_root}/decode-cluster"
+    done, elapsed = _run(
+        standalone, s3_env, "decode.py", s3_dump, "--out", out, "--run-id", "cluster-test"
     )
+    assert done.returncode == 0, _tail(done)
+    manifest = _read_json(f"{out}/_manifest.json", s3_env)
+    local = decoders.read_dump([str(local_dump)], manifest["rows"])
+    assert manifest["rows"] == {t: local[t].num_rows for t in manifest["rows"]}
+    assert manifest["rows"]["records"] > 0
+    assert _read_table(f"{out}/records", s3_env).num_rows == manifest["rows"]["records"]
+    segments = local["segments"].to_pylist()
+    assert manifest["bytes"] == {
+        "files": len(segments),
+        **{k: sum(r[c] for r in segments) for k, c in (
+            ("size", "size"), ("valid", "bytes_valid"), ("padding", "bytes_padding"),
+            ("corrupt", "bytes_corrupt"), ("errors", "error_count"),
+        )},
+    }  # fmt: skip
+    assert manifest["bytes"]["valid"] > 0
+    print(f"decode: cluster {elapsed:.1f} s", file=sys.stderr)
