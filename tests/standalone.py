@@ -126,12 +126,13 @@ class Cluster:
         conf.update({f"spark.executorEnv.{k}": v for k, v in {**self.env, **(env or {})}.items()})
         return conf
 
-    def conf_dir(self, env: dict[str, str] | None = None) -> Path:
-        """A SPARK_CONF_DIR whose spark-defaults.conf holds :meth:`spark_conf`, for clients
-        that take a cluster's settings from their environment (Airflow's SparkSubmitHook)."""
+    def conf_dir(self, env: dict[str, str] | None = None, **extra: str) -> Path:
+        """A SPARK_CONF_DIR whose spark-defaults.conf holds :meth:`spark_conf` and ``extra``
+        (Spark keys), for clients that take a cluster's settings from their environment
+        (Airflow's SparkSubmitHook)."""
         conf = self.root / "conf"
         conf.mkdir(exist_ok=True)
-        lines = (f"{key} {value}\n" for key, value in self.spark_conf(env).items())
+        lines = (f"{key} {value}\n" for key, value in {**self.spark_conf(env), **extra}.items())
         (conf / "spark-defaults.conf").write_text("".join(lines))
         return conf
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from standalone import spark_home as installed_spark_home
@@ -82,9 +84,14 @@ DAYS = {"2026-11-20": "clean_transactions", "2026-11-21": "transaction_faults"}
 
 
 @pytest.fixture(scope="module")
-def airflow_run(tmp_path_factory, standalone):
-    """An Airflow home with a migrated SQLite database, a day's dump per scenario of DAYS,
-    and a runner of `airflow dags test` whose Spark connection is the standalone cluster."""
+def airflow_runs(tmp_path_factory, standalone) -> dict:
+    """Both days of DAYS run whole by `airflow dags test`, at the same time: day ->
+    (the CLI's completed process, what Airflow recorded, the day's output directory).
+
+    Each day has an Airflow home of its own (a copy of one migrated SQLite database: SQLite
+    takes one writer at a time), and each Spark application one of the cluster's two cores
+    (``spark.cores.max``), so neither run waits for the other's executors: a scheduler running
+    a backfill's days side by side does the same."""
     from simulator import synth
 
     root = tmp_path_factory.mktemp("airflow")
@@ -96,15 +103,14 @@ def airflow_run(tmp_path_factory, standalone):
     binaries.mkdir()
     spark_home = installed_spark_home()
     os.symlink(spark_home / "bin" / "spark-submit", binaries / "spark-submit")
-    env = {
+    base = {
         k: v
         for k, v in os.environ.items()
         if k not in {"PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME"}
         and not k.startswith("AIRFLOW")
     }
-    env.update(
-        PATH=os.pathsep.join([str(binaries), os.path.join(VENV, "bin"), env.get("PATH", "")]),
-        AIRFLOW_HOME=str(root / "home"),
+    base.update(
+        PATH=os.pathsep.join([str(binaries), os.path.join(VENV, "bin"), base.get("PATH", "")]),
         AIRFLOW__CORE__DAGS_FOLDER=os.path.join(REPO, "jobs", "airflow"),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__CORE__UNIT_TEST_MODE="False",
@@ -112,40 +118,45 @@ def airflow_run(tmp_path_factory, standalone):
             f"{standalone.url}?deploy-mode=client&spark-binary=spark-submit"
         ),
         SPARK_HOME=str(spark_home),
-        SPARK_CONF_DIR=str(standalone.conf_dir()),
+        SPARK_CONF_DIR=str(standalone.conf_dir(**{"spark.cores.max": "1"})),
         SPARK_LOCAL_IP="127.0.0.1",
         PYSPARK_PYTHON=str(standalone.python),
     )
     airflow = os.path.join(VENV, "bin", "airflow")
     assert os.path.exists(airflow), f"no Airflow environment at {VENV}: run ./dev test"
+    migrated = root / "migrated"
     migrate = subprocess.run(
-        [airflow, "db", "migrate"], env=env, capture_output=True, text=True, timeout=600
-    )
+        [airflow, "db", "migrate"], env=dict(base, AIRFLOW_HOME=str(migrated)),
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
     assert migrate.returncode == 0, migrate.stderr[-4000:]
+    params = {
+        "dump_root": str(root / "dumps"),
+        "out_root": str(root / "out"),
+        "package": str(standalone.package),
+    }
 
-    def dags_test(day: str) -> tuple[subprocess.CompletedProcess, dict]:
-        params = {
-            "dump_root": str(root / "dumps"),
-            "out_root": str(root / "out"),
-            "package": str(standalone.package),
-        }
-        run = subprocess.run(
-            [airflow, "dags", "test", DAG_ID, day, "--conf", json.dumps(params)],
-            env=env, capture_output=True, text=True, timeout=1500,
-        )  # fmt: skip
-        runs = subprocess.run(
-            [airflow, "dags", "list-runs", DAG_ID, "-o", "json"],
-            env=env, capture_output=True, text=True, timeout=300, check=True,
-        )  # fmt: skip
+    def dags_test(day: str):
+        home = root / "homes" / day
+        home.mkdir(parents=True)
+        shutil.copyfile(migrated / "airflow.db", home / "airflow.db")
+        env = dict(base, AIRFLOW_HOME=str(home))
+
+        def cli(*args: str, **kw) -> subprocess.CompletedProcess:
+            return subprocess.run([airflow, *args], env=env, capture_output=True, text=True, **kw)
+
+        run = cli("dags", "test", DAG_ID, day, "--conf", json.dumps(params), timeout=1500)
+        runs = cli("dags", "list-runs", DAG_ID, "-o", "json", timeout=300, check=True)
         (dag_run,) = [r for r in _last_json(runs.stdout) if r["logical_date"].startswith(day)]
-        states = subprocess.run(
-            [airflow, "tasks", "states-for-dag-run", DAG_ID, dag_run["run_id"], "-o", "json"],
-            env=env, capture_output=True, text=True, timeout=300, check=True,
+        states = cli(
+            "tasks", "states-for-dag-run", DAG_ID, dag_run["run_id"], "-o", "json",
+            timeout=300, check=True,
         )  # fmt: skip
         tasks = {t["task_id"]: t["state"] for t in _last_json(states.stdout)}
         return run, {"run": dag_run, "tasks": tasks, "out": root / "out" / day}
 
-    return dags_test
+    with ThreadPoolExecutor(len(DAYS)) as pool:
+        return dict(zip(DAYS, pool.map(dags_test, DAYS), strict=True))
 
 
 def _last_json(stdout: str):
@@ -159,8 +170,8 @@ def _summary(out) -> dict:
 
 
 @pytest.mark.cluster
-def test_the_dag_run_succeeds_on_a_clean_dump(airflow_run):
-    run, seen = airflow_run("2026-11-20")
+def test_the_dag_run_succeeds_on_a_clean_dump(airflow_runs):
+    run, seen = airflow_runs["2026-11-20"]
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-6000:]
     assert seen["run"]["state"] == "success"
     assert seen["tasks"] == {"audit": "success", "gate": "success"}
@@ -171,8 +182,8 @@ def test_the_dag_run_succeeds_on_a_clean_dump(airflow_run):
 
 
 @pytest.mark.cluster
-def test_the_dag_run_fails_at_the_gate_on_a_critical_finding(airflow_run):
-    run, seen = airflow_run("2026-11-21")
+def test_the_dag_run_fails_at_the_gate_on_a_critical_finding(airflow_runs):
+    run, seen = airflow_runs["2026-11-21"]
     assert run.returncode != 0 and "DagRun failed" in run.stdout + run.stderr
     assert seen["run"]["state"] == "failed"
     assert seen["tasks"] == {"audit": "success", "gate": "failed"}
