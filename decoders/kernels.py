@@ -15,6 +15,7 @@ import tempfile
 from typing import NamedTuple
 
 import numba
+import numba.core.caching
 import numpy as np
 from numba import njit
 
@@ -68,9 +69,56 @@ def _cache_dir() -> str | None:
     return None
 
 
+# the packages whose kernels :class:`_ShippedLocator` places when they run from a zip
+_OWN_PACKAGES = ("decoders", "replay")
+
+
+def _shipped_locator(cache_dir: str):
+    """A numba cache locator for our kernels imported from a zip (spark-submit --py-files).
+
+    Numba's own zip locator names the cache after the archive's path, and Spark puts the
+    archive in each application's own work directory: every executor of every application
+    would compile the kernels again (seconds of CPU per executor and run). Numba's stamps are
+    hashes of the source's contents, so a path that depends only on those contents (this
+    module's cache directory, keyed on them, see :func:`_cache_dir`) is safe to share."""
+    base = getattr(numba.core.caching, "ZipCacheLocator", None)
+    if base is None:  # an older numba does not cache zip-imported functions at all
+        return None
+
+    class ShippedLocator(base):
+        def __init__(self, py_func, py_file):
+            super().__init__(py_func, py_file)
+            self._cache_path = os.path.join(cache_dir, os.path.dirname(self._internal_path))
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if ".zip" not in py_file:
+                return None
+            try:
+                _zip, internal = cls._split_zip_path(py_file)
+            except ValueError:
+                return None
+            if internal.split("/")[0] not in _OWN_PACKAGES:
+                return None
+            self = cls(py_func, py_file)
+            try:
+                self.ensure_cache_path()
+            except OSError:
+                return None
+            return self
+
+    return ShippedLocator
+
+
 _CACHE_DIR = _cache_dir()
 if _CACHE_DIR is not None:
     numba.config.CACHE_DIR = _CACHE_DIR
+    _ShippedLocator = _shipped_locator(_CACHE_DIR)
+    _locators = numba.core.caching.CacheImpl._locator_classes
+    if _ShippedLocator is not None and not any(
+        c.__name__ == "ShippedLocator" for c in _locators
+    ):  # first: numba tries the locators in order
+        _locators.insert(0, _ShippedLocator)
 _CACHE = _CACHE_DIR is not None
 NUMBA_CACHE = _CACHE  # for other modules' kernels (replay.crosslog)
 

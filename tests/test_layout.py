@@ -99,3 +99,54 @@ def test_kernels_cache_is_keyed_on_every_module_they_import_from():
     }
     assert imported and imported <= set(kernels.CACHE_KEY_MODULES)
     assert "kernels.py" in kernels.CACHE_KEY_MODULES
+
+
+SHIPPED_RUN = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import decoders
+from decoders import kernels
+decoders.read_dump([sys.argv[2]], tables=["batches", "records"])
+stats = [f.stats for f in vars(kernels).values() if hasattr(f, "stats")]
+print(json.dumps({
+    "module": decoders.__file__,
+    "hits": sum(sum(s.cache_hits.values()) for s in stats),
+    "misses": sum(sum(s.cache_misses.values()) for s in stats),
+}))
+"""
+
+
+def test_kernels_shipped_in_a_zip_compile_once_whatever_the_zips_directory(tmp_path, sample_dump):
+    """Spark unpacks --py-files into each application's own work directory; numba's own zip
+    locator names the cache after that path, so every executor of every run compiled again.
+    The kernels' cache is named for their sources' contents (kernels._shipped_locator): the
+    second application, from another directory, loads what the first compiled."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import zipfile
+
+    source = importlib.resources.files("decoders")
+    runs = []
+    for app in ("app-1", "app-2"):
+        archive = tmp_path / app / "logreplay.zip"
+        archive.parent.mkdir()
+        with zipfile.ZipFile(archive, "w") as z:
+            for f in source.iterdir():
+                if f.name.endswith(".py"):
+                    z.writestr(f"decoders/{f.name}", f.read_bytes())
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba")
+        done = subprocess.run(
+            [sys.executable, "-c", SHIPPED_RUN, str(archive), str(sample_dump[0])],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    assert all(str(tmp_path) in r["module"] and ".zip" in r["module"] for r in runs)
+    assert first["misses"] > 0  # compiled, and written to the cache
+    assert second["hits"] > 0 and second["misses"] == 0  # loaded, nothing compiled
+    # under the directory named for the kernels' sources, not for the archive's path
+    assert list((tmp_path / "numba").glob("logreplay-*/decoders/*.nbi"))
