@@ -69,7 +69,7 @@ def _cache_dir() -> str | None:
     return None
 
 
-# the packages whose kernels :class:`_ShippedLocator` places when they run from a zip
+# the packages whose kernels the locator of :func:`_shipped_locator` places when run from a zip
 _OWN_PACKAGES = ("decoders", "replay")
 
 
