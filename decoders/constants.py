@@ -232,3 +232,10 @@ def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
     if base_sequence > MAX_SEQUENCE - last_offset_delta:
         return last_offset_delta - (MAX_SEQUENCE - base_sequence) - 1
     return base_sequence + last_offset_delta
+
+
+# Spark timestamps are microseconds in years 1..9999; a garbage header (a CRC-failed batch) can
+# hold any int64 milliseconds. Such values become null on the way into Spark instead of failing
+# the task (decoders.spark), and the audit's replay in the scan tasks nulls them alike
+# (replay.replicas).
+SPARK_MIN_MS, SPARK_MAX_MS = -62135596800000, 253402300799999

@@ -191,19 +191,28 @@ def pack(ranges: list[ByteRange], range_bytes: int, min_tasks: int = 1) -> list[
     """Group ranges, in order, into tasks of up to `range_bytes` (a bigger range alone), and
     into at least about `min_tasks` tasks when there are ranges enough: a small dump still
     keeps every core busy (each range counted with :data:`RANGE_OVERHEAD`)."""
-    total = sum(r.size + RANGE_OVERHEAD for r in ranges)
+    return pack_units([[r] for r in ranges], range_bytes, min_tasks)
+
+
+def pack_units(units: list[list[ByteRange]], range_bytes: int, min_tasks: int = 1) -> list[Task]:
+    """:func:`pack` for units of ranges that stay together in one task (a partition
+    directory's files, for a task that replays it): a unit larger than `range_bytes` alone."""
+
+    def cost(unit: list[ByteRange]) -> int:
+        return sum(r.size + RANGE_OVERHEAD for r in unit)
+
+    total = sum(cost(u) for u in units)
     share = -(-total // max(min_tasks, 1))
     tasks: list[Task] = []
-    current, size, cost = Task(), 0, 0
-    for r in ranges:
-        if current.ranges and (
-            size + r.size > range_bytes or cost + r.size + RANGE_OVERHEAD > share
-        ):
+    current, size, spent = Task(), 0, 0
+    for unit in units:
+        unit_size = sum(r.size for r in unit)
+        if current.ranges and (size + unit_size > range_bytes or spent + cost(unit) > share):
             tasks.append(current)
-            current, size, cost = Task(), 0, 0
-        current.ranges.append(r)
-        size += r.size
-        cost += r.size + RANGE_OVERHEAD
+            current, size, spent = Task(), 0, 0
+        current.ranges.extend(unit)
+        size += unit_size
+        spent += cost(unit)
     if current.ranges:
         tasks.append(current)
     return tasks

@@ -43,6 +43,7 @@ from pyspark.sql.types import (
 
 import decoders
 from decoders import avro
+from decoders.constants import SPARK_MAX_MS, SPARK_MIN_MS
 from decoders.planning import DEFAULT_RANGE_BYTES, ByteRange, plan
 from decoders.schemas import TABLES
 
@@ -262,11 +263,6 @@ def _avro(options, table: str) -> dict | None:
     if table != "records":
         raise ValueError("the avro option applies to the records table only")
     return avro.from_option(options["avro"])
-
-
-# Spark timestamps are microseconds in years 1..9999; a garbage header (a CRC-failed batch) can
-# hold any int64 milliseconds. Such values become null instead of failing the task.
-SPARK_MIN_MS, SPARK_MAX_MS = -62135596800000, 253402300799999
 
 
 def _spark_safe(batch: pa.RecordBatch) -> pa.RecordBatch:

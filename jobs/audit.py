@@ -80,7 +80,7 @@ def run(args) -> int:
     from jobs.resilience import run_resilient
     from jobs.scan import decoded_once
     from replay.findings import SEVERITIES
-    from replay.plan import DECODED_TABLES, audit_session, audit_summary
+    from replay.plan import DECODED_TABLES, audit_session, audit_summary, replay_spec
 
     spark, run_id, out, previous, key = start_run(args, conf, "logreplay-audit", SUMMARY)
     spread = int(spark.conf.get("spark.sql.shuffle.partitions"))
@@ -91,9 +91,15 @@ def run(args) -> int:
         # the dump is decoded once, by one scan writing every table the audit reads into the
         # run's scratch area; the audit's stages read those back; what the audit cached is
         # released once its tables are written and summarised
+        # the scan's tasks replay every partition replica they read (replay.replicas)
+        spec = replay_spec(args.inputs, conf)
         with (
-            decoded_once(spark, files, DECODED_TABLES, conf["decode"], out, key, skip) as scratch,
-            audit_session(spark, args.inputs, conf, scratch.decoded, skip, scratch.stash) as tables,
+            decoded_once(
+                spark, files, DECODED_TABLES, conf["decode"], out, key, skip, spec
+            ) as scratch,
+            audit_session(
+                spark, args.inputs, conf, scratch.decoded, skip, scratch.stash, spec
+            ) as tables,
         ):
             progress.phase("replay: writing tables")
 

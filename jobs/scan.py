@@ -20,7 +20,7 @@ import os
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
-from decoders.planning import SPLITTABLE, ByteRange, pack, split
+from decoders.planning import SPLITTABLE, ByteRange, pack, pack_units, split
 
 CHANGED = "file changed size from"  # the reason decoders give a file that changed while read
 # a task's decoded rows of one table wait for these many rows or bytes before being written
@@ -42,12 +42,33 @@ class ScanOptions:
     # table -> (its Spark schema, the Arrow schema of its Parquet files)
     schemas: dict = field(default_factory=dict)
     partition_by: dict = field(default_factory=dict)  # table -> partition column or None
+    # the audit's: replay every partition replica in the task that reads it (its files all in
+    # one task), writing the REPLAY_TABLES too (replay.replicas)
+    replay: object | None = None
+
+    @property
+    def decoded(self) -> list[str]:
+        """The tables the decoders give (the others come from the replay)."""
+        return [t for t in self.tables if t not in REPLAY_TABLES]
 
 
-def plan_scan(files, tables, range_bytes: int, min_tasks: int = 1) -> list[list[ByteRange]]:
+# what the replay in the scan tasks writes: its rows per replica, and one row per replica
+REPLAY_TABLES = ("replayed", "replicas")
+
+
+def plan_scan(files, tables, range_bytes: int, min_tasks: int = 1,
+              whole_replicas: bool = False) -> list[list[ByteRange]]:  # fmt: skip
     """Every file of the dump (each one is accounted for), logs larger than ``range_bytes``
     split at batch boundaries when a splittable table is asked for; packed into tasks (at
-    least about ``min_tasks`` of them when the files allow)."""
+    least about ``min_tasks`` of them when the files allow). ``whole_replicas``: every file of
+    one partition directory in one task, in the order discovered (logs by base offset), none
+    split: the task replays the replica (a partition's replay is sequential by nature)."""
+    if whole_replicas:
+        units: dict[object, list[ByteRange]] = {}
+        for f in files:
+            key = replica_of(f) or ("file", f.path)
+            units.setdefault(key, []).append(ByteRange(f, 0, f.size))
+        return [t.ranges for t in pack_units(list(units.values()), range_bytes, min_tasks)]
     indexes = {
         (f.log_dir, f.info.topic, f.info.partition, f.info.base_offset): f
         for f in files
@@ -62,6 +83,13 @@ def plan_scan(files, tables, range_bytes: int, min_tasks: int = 1) -> list[list[
         else:
             ranges.append(ByteRange(f, 0, f.size))
     return [t.ranges for t in pack(ranges, range_bytes, min_tasks)]
+
+
+def replica_of(f) -> tuple[str, str, int] | None:
+    """(broker, topic, partition) of a file in a partition directory; None for the others."""
+    if f.info.topic is None or f.info.partition is None:
+        return None
+    return (f.info.broker or "", f.info.topic, f.info.partition)
 
 
 def scan_options(spark_schema_of, tables, deep, decode_conf, avro_topics) -> ScanOptions:
@@ -169,10 +197,25 @@ def scan_ranges(ranges, opts: ScanOptions, base: str, key: str, task: int, attem
     # a header-only run (the audit) decodes the records of the internal topics only, in a
     # second pass over their ranges: the batch-level tables and the accounting stay exactly
     # those of the header scan
-    records = set() if opts.deep else set(opts.tables) & decoders.RECORD_TABLES
-    wanted = (set(opts.tables) - records) | {"segments"}
+    records = set() if opts.deep else set(opts.decoded) & decoders.RECORD_TABLES
+    wanted = (set(opts.decoded) - records) | {"segments"}
+    replica = None  # the replica whose files the task is reading (whole_replicas plans)
+
+    def replayed() -> None:
+        result = replica.result() if replica is not None else None
+        for table, rows in zip(REPLAY_TABLES, result or (), strict=False):
+            for b in rows.to_batches():
+                write(table, b)
+
     try:
         for r in ranges:
+            if opts.replay is not None:
+                from replay.replicas import ReplicaReplay
+
+                home = replica_of(r.file)
+                if replica is None or home != replica.key:
+                    replayed()
+                    replica = None if home is None else ReplicaReplay(opts.replay, *home)
             partial = r.start != 0 or r.stop < r.file.size
             held_errors = None
             passes = [(wanted, opts.deep)]
@@ -201,8 +244,11 @@ def scan_ranges(ranges, opts: ScanOptions, base: str, key: str, task: int, attem
                     continue
                 if table == "segments":
                     add_segment(totals, batch.to_pylist()[0])  # one row per file
+                if replica is not None:
+                    replica.add(table, batch)
                 if table in opts.tables and batch.num_rows:
                     write(table, batch)
+        replayed()
         for table in list(pending):
             flush(table)
     except BaseException:
@@ -276,6 +322,8 @@ def _converted(batches: list, table: str, opts: ScanOptions):
     converted together; one by one where their decoded schemas differ."""
     import pyarrow as pa
 
+    if table in REPLAY_TABLES:  # built by the replay in the schema of its Parquet files
+        return pa.Table.from_batches(batches).cast(opts.schemas[table][1])
     try:
         whole = pa.Table.from_batches(batches).combine_chunks()
     except pa.ArrowInvalid:  # schemas differ between the batches
@@ -315,7 +363,7 @@ def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_byte
     skipped = skipped or {}
     left_out = [f for f in files if f.path in skipped]
     files = [f for f in files if f.path not in skipped]
-    tasks = plan_scan(files, opts.tables, range_bytes, min_tasks)
+    tasks = plan_scan(files, opts.decoded, range_bytes, min_tasks, opts.replay is not None)
     reports = run_scan(spark, tasks, opts, base, key, kill)
     if kill:
         kill_point(kill.split(":")[0] + ":staged-table")
@@ -415,18 +463,31 @@ class Scratch:
 
 @contextmanager
 def decoded_once(spark, files, tables, conf: dict, out, key: str,
-                 skipped: dict[str, str] | None = None):  # fmt: skip
+                 skipped: dict[str, str] | None = None, replay=None):  # fmt: skip
     """Decode the dump once into the run's scratch area and give the :class:`Scratch` for the
     ``with`` block; the scratch area is removed after it. A killed attempt's scratch files are
-    removed by the next attempt of the same run."""
+    removed by the next attempt of the same run. ``replay`` (a :class:`replay.replicas.
+    ReplaySpec`): the tasks also replay every partition replica they read, and the scratch
+    area holds the :data:`REPLAY_TABLES`."""
     from decoders.spark import _struct, table_schema
     from jobs.output import OutputDir
 
     scratch = OutputDir(out.child(f"{SCRATCH}/{key}"))
     _remove(scratch)
-    opts = scan_options(
-        lambda t, with_avro: _struct(table_schema(t, with_avro)), tables, False, conf, None
-    )
+
+    def spark_schema(table: str, with_avro: bool):
+        if table in REPLAY_TABLES:
+            from replay.replicas import REPLAYED_SCHEMA, REPLICA_SCHEMA
+
+            return _struct(REPLAYED_SCHEMA if table == "replayed" else REPLICA_SCHEMA)
+        return _struct(table_schema(table, with_avro))
+
+    if replay is not None:
+        tables = [*tables, *REPLAY_TABLES]
+    opts = scan_options(spark_schema, tables, False, conf, None)
+    opts.replay = replay
+    for t in REPLAY_TABLES:  # a few rows per partition: one file per task, unpartitioned
+        opts.partition_by[t] = None
     # the scratch tables' files are the run's own: as many tasks as keep the cores busy
     entries, _acct, _tasks = scan_tables(
         spark, files, opts, scratch.uri, key, int(conf["range_bytes"]), None, skipped,

@@ -28,6 +28,7 @@ from replay.findings import finding
 
 NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 RECENT_RANGES = 4096  # sequence ranges remembered per producer to tell duplicates apart
+CHUNK_ROWS = 65_536  # batches turned into Python rows at a time by the replay
 COORDINATOR_TOPICS = {CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC}
 
 BATCH_COLUMNS = (
@@ -153,10 +154,12 @@ class PartitionReplay:
         # where the cleaner has been, before judging anything (10.8), over whole columns
         self.cleaned_upto = max(self.cleaned_upto, _cleaner_leftovers_end(t))
         pending_snapshots = sorted(snapshot_offsets)
-        for b in t.to_pylist():
-            while pending_snapshots and b["base_offset"] >= pending_snapshots[0]:
-                self.snapshot_states[pending_snapshots.pop(0)] = self.states()
-            self.batch(b)
+        # a slice at a time: Python objects for CHUNK_ROWS batches, not for the whole partition
+        for chunk in t.to_batches(max_chunksize=CHUNK_ROWS):
+            for b in chunk.to_pylist():
+                while pending_snapshots and b["base_offset"] >= pending_snapshots[0]:
+                    self.snapshot_states[pending_snapshots.pop(0)] = self.states()
+                self.batch(b)
         for s in pending_snapshots:
             self.snapshot_states[s] = self.states()
         return self

@@ -39,6 +39,7 @@ from replay.grouped import (
     with_shares,
 )
 from replay.leakage import judge_partition
+from replay.replicas import REPLICA_BROKER, ReplaySpec
 from replay.settings import AuditConfig
 
 
@@ -87,8 +88,12 @@ class Audit:
         decoded: Callable[[str], DataFrame] | None = None,
         skip: dict[str, str] | None = None,
         stash: Callable[[str, DataFrame], DataFrame] | None = None,
+        replay: ReplaySpec | None = None,
     ) -> None:
         self.spark, self.paths, self.config = spark, paths, config
+        # the caller's scan replayed every replica in the tasks that read them (the audit job,
+        # see replay.replicas): ``decoded`` also gives the replayed rows and one row per replica
+        self.replay = replay
         # where the replay's intermediate tables go when its caller has a run-scoped scratch
         # area (the audit job, see jobs.scan.Scratch.stash); else they are cached in memory
         self.stash = stash
@@ -99,7 +104,7 @@ class Audit:
         self.cached: list[DataFrame] = []
         register(spark)
         # broker directory -> cluster (meta.properties, read on the driver: a few bytes each)
-        self.clusters = broker_clusters(paths, config.cluster)
+        self.clusters = replay.clusters if replay else broker_clusters(paths, config.cluster)
         # as a literal map in every read's projection: a join with a small DataFrame would be
         # one more broadcast, so one more Spark job, in every stage that reads a decoded table
         pairs = [F.lit(x) for kv in sorted(self.clusters.items()) for x in kv]
@@ -149,12 +154,22 @@ class Audit:
         batches = self.read("batches").filter(F.col("topic").isNotNull())
         if self.decoded is None:  # else the scratch area's Parquet is read again, column-pruned:
             batches = self._persist(batches)  # cheaper than building an in-memory copy of it
-        # a row per partition replica, read by many stages: computed once (each stage would
-        # aggregate every batch again)
-        chosen = self._persist(self._chosen_replicas(batches), "chosen")
         keys = [CLUSTER, "topic", "partition", "broker"]
+        if self.replay is not None:  # replayed by the scan's tasks: keep the chosen replicas'
+            replicas = self.decoded("replicas")
+            chosen = self._persist(self._chosen_replicas(replicas), "chosen")
+            part = self._persist(self._replayed_rows(chosen), "part")
+            topics = _replicated_topics(replicas)
+            diverging = batches.filter(F.col("topic").isin(*topics)) if topics else batches.limit(0)
+        else:
+            # a row per partition replica, read by many stages: computed once (each stage
+            # would aggregate every batch again)
+            chosen = self._persist(self._chosen_replicas(_replica_rows(batches)), "chosen")
+            part = self._persist(
+                self._partition_replay(batches.join(F.broadcast(chosen), keys), chosen), "part"
+            )
+            diverging = batches
         replayed = batches.join(F.broadcast(chosen), keys)
-        part = self._persist(self._partition_replay(replayed, chosen), "part")
         transactions = _split(part, "transaction", T.TRANSACTIONS)
         partitions = _split(part, "partition", T.PARTITIONS)
 
@@ -188,7 +203,7 @@ class Audit:
             _split(groups, "finding", T.FINDINGS),
             _split(cross, "finding", T.FINDINGS),
             checks.integrity(self.read("errors")),
-            checks.divergence(batches),
+            checks.divergence(diverging),
         ]
         leaks = self._persist(self._leakage(transactions, timeline, partitions), "leaks")
         findings += [leaks, checks.propagation(leaks, transactions, coord_txns)]
@@ -224,22 +239,27 @@ class Audit:
         self.cached = []
 
     # -- replicas -------------------------------------------------------------------------------
-    def _chosen_replicas(self, batches: DataFrame) -> DataFrame:
+    def _chosen_replicas(self, replicas: DataFrame) -> DataFrame:
         """Per partition of a cluster the most complete replica: highest last offset, then most
-        batches with a valid CRC, then the smallest broker name (docs/architecture.md: replay one, compare
-        the others)."""
-        per = batches.groupBy(CLUSTER, "topic", "partition", "broker").agg(
-            F.max("last_offset").alias("_end"),
-            F.sum(F.col("crc_valid").cast("long")).alias("_ok"),
-        )
+        batches with a valid CRC, then the smallest broker name (docs/architecture.md: replay
+        one, compare the others). ``replicas``: a row per replica (REPLICA_SCHEMA)."""
         w = Window.partitionBy(CLUSTER, "topic", "partition").orderBy(
-            F.desc("_end"), F.desc("_ok"), F.asc("broker")
+            F.desc("end_offset"), F.desc("crc_valid_batches"), F.asc("broker")
         )
         return (
-            per.withColumn("_rank", F.row_number().over(w))
+            replicas.withColumn("_rank", F.row_number().over(w))
             .filter("_rank = 1")
             .select(CLUSTER, "topic", "partition", "broker")
         )
+
+    def _replayed_rows(self, chosen: DataFrame) -> DataFrame:
+        """The rows the scan's tasks replayed (replay.replicas), of the chosen replicas only:
+        what the grouped replay of :meth:`_partition_replay` gives."""
+        names = {"topic": "replica_topic", "partition": "replica_partition",
+                 "broker": REPLICA_BROKER}  # fmt: skip
+        keep = chosen.select(CLUSTER, *[F.col(c).alias(n) for c, n in names.items()])
+        rows = self.decoded("replayed").join(F.broadcast(keep), [CLUSTER, *names.values()])
+        return rows.select(CLUSTER, *[f.name for f in PARTITION_SCHEMA])
 
     # -- partitions -------------------------------------------------------------------------------
     def _partition_replay(self, batches: DataFrame, chosen: DataFrame) -> DataFrame:
@@ -467,6 +487,33 @@ class Audit:
         )
 
 
+def _replica_rows(batches: DataFrame) -> DataFrame:
+    """A row per partition replica (replay.replicas.REPLICA_SCHEMA) from its batches."""
+    return batches.groupBy(CLUSTER, "topic", "partition", "broker").agg(
+        F.max("last_offset").alias("end_offset"),
+        F.sum(F.col("crc_valid").cast("long")).alias("crc_valid_batches"),
+    )
+
+
+def _replicated_topics(replicas: DataFrame) -> list[str]:
+    """Topics with a partition held by two brokers or more: the only ones whose batches the
+    replica-divergence check needs (the batches are stored by topic: the others are not read).
+    A few names reach the driver."""
+    multi = replicas.groupBy(CLUSTER, "topic", "partition").count().filter("count > 1")
+    return sorted(r["topic"] for r in multi.select("topic").distinct().collect())
+
+
+def replay_spec(paths: list[str], conf: dict | AuditConfig | None) -> ReplaySpec:
+    """What the scan's tasks need to replay the replicas they read (replay.replicas)."""
+    config = _config(conf)
+    return ReplaySpec(
+        facts=config.facts(),
+        cleaned=cleaner_checkpoints(paths),
+        compacted=frozenset(config.compacted_topics()),
+        clusters=broker_clusters(paths, config.cluster),
+    )
+
+
 def audit_summary(tables: dict[str, DataFrame]) -> dict:
     """What the run's summary says beyond finding counts: the clusters found and what the
     checks could and could not judge (a few rows reach the driver)."""
@@ -503,12 +550,15 @@ def audit_session(
     decoded: Callable[[str], DataFrame] | None = None,
     skip: dict[str, str] | None = None,
     stash: Callable[[str, DataFrame], DataFrame] | None = None,
+    replay: ReplaySpec | None = None,
 ) -> Iterator[dict[str, DataFrame]]:
     """The audit's tables for the ``with`` block; what the plan cached is unpersisted when the
     block ends, however it ends. ``decoded``: the decoded tables by name (the ones of
     :data:`DECODED_TABLES`), when the caller decoded the dump once beforehand; ``stash``:
-    writes an intermediate table to the caller's scratch area and reads it back."""
-    a = Audit(spark, list(paths), _config(conf), decoded, skip, stash)
+    writes an intermediate table to the caller's scratch area and reads it back; ``replay``:
+    the spec the caller's scan replayed every replica with (:func:`replay_spec`), whose rows
+    ``decoded`` then gives too."""
+    a = Audit(spark, list(paths), _config(conf), decoded, skip, stash, replay)
     try:
         yield a.run()
     finally:

@@ -178,38 +178,41 @@ def test_declared_facts_change_the_judgement(spark, sim_all, tmp_path):
     assert sorted(f["kind"] for f in found) == sorted(f["kind"] for f in alone)
 
 
-def test_the_job_s_stages_start_from_the_scratch_area_not_the_whole_lineage(
+def test_the_job_s_replay_in_the_scan_tasks_gives_the_grouped_plan_s_tables(
     spark, sim_all, scenario_audit, tmp_path
 ):
-    """The audit job writes the replay's intermediate tables to the run's scratch area and
-    reads them back (jobs.scan.Scratch.stash): the same tables as the cached plan, with plans
-    a fraction of the size (Spark ships a stage's plan and lineage in every task: ~30 MB per
-    task on the every-scenario dump before). Checked on the findings' plan."""
+    """The audit job replays every partition replica inside the scan task that reads it
+    (replay.replicas) and writes the replay's intermediate tables to the run's scratch area
+    (jobs.scan.Scratch.stash): over every scenario at once, every table equals the grouped
+    plan's (``replay.audit_session`` without a scan, where Spark groups the batch headers by
+    partition), and the stages' plans stay small (Spark ships a stage's plan and lineage in
+    every task: ~30 MB per task on the every-scenario dump before the stash)."""
+    import pyarrow as pa
+
     import decoders
     from jobs.output import OutputDir
     from jobs.scan import decoded_once
     from replay.config import default
-    from replay.plan import DECODED_TABLES, audit_session
+    from replay.plan import DECODED_TABLES, audit_session, replay_spec
 
-    dump = str(sim_all / "clean_transactions")
-    files = decoders.discover([dump])
+    root = [str(sim_all)]
+    files = decoders.discover(root)
     out = OutputDir(str(tmp_path / "out"))
-    cached = scenario_audit("clean_transactions")  # the same audit with cached tables
+    grouped = scenario_audit(None)  # the same dump through the grouped plan
+    spec = replay_spec(root, None)
     with (
-        decoded_once(spark, files, DECODED_TABLES, default("decode"), out, "0123abcd") as sc,
-        audit_session(spark, [dump], None, sc.decoded, None, sc.stash) as tables,
-    ):
+        decoded_once(spark, files, DECODED_TABLES, default("decode"), out, "0123abcd", None,
+                     spec) as sc,
+        audit_session(spark, root, None, sc.decoded, None, sc.stash, spec) as tables,
+    ):  # fmt: skip
         plan = tables["findings"]._jdf.queryExecution().optimizedPlan().toString()
         assert len(plan) < 100_000, len(plan)
-        for name in ("findings", "transactions", "offset_timeline", "partitions"):
-            got = tables[name].toArrow()
-            want = cached[name]
-            # the shared audit ran over every scenario, where brokers are named by their path
-            # (several directories share node id 1): every other column must be equal
-            cols = [
-                c for c in want.column_names
-                if "map" not in str(want.schema.field(c).type) and c != "broker"
-            ]  # fmt: skip
-            order = [(c, "ascending") for c in cols]
+        assert set(tables) == set(grouped)
+        for name, df in tables.items():
+            got, want = df.toArrow(), grouped[name]
+            assert got.num_rows == want.num_rows, name
+            cols = [c for c in want.column_names if "map" not in str(want.schema.field(c).type)]
+            flat = [c for c in cols if not pa.types.is_nested(want.schema.field(c).type)]
+            order = [(c, "ascending") for c in flat]
             assert got.select(cols).sort_by(order).equals(want.select(cols).sort_by(order)), name
     assert not (tmp_path / "out" / "_scratch" / "0123abcd").exists()  # removed after

@@ -104,3 +104,84 @@ def test_a_rescan_writes_the_same_bytes(damaged, tmp_path):
     for path, _ in a:
         assert (first / path).read_bytes() == (second / path).read_bytes(), path
     shutil.rmtree(first)
+
+
+def test_the_audit_s_scan_replays_each_replica_in_the_task_that_reads_it(damaged, tmp_path):
+    """Planned for the audit (``whole_replicas``), every file of a partition directory is in
+    one task, unsplit; the task replays the replica (replay.replicas) and writes its rows and
+    one row per replica. Kept to the replica the audit chooses, the rows are the one-process
+    audit's: partitions, transactions and findings (the segment damaged by garbage
+    included)."""
+    from jobs.scan import REPLAY_TABLES, replica_of
+    from replay.local import audit_local
+    from replay.plan import DECODED_TABLES, replay_spec
+    from replay.replicas import REPLAYED_SCHEMA, REPLICA_SCHEMA
+
+    root = [str(damaged)]
+    files = decoders.discover(root)
+    tasks = plan_scan(files, DECODED_TABLES, RANGE, min_tasks=3, whole_replicas=True)
+    assert len(tasks) >= 3
+    homes: dict = {}
+    for i, ranges in enumerate(tasks):
+        assert all(r.start == 0 and r.stop == r.file.size for r in ranges)  # none split
+        for r in ranges:
+            if replica_of(r.file) is not None:
+                assert homes.setdefault(replica_of(r.file), i) == i  # one task per replica
+
+    def schema(table, with_avro):
+        if table in REPLAY_TABLES:
+            return _struct(REPLAYED_SCHEMA if table == "replayed" else REPLICA_SCHEMA)
+        return _struct(table_schema(table, with_avro))
+
+    opts = scan_options(schema, [*DECODED_TABLES, *REPLAY_TABLES], False, CONF, None)
+    opts.replay = replay_spec(root, None)
+    opts.partition_by.update(dict.fromkeys(REPLAY_TABLES))
+    out = tmp_path / "out"
+    reports = []
+    for i, ranges in enumerate(tasks):
+        reports += scan_ranges(ranges, opts, str(out), "0123456789ab", i, 0)
+
+    def rows(table):
+        return [
+            row
+            for r in reports
+            if r["kind"] == "file" and r["table"] == table
+            for row in pq.read_table(f"{out}/{r['path']}").to_pylist()
+        ]
+
+    replicas = rows("replicas")
+    batches = decoders.read_dump(root, ["batches"])["batches"].to_pylist()
+    with_batches = {(b["broker"], b["topic"], b["partition"]) for b in batches if b["topic"]}
+    assert {(r["broker"], r["topic"], r["partition"]) for r in replicas} == with_batches
+    assert len(replicas) == len(with_batches)
+    best: dict = {}
+    for r in sorted(replicas, key=lambda r: (-r["end_offset"], -r["crc_valid_batches"],
+                                               r["broker"])):  # fmt: skip
+        best.setdefault((r["topic"], r["partition"]), r["broker"])
+    kept = [
+        r for r in rows("replayed")
+        if best.get((r["replica_topic"], r["replica_partition"])) == r["replica_broker"]
+    ]  # fmt: skip
+    local = audit_local(root)
+    for out_name, table, cols in (
+        ("partition", "partitions", ("topic", "partition", "broker", "log_end_offset", "lso",
+                                     "data_records", "complete_from", "copy_end_timestamp")),
+        ("transaction", "transactions", ("topic", "partition", "producer_id", "first_offset",
+                                         "marker_offset", "outcome", "record_count")),
+        ("finding", "findings", ("kind", "severity", "topic", "partition", "producer_id",
+                                 "first_offset", "last_offset")),
+    ):  # fmt: skip
+        got = [r for r in kept if r["out"] == out_name]
+        want = local[table]
+        if table == "findings":  # the partition replay's findings, not the other stages'
+            want = [f for f in want if f["kind"] in PARTITION_FINDINGS]
+        else:
+            assert got, table
+        assert _values(got, cols) == _values(want, cols), table
+
+
+# what replay.partition and the partition's index checks (replay.grouped) find
+PARTITION_FINDINGS = {
+    "fenced_epoch_write", "non_transactional_write_in_txn", "invalid_epoch_start",
+    "duplicate_sequence", "sequence_gap", "out_of_order_sequence", "index_inconsistent",
+}  # fmt: skip
