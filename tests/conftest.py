@@ -72,7 +72,7 @@ def scenario_audit(spark, sim_all):
     cluster, so a scenario's rows are those of its cluster (the one-process audit of the
     scenario alone, ``scenario_local``, is what tests compare them with). Brokers are named
     as in a run over the whole root (``1@<scenario>/broker-1``: several directories there
-    share node id 1); ``None`` gives every scenario's rows. :func:`frames` makes
+    share node id 1). :func:`frames` makes
     DataFrames of them again."""
     import pyarrow.compute as pc
 
@@ -81,12 +81,10 @@ def scenario_audit(spark, sim_all):
 
     whole: dict[str, object] = {}
 
-    def get(scenario: str | None) -> dict:
+    def get(scenario: str) -> dict:
         if not whole:
             with audit_session(spark, [str(sim_all)]) as tables:
                 whole.update({name: df.toArrow() for name, df in tables.items()})
-        if scenario is None:  # every scenario's rows
-            return dict(whole)
 
         # broker directories without a cluster.id (the .log-only scenario) are clusters of
         # their own, named by their path
