@@ -9,7 +9,14 @@ import numpy as np
 import pyarrow as pa
 
 from decoders import kernels
-from decoders.constants import COMPRESSION_NAMES, CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP
+from decoders.constants import (
+    COMPRESSION_NAMES,
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    NO_TIMESTAMP,
+    SPARK_MAX_MS,
+    SPARK_MIN_MS,
+)
 
 TIMESTAMP_TYPES = pa.array([CREATE_TIME, LOG_APPEND_TIME], pa.string())
 # codec number -> name; one slot past the last codec for every unknown one
@@ -66,3 +73,13 @@ def valid_utf8(arr: pa.Array) -> pa.Array:
             [None if b is None else b.decode("utf-8", "replace") for b in raw.to_pylist()],
             pa.string(),
         )
+
+
+def outside_spark_range(ms: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Where epoch milliseconds fall outside Spark's timestamps (years 1..9999): a garbage
+    header can hold any int64; such values become null on the way into Spark
+    (decoders.spark) and in the audit's replay in the scan (replay.replicas). Null in, false
+    out."""
+    import pyarrow.compute as pc
+
+    return pc.fill_null(pc.or_(pc.less(ms, SPARK_MIN_MS), pc.greater(ms, SPARK_MAX_MS)), False)

@@ -43,7 +43,7 @@ from pyspark.sql.types import (
 
 import decoders
 from decoders import avro
-from decoders.constants import SPARK_MAX_MS, SPARK_MIN_MS
+from decoders.columns import outside_spark_range
 from decoders.planning import DEFAULT_RANGE_BYTES, ByteRange, plan
 from decoders.schemas import TABLES
 
@@ -272,8 +272,7 @@ def _spark_safe(batch: pa.RecordBatch) -> pa.RecordBatch:
     changed = False
     for i, f in enumerate(batch.schema):
         if pa.types.is_timestamp(f.type) and batch.column(i).null_count < len(batch):
-            ms = batch.column(i).cast(pa.int64())
-            bad = pc.or_(pc.less(ms, SPARK_MIN_MS), pc.greater(ms, SPARK_MAX_MS))
+            bad = outside_spark_range(batch.column(i).cast(pa.int64()))
             if pc.any(bad).as_py():
                 columns[i] = pc.if_else(bad, pa.scalar(None, f.type), batch.column(i))
                 changed = True

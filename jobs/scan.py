@@ -207,11 +207,11 @@ def scan_ranges(ranges, opts: ScanOptions, base: str, key: str, task: int, attem
             for b in rows.to_batches():
                 write(table, b)
 
+    if opts.replay is not None:
+        from replay.replicas import ReplicaReplay
     try:
         for r in ranges:
             if opts.replay is not None:
-                from replay.replicas import ReplicaReplay
-
                 home = replica_of(r.file)
                 if replica is None or home != replica.key:
                     replayed()
@@ -485,9 +485,10 @@ def decoded_once(spark, files, tables, conf: dict, out, key: str,
     if replay is not None:
         tables = [*tables, *REPLAY_TABLES]
     opts = scan_options(spark_schema, tables, False, conf, None)
-    opts.replay = replay
-    for t in REPLAY_TABLES:  # a few rows per partition: one file per task, unpartitioned
-        opts.partition_by[t] = None
+    if replay is not None:
+        opts.replay = replay
+        for t in REPLAY_TABLES:  # a few rows per partition: one file per task, unpartitioned
+            opts.partition_by[t] = None
     # the scratch tables' files are the run's own: as many tasks as keep the cores busy
     entries, _acct, _tasks = scan_tables(
         spark, files, opts, scratch.uri, key, int(conf["range_bytes"]), None, skipped,

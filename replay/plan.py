@@ -39,7 +39,7 @@ from replay.grouped import (
     with_shares,
 )
 from replay.leakage import judge_partition
-from replay.replicas import REPLICA_BROKER, ReplaySpec
+from replay.replicas import REPLICA_BROKER, SIDE_COLUMNS, ReplaySpec
 from replay.settings import AuditConfig
 
 
@@ -294,18 +294,13 @@ class Audit:
         snapshot entries, the `.txnindex` files that exist, and their entries."""
         keys = [CLUSTER, "topic", "partition", "broker"]
         null = F.lit(None)
-        cols = {
-            "snapshot_offset": "long", "producer_id": "long", "producer_epoch": "int",
-            "last_sequence": "int", "last_offset": "long", "offset_delta": "int",
-            "coordinator_epoch": "int", "current_txn_first_offset": "long", "timestamp": "long",
-            "file": "string", "first_offset": "long", "last_stable_offset": "long",
-        }  # fmt: skip
 
         def shaped(df: DataFrame, row: str) -> DataFrame:
             have = set(df.columns)
             return df.select(
                 F.lit(row).alias("_row"), CLUSTER, "topic", "partition",
-                *[(F.col(c) if c in have else null).cast(t).alias(c) for c, t in cols.items()],
+                *[(F.col(c) if c in have else null).cast(spark_type(t)).alias(c)
+                  for c, t in SIDE_COLUMNS.items()],
             )  # fmt: skip
 
         snaps = self.read("producer_snapshots").join(F.broadcast(chosen), keys)

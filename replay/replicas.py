@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from decoders.constants import SPARK_MAX_MS, SPARK_MIN_MS
+from decoders.columns import outside_spark_range
 from replay.grouped import CLUSTER, PARTITION_SCHEMA, Facts, cleaned_upto, partition_tables
 from replay.partition import BATCH_COLUMNS
 
@@ -45,8 +45,9 @@ REPLICA_SCHEMA = pa.schema(
         pa.field("crc_valid_batches", pa.int64()),
     ]
 )
-# the side rows a partition's replay compares with, as replay.plan.Audit._partition_side
-# shapes them: column -> Arrow type
+# the side rows a partition's replay compares with (producer snapshot entries, `.txnindex`
+# files and entries), shaped alike here and by replay.plan.Audit._partition_side: column ->
+# Arrow type
 SIDE_COLUMNS = {
     "snapshot_offset": pa.int64(), "producer_id": pa.int64(), "producer_epoch": pa.int32(),
     "last_sequence": pa.int32(), "last_offset": pa.int64(), "offset_delta": pa.int32(),
@@ -72,8 +73,7 @@ def millis(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     """A timestamp column as epoch milliseconds, null outside Spark's range (what
     ``unix_millis`` gives on the Spark side of the audit)."""
     ms = column.cast(pa.int64())
-    bad = pc.or_(pc.less(ms, SPARK_MIN_MS), pc.greater(ms, SPARK_MAX_MS))
-    return pc.if_else(pc.fill_null(bad, False), pa.scalar(None, pa.int64()), ms)
+    return pc.if_else(outside_spark_range(ms), pa.scalar(None, pa.int64()), ms)
 
 
 def _held(batch: pa.RecordBatch, column: str) -> pa.Array:
