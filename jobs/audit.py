@@ -80,7 +80,7 @@ def run(args) -> int:
     from jobs.resilience import run_resilient
     from jobs.scan import decoded_once
     from replay.findings import SEVERITIES
-    from replay.plan import DECODED_TABLES, audit_session, audit_summary, replay_spec
+    from replay.plan import REPLAY_SCAN_TABLES, audit_session, audit_summary, replay_spec
 
     spark, run_id, out, previous, key = start_run(args, conf, "logreplay-audit", SUMMARY)
     spread = int(spark.conf.get("spark.sql.shuffle.partitions"))
@@ -95,10 +95,17 @@ def run(args) -> int:
         spec = replay_spec(args.inputs, conf)
         with (
             decoded_once(
-                spark, files, DECODED_TABLES, conf["decode"], out, key, skip, spec
+                spark, files, REPLAY_SCAN_TABLES, conf["decode"], out, key, skip, spec
             ) as scratch,
             audit_session(
-                spark, args.inputs, conf, scratch.decoded, skip, scratch.stash, spec
+                spark,
+                args.inputs,
+                conf,
+                scratch.decoded,
+                skip,
+                scratch.stash,
+                spec,
+                scratch.replicas,
             ) as tables,
         ):
             progress.phase("replay: writing tables")

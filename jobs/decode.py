@@ -108,7 +108,8 @@ def run(args) -> int:
 
     # a file whose decoding fails the job after every task attempt is left out and reported
     # as a decode_failed error row; the run finishes
-    (tables, accounting, _), skipped = run_resilient(spark, files, attempt, decode_options=decode)
+    scanned, skipped = run_resilient(spark, files, attempt, decode_options=decode)
+    tables, accounting = scanned.tables, scanned.accounting
     counts = {t: e["rows"] for t, e in tables.items()}
     kill_point("decode:staged")
     manifest = {

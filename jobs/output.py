@@ -228,6 +228,23 @@ class OutputDir:
 # -- writing tables ----------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def described(spark, text: str):
+    """The Spark jobs of the block carry ``text`` as their description (the Spark UI's and the
+    event log's name for them, per driver thread); nothing where the session has no
+    SparkContext (Spark Connect)."""
+    try:
+        sc = spark.sparkContext
+    except Exception:  # Spark Connect raises its own "not supported" error for sparkContext
+        yield
+        return
+    sc.setJobDescription(text)
+    try:
+        yield
+    finally:
+        sc.setJobDescription(None)
+
+
 def write_table(
     df, out: OutputDir, table: str, files: int, partition_by: str | None, key: str, kill: str
 ) -> dict:
@@ -270,7 +287,8 @@ def write_table(
             raise
         yield sink.close()
 
-    written = df.mapInArrow(write, "file string, rows long, value string").collect()
+    with described(df.sparkSession, f"logreplay: write {table}"):
+        written = df.mapInArrow(write, "file string, rows long, value string").collect()
     listed = sorted(
         (
             {"path": r["file"], "rows": r["rows"]}

@@ -19,8 +19,10 @@ import json
 import os
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from decoders.planning import SPLITTABLE, ByteRange, pack, pack_units, split
+from replay.replicas import REPLAY_READS, REPLAY_TABLES
 
 CHANGED = "file changed size from"  # the reason decoders give a file that changed while read
 # a task's decoded rows of one table wait for these many rows or bytes before being written
@@ -43,17 +45,18 @@ class ScanOptions:
     schemas: dict = field(default_factory=dict)
     partition_by: dict = field(default_factory=dict)  # table -> partition column or None
     # the audit's: replay every partition replica in the task that reads it (its files all in
-    # one task), writing the REPLAY_TABLES too (replay.replicas)
+    # one task), writing the replay.replicas.REPLAY_TABLES too
     replay: object | None = None
 
     @property
     def decoded(self) -> list[str]:
-        """The tables the decoders give (the others come from the replay)."""
+        """The decoders' tables the run writes (the others come from the replay)."""
         return [t for t in self.tables if t not in REPLAY_TABLES]
 
-
-# what the replay in the scan tasks writes: its rows per replica, and one row per replica
-REPLAY_TABLES = ("replayed", "replicas")
+    @property
+    def decoding(self) -> set[str]:
+        """The decoders' tables the tasks decode: the written ones and what the replay reads."""
+        return set(self.decoded) | (set(REPLAY_READS) if self.replay is not None else set())
 
 
 def plan_scan(files, tables, range_bytes: int, min_tasks: int = 1,
@@ -136,7 +139,10 @@ def run_scan(spark, tasks: list[list[ByteRange]], opts: ScanOptions, base: str, 
                     [pa.array([json.dumps(r) for r in reports], pa.string())], names=["report"]
                 )
 
-    rows = spark.range(0, n, 1, n).mapInArrow(scan, "report string").collect()
+    from jobs.output import described
+
+    with described(spark, f"logreplay: scan ({', '.join(opts.tables)})"):
+        rows = spark.range(0, n, 1, n).mapInArrow(scan, "report string").collect()
     return [json.loads(r["report"]) for r in rows]
 
 
@@ -197,15 +203,19 @@ def scan_ranges(ranges, opts: ScanOptions, base: str, key: str, task: int, attem
     # a header-only run (the audit) decodes the records of the internal topics only, in a
     # second pass over their ranges: the batch-level tables and the accounting stay exactly
     # those of the header scan
-    records = set() if opts.deep else set(opts.decoded) & decoders.RECORD_TABLES
-    wanted = (set(opts.decoded) - records) | {"segments"}
+    records = set() if opts.deep else opts.decoding & decoders.RECORD_TABLES
+    wanted = (opts.decoding - records) | {"segments"}
     replica = None  # the replica whose files the task is reading (whole_replicas plans)
 
     def replayed() -> None:
         result = replica.result() if replica is not None else None
-        for table, rows in zip(REPLAY_TABLES, result or (), strict=False):
+        if result is None:
+            return
+        tables, row = result
+        for table, rows in tables.items():
             for b in rows.to_batches():
                 write(table, b)
+        reports.append({"kind": "replica", **row})  # the driver chooses replicas from these
 
     if opts.replay is not None:
         from replay.replicas import ReplicaReplay
@@ -348,12 +358,20 @@ def to_output(batch, table: str, opts: ScanOptions):
     return pa.Table.from_batches([_spark_safe(batch).cast(target)]).cast(opts.schemas[table][1])
 
 
+class Scanned(NamedTuple):
+    """What a scan gives the driver: a few rows per table, file and replica, never a batch."""
+
+    tables: dict  # commit-record entry of every table: Spark schema, partition column, files
+    accounting: dict  # byte accounting over every file
+    tasks: int
+    replicas: list[dict]  # with a replay: one row per replica (replay.replicas.chosen_replicas)
+
+
 def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_bytes: int,
                 kill: str | None, skipped: dict[str, str] | None = None, min_tasks: int = 1
-                ) -> tuple[dict, dict, int]:  # fmt: skip
-    """Decode ``files`` once and write ``opts.tables`` under ``base`` (a URI or path):
-    (commit-record entry of every table: Spark schema, partition column, files with row counts;
-    byte accounting over every file; number of tasks). ``skipped``: files left out of the run
+                ) -> Scanned:  # fmt: skip
+    """Decode ``files`` once and write ``opts.tables`` under ``base`` (a URI or path).
+    ``skipped``: files left out of the run
     (path -> reason, see jobs.resilience), not decoded: each gets its error and segments rows
     from the driver, all its bytes counted corrupt. ``min_tasks``: see :func:`plan_scan` (the
     decode job keeps 1: its files follow from the dump and the range size alone)."""
@@ -406,7 +424,10 @@ def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_byte
             "rows": sum(f["rows"] for f in files_of),
             "files": files_of,
         }
-    return entries, accounting(reports, seg_rows), len(tasks)
+    replicas = [
+        {k: v for k, v in r.items() if k != "kind"} for r in reports if r["kind"] == "replica"
+    ]
+    return Scanned(entries, accounting(reports, seg_rows), len(tasks), replicas)
 
 
 def accounting(reports: list[dict], split_files: list[dict]) -> dict:
@@ -440,9 +461,10 @@ class Scratch:
     (:func:`decoded_once`) and the replay's intermediate tables (:meth:`stash`), Parquet in the
     run's own output directory so that every executor reaches it."""
 
-    def __init__(self, spark, area, key: str, entries: dict, opts: ScanOptions) -> None:
+    def __init__(self, spark, area, key: str, scanned: Scanned, opts: ScanOptions) -> None:
         self.spark, self.area, self.key = spark, area, key
-        self.entries, self.opts = entries, opts
+        self.entries, self.opts = scanned.tables, opts
+        self.replicas = scanned.replicas  # with a replay: one row per partition replica
 
     def decoded(self, table: str):
         """A decoded table, read back as a DataFrame."""
@@ -476,11 +498,7 @@ def decoded_once(spark, files, tables, conf: dict, out, key: str,
     _remove(scratch)
 
     def spark_schema(table: str, with_avro: bool):
-        if table in REPLAY_TABLES:
-            from replay.replicas import REPLAYED_SCHEMA, REPLICA_SCHEMA
-
-            return _struct(REPLAYED_SCHEMA if table == "replayed" else REPLICA_SCHEMA)
-        return _struct(table_schema(table, with_avro))
+        return _struct(REPLAY_TABLES.get(table) or table_schema(table, with_avro))
 
     if replay is not None:
         tables = [*tables, *REPLAY_TABLES]
@@ -490,12 +508,12 @@ def decoded_once(spark, files, tables, conf: dict, out, key: str,
         for t in REPLAY_TABLES:  # a few rows per partition: one file per task, unpartitioned
             opts.partition_by[t] = None
     # the scratch tables' files are the run's own: as many tasks as keep the cores busy
-    entries, _acct, _tasks = scan_tables(
+    scanned = scan_tables(
         spark, files, opts, scratch.uri, key, int(conf["range_bytes"]), None, skipped,
         min_tasks=2 * _parallelism(spark),
     )  # fmt: skip
     try:
-        yield Scratch(spark, scratch, key, entries, opts)
+        yield Scratch(spark, scratch, key, scanned, opts)
     finally:
         _remove(scratch)
 

@@ -242,6 +242,40 @@ def _count(topic, partition, what: str, n: int) -> dict:
 
 # -- the transaction coordinator ------------------------------------------------------------------
 
+# the `txn_log` columns the coordinator's replay reads (timestamps as epoch milliseconds)
+COORDINATOR_COLUMNS = (
+    "transactional_id", "producer_id", "producer_epoch", "timeout_ms", "state", "partitions",
+    "last_update_timestamp", "start_timestamp", "client_transaction_version", "is_tombstone",
+    "log_partition", "log_offset",
+)  # fmt: skip
+
+
+def coordinator_partition_tables(txn_log: pa.Table, complete_from: dict[int, int]) -> pa.Table:
+    """Every transactional id of one `__transaction_state` partition replica
+    (:data:`COORDINATOR_COLUMNS`), one id at a time. An id's records live in one partition
+    (``partitionFor``, docs/formats.md 6.9) and the coordinator loads each partition by itself
+    (TransactionStateManager.loadTransactionsForTxnTopicPartition), so a partition's rows are
+    all its ids' history. Rows become Python dicts one id at a time, never the whole
+    partition's."""
+    txn_log = txn_log.filter(pc.is_valid(txn_log.column("transactional_id")))
+    parts = [
+        coordinator_tables(rows, complete_from)
+        for rows in _by_key(txn_log.select(list(COORDINATOR_COLUMNS)), "transactional_id")
+    ]
+    return pa.concat_tables(parts) if parts else COORDINATOR_SCHEMA.empty_table()
+
+
+def _by_key(t: pa.Table, key: str):
+    """The rows of ``t`` as dicts, one list per value of ``key`` in order of the value (rows
+    in their order in ``t``)."""
+    if not t.num_rows:
+        return
+    at = t.append_column("_row", pa.array(range(t.num_rows), pa.int64()))
+    groups = at.group_by(key, use_threads=False).aggregate([("_row", "list")])
+    groups = groups.sort_by(key)
+    for rows in groups.column("_row_list").to_pylist():
+        yield t.take(rows).to_pylist()
+
 
 def coordinator_tables(rows: list[dict], complete_from: dict[int, int]) -> pa.Table:
     """One transactional id's `__transaction_state` rows (a timestamp the record lacks reads
@@ -261,6 +295,78 @@ def coordinator_tables(rows: list[dict], complete_from: dict[int, int]) -> pa.Ta
 
 
 # -- groups -----------------------------------------------------------------------------------------
+
+# one group's events as its replay reads them (replay.groups): commits (``_order`` 1), group
+# metadata (0) and the COMMIT/ABORT markers of its transactional commits (2); timestamps as
+# epoch milliseconds, members reduced to their id and assignment
+GROUP_EVENT_COLUMNS = (
+    "event", "group_id", "log_partition", "log_offset", "record_timestamp", "generation",
+    "protocol_type", "protocol", "leader", "members", "is_tombstone", "topic", "partition",
+    "committed_offset", "commit_timestamp", "is_transactional", "producer_id", "control_type",
+    "_order",
+)  # fmt: skip
+COMMIT_COLUMNS = (
+    "group_id", "log_partition", "log_offset", "record_timestamp", "is_tombstone", "topic",
+    "partition", "committed_offset", "commit_timestamp", "is_transactional", "producer_id",
+)  # fmt: skip
+METADATA_COLUMNS = (
+    "group_id", "log_partition", "log_offset", "record_timestamp", "generation",
+    "protocol_type", "protocol", "leader", "members", "is_tombstone",
+)  # fmt: skip
+MARKER_COLUMNS = ("base_offset", "max_timestamp", "producer_id", "control_type")
+
+
+def group_partition_tables(
+    partition: int,
+    commits: pa.Table,
+    metadata: pa.Table,
+    markers: pa.Table,
+    broadcast: frozenset[str] | set[str],
+) -> pa.Table:
+    """Every group of one `__consumer_offsets` partition replica: ``commits``
+    (:data:`COMMIT_COLUMNS`), ``metadata`` (:data:`METADATA_COLUMNS`) and the partition's
+    control batches holding a marker (:data:`MARKER_COLUMNS`). A group's records and the
+    markers of its transactional commits live in one partition (``partitionFor``,
+    docs/formats.md 6.8-6.9). ``broadcast``: the groups declared broadcast-style. Rows become
+    Python dicts one group at a time."""
+    events = pa.concat_tables([
+        _events(commits.filter(pc.is_valid(commits.column("group_id"))), "commit", 1),
+        _events(metadata.filter(pc.is_valid(metadata.column("group_id"))), "metadata", 0),
+    ], promote_options="permissive")  # fmt: skip
+    parts = []
+    for rows in _by_key(events, "group_id"):
+        group = rows[0]["group_id"]
+        rows += _marker_events(group, partition, rows, markers)
+        for r in rows:
+            if r["members"] is not None:
+                r["members"] = [{"member_id": m["member_id"],
+                                 "assigned_partitions": m["assigned_partitions"]}
+                                for m in r["members"]]  # fmt: skip
+        parts.append(group_tables(group, rows, group in broadcast))
+    return pa.concat_tables(parts) if parts else GROUP_SCHEMA.empty_table()
+
+
+def _events(t: pa.Table, event: str, order: int) -> pa.Table:
+    n = t.num_rows
+    return t.append_column("event", pa.array([event] * n, pa.string())).append_column(
+        "_order", pa.array([order] * n, pa.int32())
+    )
+
+
+def _marker_events(group: str, partition: int, rows: list[dict], markers: pa.Table) -> list[dict]:
+    """The markers of the producers that made transactional commits of ``group`` here."""
+    pids = {r["producer_id"] for r in rows if r["event"] == "commit" and r["is_transactional"]}
+    if not pids or not markers.num_rows:
+        return []
+    mine = markers.filter(pc.is_in(markers.column("producer_id"), pa.array(sorted(pids))))
+    empty = dict.fromkeys(GROUP_EVENT_COLUMNS)
+    return [
+        {**empty, "event": "marker", "group_id": group, "log_partition": partition,
+         "log_offset": m["base_offset"], "record_timestamp": m["max_timestamp"],
+         "is_tombstone": False, "is_transactional": False, "producer_id": m["producer_id"],
+         "control_type": m["control_type"], "_order": 2}
+        for m in mine.to_pylist()
+    ]  # fmt: skip
 
 
 def group_tables(group_id: str, events: list[dict], declared_broadcast: bool) -> pa.Table:

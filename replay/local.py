@@ -13,17 +13,22 @@ from collections import defaultdict
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import decoders
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from replay import tables as T
 from replay.dumpinfo import broker_clusters, cleaner_checkpoints
 from replay.grouped import (
+    COMMIT_COLUMNS,
+    COORDINATOR_COLUMNS,
     INTERNAL_TOPICS,
+    MARKER_COLUMNS,
+    METADATA_COLUMNS,
     cleaned_upto,
-    coordinator_tables,
+    coordinator_partition_tables,
     crosslog_tables,
-    group_tables,
+    group_partition_tables,
     partition_tables,
     with_shares,
 )
@@ -37,14 +42,19 @@ SHALLOW = ("batches", "producer_snapshots", "segments", "aborted_txns", "errors"
 DEEP = ("txn_log", "offset_commits", "group_metadata")
 
 
-def _rows(table: pa.Table) -> list[dict]:
-    """Rows with timestamps as int64 milliseconds (as the Spark plan hands them over)."""
-    cols = {}
-    for f in table.schema:
-        c = table.column(f.name)
+def _millis(table: pa.Table) -> pa.Table:
+    """``table`` with timestamps as int64 milliseconds (as the Spark plan hands them over)."""
+    for i, f in enumerate(table.schema):
         if pa.types.is_timestamp(f.type):
-            c = c.cast(pa.int64())
-        cols[f.name] = c.to_pylist()
+            table = table.set_column(i, f.name, table.column(i).cast(pa.int64()))
+    return table
+
+
+def _rows(table: pa.Table) -> list[dict]:
+    """Rows with timestamps as int64 milliseconds."""
+    cols = {
+        n: c.to_pylist() for n, c in zip(table.column_names, _millis(table).columns, strict=True)
+    }
     return [dict(zip(cols, v, strict=True)) for v in zip(*cols.values(), strict=True)]
 
 
@@ -55,7 +65,7 @@ def _by(rows: list[dict], *keys: str) -> dict[tuple, list[dict]]:
     return out
 
 
-def _read(paths: list[str], config: AuditConfig) -> dict[str, list[dict]]:
+def _read(paths: list[str], config: AuditConfig) -> dict[str, pa.Table]:
     out: dict[str, list[pa.RecordBatch]] = {t: [] for t in SHALLOW + DEEP}
     budget = config.memory_budget_mb << 20 if config.memory_budget_mb else None
     opts = {"verify_crc": config.verify_crc, "memory_budget": budget}
@@ -65,7 +75,14 @@ def _read(paths: list[str], config: AuditConfig) -> dict[str, list[dict]]:
         if f.kind == "log" and f.info.topic in INTERNAL_TOPICS:
             for t, b in decoders.iter_file(f, DEEP, deep=True, **opts):
                 out[t].append(b)
-    return {t: _rows(pa.Table.from_batches(bs, schema=decoders.TABLES[t])) for t, bs in out.items()}
+    return {t: pa.Table.from_batches(bs, schema=decoders.TABLES[t]) for t, bs in out.items()}
+
+
+def _of_replica(table: pa.Table, broker: str, partition: int, columns) -> pa.Table:
+    """An internal topic's records of one replica, ``columns`` only."""
+    mine = pc.and_(pc.equal(table.column("broker"), broker),
+                   pc.equal(table.column("log_partition"), partition))  # fmt: skip
+    return _millis(table.filter(mine).select(list(columns)))
 
 
 def _split(
@@ -85,7 +102,8 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
     config = conf if isinstance(conf, AuditConfig) else AuditConfig.from_conf(conf)
     facts = config.facts()
     clusters = broker_clusters(paths, config.cluster)
-    t = _read(paths, config)
+    arrow = _read(paths, config)
+    t = {name: _rows(table) for name, table in arrow.items() if name not in DEEP}
     for rows in t.values():
         for r in rows:
             r["cluster"] = clusters.get(r.get("broker"), "")
@@ -130,20 +148,33 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
                           ("partition", partitions), ("count", checks)):  # fmt: skip
             acc.extend({**r, "cluster": cluster} for r in _split(out, name))
 
-    # the transaction coordinator
+    # the transaction coordinator and the groups: per chosen replica of an internal topic
+    # (each id's records live in one partition, replay.grouped)
     complete = {(p["cluster"], p["partition"]): p["complete_from"] for p in partitions
                 if p["topic"] == TRANSACTION_STATE_TOPIC}  # fmt: skip
-    txn_log = [
-        r for r in t["txn_log"]
-        if r["transactional_id"] is not None
-        and chosen.get((r["cluster"], TRANSACTION_STATE_TOPIC, r["log_partition"])) == r["broker"]
-    ]  # fmt: skip
-    coord_txns = []
-    for (cluster, _tid), rows in sorted(_by(txn_log, "cluster", "transactional_id").items()):
-        whole = {p: c for (cl, p), c in complete.items() if cl == cluster}
-        out = coordinator_tables(rows, whole)
-        coord_txns += [{**r, "cluster": cluster} for r in _split(out, "coord_txn")]
-        findings += [{**r, "cluster": cluster} for r in _split(out, "finding")]
+    broadcast = config.declared_broadcast()
+    coord_txns, timeline = [], []
+    for (cluster, topic, partition), broker in sorted(chosen.items()):
+        if topic == TRANSACTION_STATE_TOPIC:
+            rows = _of_replica(arrow["txn_log"], broker, partition, COORDINATOR_COLUMNS)
+            out = coordinator_partition_tables(rows, {partition: complete[(cluster, partition)]})
+            coord_txns += [{**r, "cluster": cluster} for r in _split(out, "coord_txn")]
+            findings += [{**r, "cluster": cluster} for r in _split(out, "finding")]
+        elif topic == CONSUMER_OFFSETS_TOPIC:
+            markers = pa.Table.from_pylist(
+                [b for b in batches if b["topic"] == topic and b["partition"] == partition
+                 and b["broker"] == broker and b["is_control"] and b["record_count"]],
+                schema=_millis(decoders.TABLES["batches"].empty_table().select(list(MARKER_COLUMNS))).schema,
+            )  # fmt: skip
+            out = group_partition_tables(
+                partition,
+                _of_replica(arrow["offset_commits"], broker, partition, COMMIT_COLUMNS),
+                _of_replica(arrow["group_metadata"], broker, partition, METADATA_COLUMNS),
+                markers,
+                broadcast,
+            )
+            timeline += _split(out, "timeline", T.TIMELINE, cluster)
+            findings += _split(out, "finding", T.FINDINGS, cluster)
 
     # partitions against the coordinator, per producer id
     ends = {(p["cluster"], p["partition"]): p["copy_end_timestamp"] for p in partitions
@@ -169,40 +200,6 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
         out = crosslog_tables(pid, left, coord, facts)
         findings += [{**r, "cluster": cluster} for r in _split(out, "finding")]
         checks += [{**r, "cluster": cluster} for r in _split(out, "count")]
-
-    # groups
-    group_rows: list[dict] = []
-    for c in t["offset_commits"]:
-        if chosen.get((c["cluster"], CONSUMER_OFFSETS_TOPIC, c["log_partition"])) == c["broker"]:
-            group_rows.append({**c, "event": "commit", "_order": 1})
-    for m in t["group_metadata"]:
-        if chosen.get((m["cluster"], CONSUMER_OFFSETS_TOPIC, m["log_partition"])) == m["broker"]:
-            members = [
-                {"member_id": x["member_id"], "assigned_partitions": x["assigned_partitions"]}
-                for x in m["members"] or []
-            ]
-            group_rows.append({**m, "event": "metadata", "_order": 0, "members": members})
-    pairs = defaultdict(set)
-    for r in group_rows:
-        if r["event"] == "commit" and r["is_transactional"]:
-            pairs[(r["cluster"], r["log_partition"], r["producer_id"])].add(r["group_id"])
-    for b in batches:
-        if (b["topic"] == CONSUMER_OFFSETS_TOPIC and b["is_control"] and b["record_count"]
-                and replayed(b)):  # fmt: skip
-            for g in pairs.get((b["cluster"], b["partition"], b["producer_id"]), ()):
-                group_rows.append({
-                    "cluster": b["cluster"], "event": "marker", "group_id": g,
-                    "log_partition": b["partition"], "log_offset": b["base_offset"],
-                    "record_timestamp": b["max_timestamp"], "producer_id": b["producer_id"],
-                    "control_type": b["control_type"], "_order": 2,
-                })  # fmt: skip
-    broadcast = config.declared_broadcast()
-    timeline: list[dict] = []
-    groups = [r for r in group_rows if r.get("group_id") is not None]
-    for (cluster, group), rows in sorted(_by(groups, "cluster", "group_id").items()):
-        out = group_tables(group, rows, group in broadcast)
-        timeline += _split(out, "timeline", T.TIMELINE, cluster)
-        findings += _split(out, "finding", T.FINDINGS, cluster)
 
     # leakage and its propagation
     declared = config.declared_isolation()

@@ -196,7 +196,6 @@ class PartitionReplay:
             p = None  # 10.3: expired; the next write is from an unknown producer
             del self.producers[pid]
         epoch, first_seq, last_seq = b["producer_epoch"], b["base_sequence"], b["last_sequence"]
-        common = self._where(pid, b)
         if p is not None and epoch < p.epoch:
             # 10.2 step 2: the leader rejects an older epoch; on disk it is a zombie's write
             self.findings.append(
@@ -204,7 +203,7 @@ class PartitionReplay:
                     "fenced_epoch_write",
                     f"producer {pid} wrote with epoch {epoch} after epoch {p.epoch}",
                     {**self._evidence(b), "current_epoch": p.epoch},
-                    **common,
+                    **self._where(pid, b),
                 )
             )
             return  # the leader appended nothing: the state stays as it was
@@ -219,7 +218,7 @@ class PartitionReplay:
             p is not None and bool(p.batches) and p.batches[-1][2] < unseen
         )
         if not (self.coordinator_topic or fresh or cleaned or first_seq == NO_SEQUENCE):
-            self._check_sequence(pid, p, b, common)
+            self._check_sequence(pid, p, b)
         if epoch != p.epoch:
             p.batches.clear()
             p.recent.clear()
@@ -254,11 +253,11 @@ class PartitionReplay:
                     f"producer {pid} wrote a non-transactional batch while its transaction "
                     f"from offset {p.txn['first_offset']} was open",
                     {**self._evidence(b), "txn_first_offset": p.txn["first_offset"]},
-                    **common,
+                    **self._where(pid, b),
                 )
             )
 
-    def _check_sequence(self, pid: int, p: Producer, b: dict, common: dict) -> None:
+    def _check_sequence(self, pid: int, p: Producer, b: dict) -> None:
         """10.2 steps 1 and 3 (origin CLIENT)."""
         epoch, first_seq, last_seq = b["producer_epoch"], b["base_sequence"], b["last_sequence"]
         if epoch != p.epoch:
@@ -268,7 +267,7 @@ class PartitionReplay:
                         "invalid_epoch_start",
                         f"producer {pid} started epoch {epoch} at sequence {first_seq}, not 0",
                         {**self._evidence(b), "previous_epoch": p.epoch},
-                        **common,
+                        **self._where(pid, b),
                     )
                 )
             return
@@ -280,7 +279,7 @@ class PartitionReplay:
                     f"producer {pid} epoch {epoch} wrote sequences {first_seq}..{last_seq} "
                     f"again (first at offset {original})",
                     {**self._evidence(b), "original_offset": original},
-                    **common,
+                    **self._where(pid, b),
                 )
             )
             return
@@ -299,7 +298,7 @@ class PartitionReplay:
                 kind,
                 f"producer {pid} epoch {epoch} {what}: expected {expected}, got {first_seq}",
                 {**self._evidence(b), "expected_sequence": expected},
-                **common,
+                **self._where(pid, b),
             )
         )
 

@@ -25,8 +25,10 @@ from replay import tables as T
 from replay.dumpinfo import broker_clusters, cleaner_checkpoints
 from replay.grouped import (
     CLUSTER,
+    COORDINATOR_COLUMNS,
     COORDINATOR_SCHEMA,
     CROSSLOG_SCHEMA,
+    GROUP_EVENT_COLUMNS,
     GROUP_SCHEMA,
     INTERNAL_TOPICS,
     PARTITION_SCHEMA,
@@ -39,7 +41,15 @@ from replay.grouped import (
     with_shares,
 )
 from replay.leakage import judge_partition
-from replay.replicas import REPLICA_BROKER, SIDE_COLUMNS, ReplaySpec
+from replay.replicas import (
+    REPLAYED,
+    REPLICA_BROKER,
+    REPLICA_KEYS,
+    SIDE_COLUMNS,
+    ReplaySpec,
+    chosen_replicas,
+    replicated_topics,
+)
 from replay.settings import AuditConfig
 
 
@@ -54,6 +64,14 @@ def _split(df: DataFrame, out: str, schema: pa.Schema) -> DataFrame:
 
 def _ms(col: str) -> Column:
     return F.unix_millis(F.col(col)).alias(col)
+
+
+def _millis(df: DataFrame, columns) -> list[Column]:
+    """``columns`` of ``df``, timestamps as epoch milliseconds (as the grouped functions read
+    them)."""
+    return [
+        _ms(c) if df.schema[c].dataType.typeName() == "timestamp" else F.col(c) for c in columns
+    ]
 
 
 def _with_cluster(schema: pa.Schema) -> pa.Schema:
@@ -76,6 +94,11 @@ DECODED_TABLES = (
 )  # fmt: skip
 
 
+# the decoded tables the audit reads when the scan's tasks replayed every replica (the rest
+# they read themselves, replay.replicas.REPLAY_READS)
+REPLAY_SCAN_TABLES = ("batches", "segments", "errors")
+
+
 class Audit:
     """One audit of a dump: :meth:`run` builds the plan, :meth:`release` unpersists what it
     cached."""
@@ -89,11 +112,13 @@ class Audit:
         skip: dict[str, str] | None = None,
         stash: Callable[[str, DataFrame], DataFrame] | None = None,
         replay: ReplaySpec | None = None,
+        replicas: list[dict] | None = None,
     ) -> None:
         self.spark, self.paths, self.config = spark, paths, config
         # the caller's scan replayed every replica in the tasks that read them (the audit job,
-        # see replay.replicas): ``decoded`` also gives the replayed rows and one row per replica
-        self.replay = replay
+        # see replay.replicas): ``decoded`` also gives the replayed rows, and ``replicas`` is
+        # the scan's one row per replica
+        self.replay, self.replicas = replay, replicas or []
         # where the replay's intermediate tables go when its caller has a run-scoped scratch
         # area (the audit job, see jobs.scan.Scratch.stash); else they are cached in memory
         self.stash = stash
@@ -155,11 +180,15 @@ class Audit:
         if self.decoded is None:  # else the scratch area's Parquet is read again, column-pruned:
             batches = self._persist(batches)  # cheaper than building an in-memory copy of it
         keys = [CLUSTER, "topic", "partition", "broker"]
-        if self.replay is not None:  # replayed by the scan's tasks: keep the chosen replicas'
-            replicas = self.decoded("replicas")
-            chosen = self._persist(self._chosen_replicas(replicas), "chosen")
-            part = self._persist(self._replayed_rows(chosen), "part")
-            topics = _replicated_topics(replicas)
+        if self.replay is not None:
+            # replayed by the scan's tasks, the rows of every replica: the chosen replicas'
+            # are read straight from the scratch area, filtered by a literal set (a join would
+            # cost a broadcast job in every stage that reads them)
+            chosen_keys = chosen_replicas(self.replicas)
+            part = self._replayed_rows(chosen_keys, "replayed")
+            coord = self._replayed_rows(chosen_keys, "coordinated")
+            groups = self._replayed_rows(chosen_keys, "grouped")
+            topics = replicated_topics(self.replicas)
             diverging = batches.filter(F.col("topic").isin(*topics)) if topics else batches.limit(0)
         else:
             # a row per partition replica, read by many stages: computed once (each stage
@@ -169,31 +198,11 @@ class Audit:
                 self._partition_replay(batches.join(F.broadcast(chosen), keys), chosen), "part"
             )
             diverging = batches
-        replayed = batches.join(F.broadcast(chosen), keys)
         transactions = _split(part, "transaction", T.TRANSACTIONS)
         partitions = _split(part, "partition", T.PARTITIONS)
-
-        internal = F.broadcast(
-            chosen.filter(F.col("topic").isin(*INTERNAL_TOPICS)).select(
-                CLUSTER, "topic", F.col("partition").alias("log_partition"), "broker"
-            )
-        )
-        txn_log = self.read("txn_log", deep=True, topics=TRANSACTION_STATE_TOPIC)
-        txn_log = txn_log.withColumn("topic", F.lit(TRANSACTION_STATE_TOPIC)).join(
-            internal, [CLUSTER, "topic", "log_partition", "broker"]
-        )
-        coord = self._persist(self._coordinator_replay(txn_log, partitions), "coord")
+        if self.replay is None:
+            coord, groups = self._internal_replays(batches, chosen, partitions)
         coord_txns = _split(coord, "coord_txn", T.COORDINATOR_TXNS)
-
-        commits = self.read("offset_commits", deep=True, topics=CONSUMER_OFFSETS_TOPIC)
-        commits = commits.withColumn("_t", F.lit(CONSUMER_OFFSETS_TOPIC)).join(
-            internal.withColumnRenamed("topic", "_t"), [CLUSTER, "_t", "log_partition", "broker"]
-        )
-        metadata = self.read("group_metadata", deep=True, topics=CONSUMER_OFFSETS_TOPIC)
-        metadata = metadata.withColumn("topic", F.lit(CONSUMER_OFFSETS_TOPIC)).join(
-            internal, [CLUSTER, "topic", "log_partition", "broker"]
-        )
-        groups = self._persist(self._group_replay(commits, metadata, replayed), "groups")
         timeline = _split(groups, "timeline", T.TIMELINE)
         cross = self._persist(self._cross_log(transactions, coord_txns, partitions), "cross")
 
@@ -232,6 +241,34 @@ class Audit:
         out["errors"] = self.read("errors")
         return out
 
+    def _internal_replays(
+        self, batches: DataFrame, chosen: DataFrame, partitions: DataFrame
+    ) -> tuple[DataFrame, DataFrame]:
+        """The coordinator's and the groups' replays of the chosen internal-topic replicas,
+        from their decoded records: (coordinator rows, group rows)."""
+        keys = [CLUSTER, "topic", "partition", "broker"]
+        internal = F.broadcast(
+            chosen.filter(F.col("topic").isin(*INTERNAL_TOPICS)).select(
+                CLUSTER, "topic", F.col("partition").alias("log_partition"), "broker"
+            )
+        )
+        txn_log = self.read("txn_log", deep=True, topics=TRANSACTION_STATE_TOPIC)
+        txn_log = txn_log.withColumn("topic", F.lit(TRANSACTION_STATE_TOPIC)).join(
+            internal, [CLUSTER, "topic", "log_partition", "broker"]
+        )
+        coord = self._persist(self._coordinator_replay(txn_log, partitions), "coord")
+        commits = self.read("offset_commits", deep=True, topics=CONSUMER_OFFSETS_TOPIC)
+        commits = commits.withColumn("_t", F.lit(CONSUMER_OFFSETS_TOPIC)).join(
+            internal.withColumnRenamed("topic", "_t"), [CLUSTER, "_t", "log_partition", "broker"]
+        )
+        metadata = self.read("group_metadata", deep=True, topics=CONSUMER_OFFSETS_TOPIC)
+        metadata = metadata.withColumn("topic", F.lit(CONSUMER_OFFSETS_TOPIC)).join(
+            internal, [CLUSTER, "topic", "log_partition", "broker"]
+        )
+        replayed = batches.join(F.broadcast(chosen), keys)
+        groups = self._persist(self._group_replay(commits, metadata, replayed), "groups")
+        return coord, groups
+
     def release(self) -> None:
         """Unpersist what the plan cached (after the tables are written)."""
         for df in self.cached:
@@ -242,7 +279,8 @@ class Audit:
     def _chosen_replicas(self, replicas: DataFrame) -> DataFrame:
         """Per partition of a cluster the most complete replica: highest last offset, then most
         batches with a valid CRC, then the smallest broker name (docs/architecture.md: replay
-        one, compare the others). ``replicas``: a row per replica (REPLICA_SCHEMA)."""
+        one, compare the others; replay.replicas.chosen_replicas on the driver). ``replicas``: a
+        row per replica (cluster, topic, partition, broker, end_offset, crc_valid_batches)."""
         w = Window.partitionBy(CLUSTER, "topic", "partition").orderBy(
             F.desc("end_offset"), F.desc("crc_valid_batches"), F.asc("broker")
         )
@@ -252,14 +290,25 @@ class Audit:
             .select(CLUSTER, "topic", "partition", "broker")
         )
 
-    def _replayed_rows(self, chosen: DataFrame) -> DataFrame:
-        """The rows the scan's tasks replayed (replay.replicas), of the chosen replicas only:
-        what the grouped replay of :meth:`_partition_replay` gives."""
-        names = {"topic": "replica_topic", "partition": "replica_partition",
-                 "broker": REPLICA_BROKER}  # fmt: skip
-        keep = chosen.select(CLUSTER, *[F.col(c).alias(n) for c, n in names.items()])
-        rows = self.decoded("replayed").join(F.broadcast(keep), [CLUSTER, *names.values()])
-        return rows.select(CLUSTER, *[f.name for f in PARTITION_SCHEMA])
+    def _replayed_rows(self, chosen: set[tuple], table: str) -> DataFrame:
+        """The rows the scan's tasks replayed into ``table`` (replay.replicas.REPLAYED), of
+        the ``chosen`` replicas only (cluster, topic, partition, broker): what the grouped
+        replays give (:meth:`_partition_replay`, :meth:`_coordinator_replay`,
+        :meth:`_group_replay`). Filtered by the shorter list, the chosen or the others; not
+        at all where every replica is chosen (one copy of each partition)."""
+        rows = self.decoded(table)
+        every = {(r[CLUSTER], r["topic"], r["partition"], r["broker"]) for r in self.replicas}
+        others = every - chosen
+        if others:
+            key = F.concat_ws(
+                "\0", CLUSTER, "replica_topic", F.col("replica_partition").cast("string"),
+                REPLICA_BROKER,
+            )  # fmt: skip
+            listed = ["\0".join(map(str, k)) for k in sorted(min(others, chosen, key=len))]
+            rows = rows.filter(
+                ~key.isin(*listed) if len(others) <= len(chosen) else key.isin(*listed)
+            )
+        return rows.select(CLUSTER, *[f.name for f in REPLAYED[table]][len(REPLICA_KEYS) :])
 
     # -- partitions -------------------------------------------------------------------------------
     def _partition_replay(self, batches: DataFrame, chosen: DataFrame) -> DataFrame:
@@ -335,11 +384,12 @@ class Audit:
             return keyed(coordinator_tables(t.to_pylist(), whole), cluster)
 
         t = txn_log.filter(F.col("transactional_id").isNotNull()).select(
-            CLUSTER, "transactional_id", "producer_id", "producer_epoch", "timeout_ms", "state",
-            "partitions", _ms("last_update_timestamp"), _ms("start_timestamp"),
-            "client_transaction_version", "is_tombstone", "log_partition", "log_offset",
-        )  # fmt: skip
-        return t.groupBy(CLUSTER, "transactional_id").applyInArrow(replay, struct_type(schema))
+            CLUSTER, *_millis(txn_log, COORDINATOR_COLUMNS)
+        )
+        # per id in its partition: the coordinator loads each partition by itself
+        # (replay.grouped.coordinator_partition_tables)
+        by = (CLUSTER, "log_partition", "transactional_id")
+        return t.groupBy(*by).applyInArrow(replay, struct_type(schema))
 
     def _cross_log(self, pt: DataFrame, ct: DataFrame, partitions: DataFrame) -> DataFrame:
         """Every partition against the coordinator's log, per producer id, by order
@@ -401,7 +451,7 @@ class Audit:
         broadcast = self.config.declared_broadcast()
 
         def replay(key, t):  # no hints: Spark infers its UDF type from them
-            cluster, group = key[0].as_py(), key[1].as_py()
+            cluster, group = key[0].as_py(), key[2].as_py()
             return keyed(group_tables(group, t.to_pylist(), group in broadcast), cluster)
 
         members_t = "array<struct<member_id:string,assigned_partitions:array<struct<topic:string,partitions:array<int>>>>>"
@@ -446,7 +496,10 @@ class Audit:
             )
         )  # fmt: skip
         events = c.unionByName(m).unionByName(markers).filter(F.col("group_id").isNotNull())
-        return events.groupBy(CLUSTER, "group_id").applyInArrow(replay, struct_type(schema))
+        # per group in its partition (replay.grouped.group_partition_tables)
+        events = events.select(CLUSTER, *GROUP_EVENT_COLUMNS)
+        by = (CLUSTER, "log_partition", "group_id")
+        return events.groupBy(*by).applyInArrow(replay, struct_type(schema))
 
     # -- leakage ----------------------------------------------------------------------------------
     def _leakage(self, pt: DataFrame, timeline: DataFrame, partitions: DataFrame) -> DataFrame:
@@ -483,19 +536,11 @@ class Audit:
 
 
 def _replica_rows(batches: DataFrame) -> DataFrame:
-    """A row per partition replica (replay.replicas.REPLICA_SCHEMA) from its batches."""
+    """A row per partition replica (see :meth:`Audit._chosen_replicas`) from its batches."""
     return batches.groupBy(CLUSTER, "topic", "partition", "broker").agg(
         F.max("last_offset").alias("end_offset"),
         F.sum(F.col("crc_valid").cast("long")).alias("crc_valid_batches"),
     )
-
-
-def _replicated_topics(replicas: DataFrame) -> list[str]:
-    """Topics with a partition held by two brokers or more: the only ones whose batches the
-    replica-divergence check needs (the batches are stored by topic: the others are not read).
-    A few names reach the driver."""
-    multi = replicas.groupBy(CLUSTER, "topic", "partition").count().filter("count > 1")
-    return sorted(r["topic"] for r in multi.select("topic").distinct().collect())
 
 
 def replay_spec(paths: list[str], conf: dict | AuditConfig | None) -> ReplaySpec:
@@ -506,6 +551,7 @@ def replay_spec(paths: list[str], conf: dict | AuditConfig | None) -> ReplaySpec
         cleaned=cleaner_checkpoints(paths),
         compacted=frozenset(config.compacted_topics()),
         clusters=broker_clusters(paths, config.cluster),
+        broadcast=frozenset(config.declared_broadcast()),
     )
 
 
@@ -546,14 +592,16 @@ def audit_session(
     skip: dict[str, str] | None = None,
     stash: Callable[[str, DataFrame], DataFrame] | None = None,
     replay: ReplaySpec | None = None,
+    replicas: list[dict] | None = None,
 ) -> Iterator[dict[str, DataFrame]]:
     """The audit's tables for the ``with`` block; what the plan cached is unpersisted when the
     block ends, however it ends. ``decoded``: the decoded tables by name (the ones of
     :data:`DECODED_TABLES`), when the caller decoded the dump once beforehand; ``stash``:
     writes an intermediate table to the caller's scratch area and reads it back; ``replay``:
     the spec the caller's scan replayed every replica with (:func:`replay_spec`), whose rows
-    ``decoded`` then gives too."""
-    a = Audit(spark, list(paths), _config(conf), decoded, skip, stash, replay)
+    ``decoded`` then gives too, and ``replicas`` the scan's one row per replica
+    (jobs.scan.Scanned)."""
+    a = Audit(spark, list(paths), _config(conf), decoded, skip, stash, replay, replicas)
     try:
         yield a.run()
     finally:

@@ -9,8 +9,8 @@ production-shaped gigabyte into a grouped function and converting them twice cos
 decoding and replaying them (docs/architecture.md, step 3 of the audit).
 
 Every replica is replayed; which replica the audit keeps is decided after the scan, from one
-row per replica (:data:`REPLICA_SCHEMA`: its last offset and CRC-valid batches), by the rule
-of :meth:`replay.plan.Audit._chosen_replicas`. Pure Python over Arrow: no Spark here.
+row per replica (its last offset and CRC-valid batches) that the task reports to the driver,
+by the rule of :meth:`replay.plan.Audit._chosen_replicas` (:func:`chosen_replicas`). Pure Python over Arrow: no Spark here.
 """
 
 from __future__ import annotations
@@ -21,30 +21,51 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from decoders.columns import outside_spark_range
-from replay.grouped import CLUSTER, PARTITION_SCHEMA, Facts, cleaned_upto, partition_tables
+from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from replay.grouped import (
+    CLUSTER,
+    COMMIT_COLUMNS,
+    COORDINATOR_COLUMNS,
+    COORDINATOR_SCHEMA,
+    GROUP_SCHEMA,
+    MARKER_COLUMNS,
+    METADATA_COLUMNS,
+    PARTITION_SCHEMA,
+    Facts,
+    cleaned_upto,
+    coordinator_partition_tables,
+    group_partition_tables,
+    partition_tables,
+)
 from replay.partition import BATCH_COLUMNS
 
 # the replica a replayed row comes from: the audit keeps the rows of the chosen one
 REPLICA_BROKER = "replica_broker"
-REPLAYED_SCHEMA = pa.schema(
-    [
-        pa.field(CLUSTER, pa.string()),
-        pa.field(REPLICA_BROKER, pa.string()),
-        pa.field("replica_topic", pa.string()),
-        pa.field("replica_partition", pa.int32()),
-        *PARTITION_SCHEMA,
-    ]
+REPLICA_KEYS = (
+    pa.field(CLUSTER, pa.string()),
+    pa.field(REPLICA_BROKER, pa.string()),
+    pa.field("replica_topic", pa.string()),
+    pa.field("replica_partition", pa.int32()),
 )
-REPLICA_SCHEMA = pa.schema(
-    [
-        pa.field(CLUSTER, pa.string()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("broker", pa.string()),
-        pa.field("end_offset", pa.int64()),  # the highest last offset of any of its batches
-        pa.field("crc_valid_batches", pa.int64()),
-    ]
-)
+# what the scan's tasks replay, by scratch table: every partition replica's rows; the
+# coordinator's, of a `__transaction_state` replica; the groups', of a `__consumer_offsets` one
+REPLAYED_SCHEMA = pa.schema([*REPLICA_KEYS, *PARTITION_SCHEMA])
+REPLAYED = {
+    "replayed": REPLAYED_SCHEMA,
+    "coordinated": pa.schema([*REPLICA_KEYS, *COORDINATOR_SCHEMA]),
+    "grouped": pa.schema([*REPLICA_KEYS, *GROUP_SCHEMA]),
+}
+# the decoded tables of an internal topic's records the replay holds, and the columns it reads
+HELD_RECORDS = {
+    "txn_log": COORDINATOR_COLUMNS,
+    "offset_commits": COMMIT_COLUMNS,
+    "group_metadata": METADATA_COLUMNS,
+}
+# every table the scan's tasks write from the replay, by name
+REPLAY_TABLES = REPLAYED
+# the decoded tables a replica's replay reads (the scan decodes them whether or not it writes
+# them)
+REPLAY_READS = ("batches", "segments", "producer_snapshots", "aborted_txns", *HELD_RECORDS)
 # the side rows a partition's replay compares with (producer snapshot entries, `.txnindex`
 # files and entries), shaped alike here and by replay.plan.Audit._partition_side: column ->
 # Arrow type
@@ -67,6 +88,7 @@ class ReplaySpec:
     cleaned: dict[str, int] = field(default_factory=dict)
     compacted: frozenset[str] = frozenset()
     clusters: dict[str, str] = field(default_factory=dict)
+    broadcast: frozenset[str] = frozenset()  # the groups declared broadcast-style
 
 
 def millis(column: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -79,22 +101,31 @@ def millis(column: pa.Array | pa.ChunkedArray) -> pa.Array:
 def _held(batch: pa.RecordBatch, column: str) -> pa.Array:
     """A batch column as the replay holds it until the replica ends: timestamps as Spark's
     milliseconds, the file path (one per file, repeated on every row) dictionary-encoded."""
-    if column == "max_timestamp":
-        return millis(batch.column(column))
+    c = batch.column(column)
+    if pa.types.is_timestamp(c.type):
+        return millis(c)
     if column == "file":
-        return pc.dictionary_encode(batch.column(column))
-    return batch.column(column)
+        return pc.dictionary_encode(c)
+    return c
+
+
+def _holding(batch: pa.RecordBatch, columns) -> pa.RecordBatch:
+    names = [c for c in columns if c in batch.schema.names]
+    return pa.RecordBatch.from_arrays([_held(batch, c) for c in names], names=names)
 
 
 class ReplicaReplay:
     """Collects one replica's decoded rows (batch headers, snapshot entries, `.txnindex`
-    files and entries), then replays it. Holds the batch columns the replay reads (~70 bytes
-    a batch), never the records."""
+    files and entries; of an internal topic, the records of :data:`HELD_RECORDS`), then
+    replays it. Holds the batch columns the replay reads (~70 bytes a batch) and, of the
+    internal topics, the record columns the coordinator's and the groups' replays read; never
+    a user topic's records."""
 
     def __init__(self, spec: ReplaySpec, broker: str, topic: str, partition: int) -> None:
         self.spec, self.broker, self.topic, self.partition = spec, broker, topic, partition
         self.key = (broker, topic, partition)
         self.batches: list[pa.RecordBatch] = []
+        self.records: dict[str, list[pa.RecordBatch]] = {t: [] for t in HELD_RECORDS}
         self.side: list[dict] = []
 
     def add(self, table: str, batch: pa.RecordBatch) -> None:
@@ -102,10 +133,9 @@ class ReplicaReplay:
         if not batch.num_rows:
             return
         if table == "batches":
-            names = [c for c in BATCH_COLUMNS if c in batch.schema.names]
-            self.batches.append(
-                pa.RecordBatch.from_arrays([_held(batch, c) for c in names], names=names)
-            )
+            self.batches.append(_holding(batch, BATCH_COLUMNS))
+        elif table in HELD_RECORDS:
+            self.records[table].append(_holding(batch, HELD_RECORDS[table]))
         elif table == "producer_snapshots":
             self._side("snapshot", batch)
         elif table == "aborted_txns":
@@ -136,9 +166,20 @@ class ReplicaReplay:
     def cluster(self) -> str:
         return self.spec.clusters.get(self.broker, "")
 
-    def result(self) -> tuple[pa.Table, pa.Table] | None:
-        """(the replay's rows, :data:`REPLAYED_SCHEMA`; the replica's row,
-        :data:`REPLICA_SCHEMA`); None for a replica without batches (the audit has no
+    def _records(self, table: str) -> pa.Table:
+        held, self.records[table] = self.records[table], []
+        if not held:  # none: the columns' types as held
+            from decoders.schemas import TABLES
+
+            empty = pa.RecordBatch.from_pylist([], schema=TABLES[table])
+            held = [_holding(empty, HELD_RECORDS[table])]
+        return pa.Table.from_batches(held)
+
+    def result(self) -> tuple[dict[str, pa.Table], dict] | None:
+        """The replay's rows by scratch table (:data:`REPLAYED`; the coordinator's and the
+        groups' for an internal topic's replica) and the replica's row (its cluster, topic,
+        partition, broker, ``end_offset`` and ``crc_valid_batches``, what
+        :func:`chosen_replicas` reads); None for a replica without batches (the audit has no
         partition to replay there)."""
         if not self.batches:
             return None
@@ -152,6 +193,28 @@ class ReplicaReplay:
         )  # fmt: skip
         bt = bt.append_column("broker", pa.array([self.broker] * bt.num_rows, pa.string()))
         t = partition_tables(self.topic, self.partition, bt, self.side, self.spec.facts, upto)
+        out = {"replayed": self._keyed(t, "replayed")}
+        if self.topic == TRANSACTION_STATE_TOPIC:
+            # where this partition's whole history starts: its own replay's summary
+            summary = t.filter(pc.equal(t.column("out"), "partition"))
+            whole = {self.partition: summary.column("complete_from")[0].as_py()}
+            coord = coordinator_partition_tables(self._records("txn_log"), whole)
+            out["coordinated"] = self._keyed(coord, "coordinated")
+        elif self.topic == CONSUMER_OFFSETS_TOPIC:
+            control = pc.and_(pc.fill_null(bt.column("is_control"), False),
+                              pc.greater(pc.fill_null(bt.column("record_count"), 0), 0))  # fmt: skip
+            markers = bt.filter(control).select(list(MARKER_COLUMNS))
+            groups = group_partition_tables(
+                self.partition, self._records("offset_commits"),
+                self._records("group_metadata"), markers, self.spec.broadcast,
+            )  # fmt: skip
+            out["grouped"] = self._keyed(groups, "grouped")
+        replica = {CLUSTER: self.cluster, "topic": self.topic, "partition": self.partition,
+                   "broker": self.broker, "end_offset": end, "crc_valid_batches": ok or 0}  # fmt: skip
+        return out, replica
+
+    def _keyed(self, t: pa.Table, table: str) -> pa.Table:
+        """Rows of the replay with the replica they come from."""
         n = t.num_rows
         keys = {
             CLUSTER: pa.array([self.cluster] * n, pa.string()),
@@ -159,10 +222,27 @@ class ReplicaReplay:
             "replica_topic": pa.array([self.topic] * n, pa.string()),
             "replica_partition": pa.array([self.partition] * n, pa.int32()),
         }
-        rows = pa.table({**keys, **{c: t.column(c) for c in t.schema.names}})
-        replica = pa.Table.from_pylist(
-            [{CLUSTER: self.cluster, "topic": self.topic, "partition": self.partition,
-              "broker": self.broker, "end_offset": end, "crc_valid_batches": ok or 0}],
-            schema=REPLICA_SCHEMA,
-        )  # fmt: skip
-        return rows.cast(REPLAYED_SCHEMA), replica
+        return pa.table({**keys, **{c: t.column(c) for c in t.schema.names}}).cast(REPLAYED[table])
+
+
+def chosen_replicas(replicas: list[dict]) -> set[tuple[str, str, int, str]]:
+    """(cluster, topic, partition, broker) of the replica the audit keeps per partition of a
+    cluster, from one row per replica (:meth:`ReplicaReplay.result`): highest last offset, then
+    most batches with a valid CRC, then the smallest broker name (the rule of
+    :meth:`replay.plan.Audit._chosen_replicas`, docs/architecture.md: replay one, compare the
+    others). One row per partition replica reaches the driver, never a batch."""
+    best: dict[tuple, str] = {}
+    order = sorted(replicas, key=lambda r: (-r["end_offset"], -r["crc_valid_batches"], r["broker"]))
+    for r in order:
+        best.setdefault((r[CLUSTER], r["topic"], r["partition"]), r["broker"])
+    return {(*k, b) for k, b in best.items()}
+
+
+def replicated_topics(replicas: list[dict]) -> list[str]:
+    """Topics with a partition held by two brokers or more in one cluster: the only ones whose
+    batches the replica-divergence check needs."""
+    held: dict[tuple, int] = {}
+    for r in replicas:
+        k = (r[CLUSTER], r["topic"], r["partition"])
+        held[k] = held.get(k, 0) + 1
+    return sorted({k[1] for k, n in held.items() if n > 1})

@@ -216,7 +216,7 @@ def test_the_job_s_stages_start_from_the_scratch_area_not_the_whole_lineage(
     from jobs.output import OutputDir
     from jobs.scan import decoded_once
     from replay.config import default
-    from replay.plan import DECODED_TABLES, audit_session, replay_spec
+    from replay.plan import REPLAY_SCAN_TABLES, audit_session, replay_spec
 
     dump = str(sim_all / "clean_transactions")
     files = decoders.discover([dump])
@@ -224,9 +224,10 @@ def test_the_job_s_stages_start_from_the_scratch_area_not_the_whole_lineage(
     cached = scenario_audit("clean_transactions")  # the same audit with cached tables
     spec = replay_spec([dump], None)  # replayed in the scan's tasks, as the job does
     with (
-        decoded_once(spark, files, DECODED_TABLES, default("decode"), out, "0123abcd", None,
-                     spec) as sc,
-        audit_session(spark, [dump], None, sc.decoded, None, sc.stash, spec) as tables,
+        decoded_once(spark, files, REPLAY_SCAN_TABLES, default("decode"), out, "0123abcd",
+                     None, spec) as sc,
+        audit_session(spark, [dump], None, sc.decoded, None, sc.stash, spec, sc.replicas)
+        as tables,
     ):  # fmt: skip
         plan = tables["findings"]._jdf.queryExecution().optimizedPlan().toString()
         assert len(plan) < 100_000, len(plan)

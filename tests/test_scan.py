@@ -109,17 +109,18 @@ def test_a_rescan_writes_the_same_bytes(damaged, tmp_path):
 def test_the_audit_s_scan_replays_each_replica_in_the_task_that_reads_it(damaged, tmp_path):
     """Planned for the audit (``whole_replicas``), every file of a partition directory is in
     one task, unsplit; the task replays the replica (replay.replicas) and writes its rows and
-    one row per replica. Kept to the replica the audit chooses, the rows are the one-process
-    audit's: partitions, transactions and findings (the segment damaged by garbage
-    included)."""
-    from jobs.scan import REPLAY_TABLES, replica_of
+    one row per replica; a replica of an internal topic, its coordinator's or groups' replay
+    too. Kept to the replica the audit chooses, the rows are the one-process audit's:
+    partitions, transactions, coordinator transactions, offset timeline and findings (the
+    segment damaged by garbage included)."""
+    from jobs.scan import replica_of
     from replay.local import audit_local
-    from replay.plan import DECODED_TABLES, replay_spec
-    from replay.replicas import REPLAYED_SCHEMA, REPLICA_SCHEMA
+    from replay.plan import REPLAY_SCAN_TABLES, replay_spec
+    from replay.replicas import REPLAY_TABLES, chosen_replicas
 
     root = [str(damaged)]
     files = decoders.discover(root)
-    tasks = plan_scan(files, DECODED_TABLES, RANGE, min_tasks=3, whole_replicas=True)
+    tasks = plan_scan(files, REPLAY_SCAN_TABLES, RANGE, min_tasks=3, whole_replicas=True)
     assert len(tasks) >= 3
     homes: dict = {}
     for i, ranges in enumerate(tasks):
@@ -129,11 +130,9 @@ def test_the_audit_s_scan_replays_each_replica_in_the_task_that_reads_it(damaged
                 assert homes.setdefault(replica_of(r.file), i) == i  # one task per replica
 
     def schema(table, with_avro):
-        if table in REPLAY_TABLES:
-            return _struct(REPLAYED_SCHEMA if table == "replayed" else REPLICA_SCHEMA)
-        return _struct(table_schema(table, with_avro))
+        return _struct(REPLAY_TABLES.get(table) or table_schema(table, with_avro))
 
-    opts = scan_options(schema, [*DECODED_TABLES, *REPLAY_TABLES], False, CONF, None)
+    opts = scan_options(schema, [*REPLAY_SCAN_TABLES, *REPLAY_TABLES], False, CONF, None)
     opts.replay = replay_spec(root, None)
     opts.partition_by.update(dict.fromkeys(REPLAY_TABLES))
     out = tmp_path / "out"
@@ -149,21 +148,23 @@ def test_the_audit_s_scan_replays_each_replica_in_the_task_that_reads_it(damaged
             for row in pq.read_table(f"{out}/{r['path']}").to_pylist()
         ]
 
-    replicas = rows("replicas")
+    replicas = [r for r in reports if r["kind"] == "replica"]
     batches = decoders.read_dump(root, ["batches"])["batches"].to_pylist()
     with_batches = {(b["broker"], b["topic"], b["partition"]) for b in batches if b["topic"]}
     assert {(r["broker"], r["topic"], r["partition"]) for r in replicas} == with_batches
     assert len(replicas) == len(with_batches)
-    best: dict = {}
-    for r in sorted(replicas, key=lambda r: (-r["end_offset"], -r["crc_valid_batches"],
-                                               r["broker"])):  # fmt: skip
-        best.setdefault((r["topic"], r["partition"]), r["broker"])
+    best = chosen_replicas(replicas)
     kept = [
-        r for r in rows("replayed")
-        if best.get((r["replica_topic"], r["replica_partition"])) == r["replica_broker"]
+        r for t in ("replayed", "coordinated", "grouped") for r in rows(t)
+        if (r["cluster"], r["replica_topic"], r["replica_partition"], r["replica_broker"]) in best
     ]  # fmt: skip
     local = audit_local(root)
     for out_name, table, cols in (
+        ("coord_txn", "coordinator_transactions", ("transactional_id", "producer_id",
+                                                   "data_epoch", "outcome", "partitions",
+                                                   "first_log_offset")),
+        ("timeline", "offset_timeline", ("group_id", "topic", "partition", "committed_offset",
+                                         "effective_log_offset", "producer_id")),
         ("partition", "partitions", ("topic", "partition", "broker", "log_end_offset", "lso",
                                      "data_records", "complete_from", "copy_end_timestamp")),
         ("transaction", "transactions", ("topic", "partition", "producer_id", "first_offset",
@@ -173,15 +174,59 @@ def test_the_audit_s_scan_replays_each_replica_in_the_task_that_reads_it(damaged
     ):  # fmt: skip
         got = [r for r in kept if r["out"] == out_name]
         want = local[table]
-        if table == "findings":  # the partition replay's findings, not the other stages'
-            want = [f for f in want if f["kind"] in PARTITION_FINDINGS]
+        if table == "findings":  # the replays' findings, not the other stages'
+            want = [f for f in want if f["kind"] in REPLAY_FINDINGS]
         else:
             assert got, table
         assert _values(got, cols) == _values(want, cols), table
 
 
-# what replay.partition and the partition's index checks (replay.grouped) find
-PARTITION_FINDINGS = {
+# what replay.partition, the partition's index checks (replay.grouped), the coordinator's and
+# the groups' replays find
+REPLAY_FINDINGS = {
     "fenced_epoch_write", "non_transactional_write_in_txn", "invalid_epoch_start",
     "duplicate_sequence", "sequence_gap", "out_of_order_sequence", "index_inconsistent",
+    "invalid_txn_transition", "offset_regression", "offset_overwrite",
 }  # fmt: skip
+
+
+@pytest.mark.parametrize("without", ["group_metadata", "offset_commits"])
+def test_a_consumer_offsets_replica_without_one_kind_of_record_is_replayed(damaged, without):
+    """A `__consumer_offsets` replica may hold commits and no group metadata (simple consumers,
+    or a history compacted away), or the reverse: its groups' replay in the scan's task still
+    runs, and what the records it has show (the commit timeline, or the generations) is what
+    the one-process audit shows for that partition."""
+    from decoders.constants import CONSUMER_OFFSETS_TOPIC
+    from replay.local import audit_local
+    from replay.plan import replay_spec
+    from replay.replicas import ReplicaReplay
+
+    root = [str(damaged)]
+    logs = [f for f in decoders.discover(root)
+            if f.kind == "log" and f.info.topic == CONSUMER_OFFSETS_TOPIC]  # fmt: skip
+    local = audit_local(root)
+    busiest = max(
+        {(f.info.broker, f.info.partition) for f in logs},
+        key=lambda bp: sum(t["log_partition"] == bp[1] for t in local["offset_timeline"]),
+    )
+    broker, partition = busiest
+    replica = ReplicaReplay(replay_spec(root, None), broker, CONSUMER_OFFSETS_TOPIC, partition)
+    for f in logs:
+        if (f.info.broker, f.info.partition) == busiest:
+            for t, b in decoders.iter_file(f, ("batches", "segments"), deep=False):
+                replica.add(t, b)
+            kept = tuple(sorted({"offset_commits", "group_metadata"} - {without}))
+            for t, b in decoders.iter_file(f, kept, deep=True):
+                replica.add(t, b)
+    tables, row = replica.result()
+    assert (row["topic"], row["partition"], row["broker"]) == (CONSUMER_OFFSETS_TOPIC, partition,
+                                                               broker)  # fmt: skip
+    got = tables["grouped"].to_pylist()
+    timeline = [r for r in got if r["out"] == "timeline"]
+    if without == "group_metadata":  # the commits alone make the same timeline
+        cols = ("group_id", "topic", "partition", "committed_offset", "commit_log_offset")
+        want = [t for t in local["offset_timeline"] if t["log_partition"] == partition]
+        assert want and _values(timeline, cols) == _values(want, cols)
+        assert not [r for r in got if r["out"] == "generation"]
+    else:  # no commits: no timeline
+        assert not timeline
