@@ -13,6 +13,7 @@ import collections
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -88,9 +89,71 @@ def _ms(v) -> int:
     return -1 if v is None else int(v)
 
 
+class _Runs:
+    """A partition's batches (in offset order) as numpy columns, with the runs of **plain**
+    ones: a CRC-valid, non-transactional data batch of format v2 from an idempotent producer
+    that continues that producer's previous batch here (same epoch, the next sequence without
+    wrapping, a timestamp within the producer-id expiration of the previous one). For
+    such a batch the broker's checks (10.2) pass by construction and the replay only records
+    it: :meth:`PartitionReplay._skip_ahead` does that for a whole run at once. Whether a
+    run's first batch of each producer continues the state the replay holds is checked there,
+    at run time."""
+
+    def __init__(self, t: pa.Table, expiry_ms: int) -> None:
+        def col(name: str, null: int) -> np.ndarray:
+            return pc.fill_null(t.column(name).cast(pa.int64()), null).to_numpy()
+
+        def flag(name: str) -> np.ndarray:
+            return pc.fill_null(t.column(name).cast(pa.bool_()), False).to_numpy(
+                zero_copy_only=False
+            )
+
+        self.base, self.last = col("base_offset", -1), col("last_offset", -1)
+        self.pid, self.epoch = col("producer_id", -1), col("producer_epoch", -1)
+        self.first_seq, self.last_seq = col("base_sequence", -1), col("last_sequence", -1)
+        self.records, self.ts = col("record_count", 0), col("max_timestamp", -1)
+        ts_known = pc.is_valid(t.column("max_timestamp")).to_numpy(zero_copy_only=False)
+        crc = flag("crc_valid") if "crc_valid" in t.schema.names else np.ones(len(self.base), bool)
+        # the batches a producer's state sees: CRC-valid, format v2, with a producer id
+        producer = crc & (col("magic", 0) >= 2) & (self.pid >= 0)
+        data = producer & ~flag("is_control")
+        # each one's previous batch of the same producer (markers included: they break runs)
+        rows = np.flatnonzero(producer)
+        order = rows[np.argsort(self.pid[rows], kind="stable")]
+        prev = np.full(len(self.base), -1, np.int64)
+        same = self.pid[order[1:]] == self.pid[order[:-1]]
+        prev[order[1:][same]] = order[:-1][same]
+        has = prev >= 0
+        p = np.where(has, prev, 0)
+        follows = (
+            has & data[p] & ~flag("is_transactional")[p] & (self.epoch == self.epoch[p])
+            & (self.first_seq == self.last_seq[p] + 1)  # (no wrap: MAX_SEQUENCE ends a run)
+            & (self.ts[p] >= 0) & (self.ts - self.ts[p] < expiry_ms)
+        )  # fmt: skip
+        self.plain = (
+            data & ~flag("is_transactional") & ts_known & (self.first_seq >= 0)
+            & (self.last_seq >= self.first_seq) & follows
+        )  # fmt: skip
+
+    def blocks(self):
+        """(start, stop, plain) of the alternating runs of plain and other batches."""
+        n = len(self.plain)
+        if not n:
+            return
+        edges = np.flatnonzero(np.diff(self.plain.astype(np.int8))) + 1
+        starts = np.concatenate(([0], edges))
+        stops = np.concatenate((edges, [n]))
+        for s, e in zip(starts.tolist(), stops.tolist(), strict=True):
+            yield s, e, bool(self.plain[s])
+
+
 class PartitionReplay:
     """Feed a partition's batches in offset order; read findings, transactions, LSO changes and
     the producer states at the end."""
+
+    # runs of plain batches applied at once (_Runs); off, every batch goes through batch()
+    # (the tests compare both)
+    fast = True
 
     def __init__(
         self, topic: str, partition: int, config: Config | None = None, cleaned_upto: int = 0
@@ -153,16 +216,91 @@ class PartitionReplay:
         t = t.take(pc.sort_indices(t, [("base_offset", "ascending")]))  # stable, as sorted()
         # where the cleaner has been, before judging anything (10.8), over whole columns
         self.cleaned_upto = max(self.cleaned_upto, _cleaner_leftovers_end(t))
-        pending_snapshots = sorted(snapshot_offsets)
-        # a slice at a time: Python objects for CHUNK_ROWS batches, not for the whole partition
-        for chunk in t.to_batches(max_chunksize=CHUNK_ROWS):
-            for b in chunk.to_pylist():
-                while pending_snapshots and b["base_offset"] >= pending_snapshots[0]:
-                    self.snapshot_states[pending_snapshots.pop(0)] = self.states()
-                self.batch(b)
-        for s in pending_snapshots:
+        pending = sorted(snapshot_offsets)
+        runs = _Runs(t, self.config.producer_id_expiration_ms) if self.fast else None
+        for start, stop, plain in runs.blocks() if runs else [(0, t.num_rows, False)]:
+            if plain:  # continuations of idempotent writes: whole runs at a time
+                self._plain_run(runs, start, stop, t, pending)
+            else:
+                self._one_by_one(t.slice(start, stop - start), pending)
+        for s in pending:
             self.snapshot_states[s] = self.states()
         return self
+
+    def _one_by_one(self, t: pa.Table, pending: list[int]) -> None:
+        """Each batch of ``t`` through :meth:`batch`; the producer states at the snapshot
+        offsets passed on the way. A slice at a time: Python objects for CHUNK_ROWS batches, not
+        for the whole partition."""
+        for chunk in t.to_batches(max_chunksize=CHUNK_ROWS):
+            for b in chunk.to_pylist():
+                while pending and b["base_offset"] >= pending[0]:
+                    self.snapshot_states[pending.pop(0)] = self.states()
+                self.batch(b)
+
+    def _plain_run(self, runs: _Runs, start: int, stop: int, t: pa.Table, pending: list[int]):
+        """Batches ``start``..``stop`` are plain continuations (:class:`_Runs`): cut at the
+        snapshot offsets, each piece is applied at once where the state it starts from allows
+        (:meth:`_skip_ahead`), else one by one: the same state either way."""
+        a = start
+        while a < stop:
+            while pending and runs.base[a] >= pending[0]:
+                self.snapshot_states[pending.pop(0)] = self.states()
+            b = stop
+            if pending:
+                b = min(stop, a + int(np.searchsorted(runs.base[a:stop], pending[0], "left")))
+            if not self._skip_ahead(runs, a, b):
+                self._one_by_one(t.slice(a, b - a), pending)
+            a = b
+
+    def _skip_ahead(self, runs: _Runs, a: int, b: int) -> bool:
+        """Apply plain batches ``a``..``b`` at once, as :meth:`batch` would one by one; False,
+        changing nothing, where the state they start from is not the one that makes them plain
+        (a producer fenced or in a transaction; a hole in the offsets; a sequence range seen
+        before)."""
+        base, last = runs.base[a:b], runs.last[a:b]
+        ends = np.maximum.accumulate(last + 1)
+        if self.log_start is not None:
+            reach = np.maximum(np.concatenate(([self.log_end], ends[:-1])), self.log_end)
+            if (base > reach).any():
+                return False  # a hole: batch() records where it ends
+        elif (base[1:] > ends[:-1]).any():
+            return False
+        pids = runs.pid[a:b]
+        order = np.argsort(pids, kind="stable")
+        cuts = np.flatnonzero(np.diff(pids[order])) + 1
+        portions = np.split(order, cuts)
+        for idx in portions:
+            i = a + int(idx[0])
+            # its previous batch was replayed already: appended (then the state's last batch,
+            # sequence and timestamp are that batch's, as _Runs requires) unless fenced; a
+            # transaction it did not start may still be open
+            p = self.producers.get(int(runs.pid[i]))
+            if p is None or p.txn is not None or p.epoch != runs.epoch[i] or not p.batches:
+                return False
+            lo, hi = runs.first_seq[i], runs.last_seq[a + int(idx[-1])]
+            if any(lo <= f <= hi for f, _ in p.recent):
+                return False
+        for idx in portions:
+            rows = a + idx
+            p = self.producers[int(runs.pid[rows[0]])]
+            for i in rows[-NUM_BATCHES_TO_RETAIN:].tolist():
+                p.batches.append(
+                    (int(runs.first_seq[i]), int(runs.last_seq[i]), int(runs.last[i]),
+                     int(runs.last[i] - runs.base[i]), int(runs.ts[i]))
+                )  # fmt: skip
+            for i in rows[-RECENT_RANGES:].tolist():
+                p.recent[(int(runs.first_seq[i]), int(runs.last_seq[i]))] = int(runs.base[i])
+            while len(p.recent) > RECENT_RANGES:
+                p.recent.popitem(last=False)
+            p.last_timestamp = int(runs.ts[rows[-1]])
+        if self.log_start is None:
+            self.log_start = int(base[0])
+        self.log_end = max(self.log_end, int(ends[-1]))
+        ts = runs.ts[a:b]
+        self.last_timestamp = max(self.last_timestamp, int(ts.max()))
+        self.last_batch_timestamp = int(ts[-1])
+        self.data_records += int(runs.records[a:b].sum())
+        return True
 
     def batch(self, b: dict[str, Any]) -> None:
         if not b.get("crc_valid", True):

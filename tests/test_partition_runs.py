@@ -1,0 +1,197 @@
+"""Runs of plain batches applied at once (replay.partition._Runs, PartitionReplay._skip_ahead)
+give exactly what the batch-by-batch replay gives: every output of a partition's replay
+(findings, transactions, producer states, the snapshot comparison at every snapshot offset,
+LSO changes, the partition's summary), over every simulated scenario, over production-shaped
+traffic, and over the same batches damaged at random (sequence gaps and repeats, epoch bumps,
+transactional and invalid batches, clock jumps past the producer-id expiration, holes). No
+Spark."""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+
+import pyarrow as pa
+import pytest
+
+import decoders
+from replay.grouped import Facts, partition_tables
+from replay.local import _millis  # timestamps as epoch milliseconds (garbage ones included)
+from replay.partition import BATCH_COLUMNS, PartitionReplay
+from replay.replicas import SIDE_COLUMNS
+from replay.settings import AuditConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def production(tmp_path_factory):
+    """A few MB of production-shaped traffic (benchmarks/prodshape.py): idempotent producers'
+    small batches, an exactly-once app, busy `__consumer_offsets`."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import prodshape
+
+    out = str(tmp_path_factory.mktemp("prod") / "dump")
+    prodshape.generate(out, 0.004, seed=3)
+    return out
+
+
+def _partitions(root: str) -> dict[tuple, tuple[pa.Table, list[dict]]]:
+    """(broker, topic, partition) -> (its batches, its snapshot side rows)."""
+    t = decoders.read_dump([root], ["batches", "producer_snapshots"], deep=False)
+    t = {name: _millis(table) for name, table in t.items()}
+    batches = t["batches"].filter(pa.compute.is_valid(t["batches"].column("topic")))
+    out: dict[tuple, list] = {}
+    for row in batches.to_pylist():
+        out.setdefault((row["broker"], row["topic"], row["partition"]), [[], []])[0].append(row)
+    for s in t["producer_snapshots"].to_pylist():
+        key = (s["broker"], s["topic"], s["partition"])
+        if key in out:
+            side = {c: s.get(c) for c in SIDE_COLUMNS}
+            side["timestamp"] = None  # not compared
+            out[key][1].append({"_row": "snapshot", **side})
+    return {k: (_table(rows), side) for k, (rows, side) in out.items()}
+
+
+def _table(rows: list[dict]) -> pa.Table:
+    cols = [c for c in BATCH_COLUMNS if c != "file"] + ["broker"]
+    return pa.Table.from_pylist([{c: r.get(c) for c in cols} for r in rows])
+
+
+def _both(key, bt: pa.Table, side: list[dict], facts: Facts, monkeypatch) -> int:
+    """The replay of one partition with and without runs applied at once; equal. Returns the
+    batches the fast replay applied at once."""
+    _broker, topic, partition = key
+    applied = []
+    original = PartitionReplay._skip_ahead
+
+    def counting(self, runs, a, b):
+        done = original(self, runs, a, b)
+        applied.append(b - a if done else 0)
+        return done
+
+    monkeypatch.setattr(PartitionReplay, "_skip_ahead", counting)
+    fast = partition_tables(topic, partition, bt, side, facts)
+    monkeypatch.setattr(PartitionReplay, "fast", False)
+    slow = partition_tables(topic, partition, bt, side, facts)
+    monkeypatch.setattr(PartitionReplay, "fast", True)
+    assert fast.to_pylist() == slow.to_pylist(), key
+    return sum(applied)
+
+
+def test_every_scenario_s_partitions_replay_the_same(sim_all, monkeypatch):
+    facts = AuditConfig.from_conf(None).facts()
+    applied = 0
+    for key, (bt, side) in sorted(_partitions(str(sim_all)).items()):
+        applied += _both(key, bt, side, facts, monkeypatch)
+    assert applied > 1000  # the scenarios' idempotent producers give runs
+
+
+def test_production_shaped_partitions_replay_the_same(production, monkeypatch):
+    facts = AuditConfig.from_conf(None).facts()
+    parts = _partitions(production)
+    total = sum(bt.num_rows for bt, _ in parts.values())
+    applied = sum(_both(k, bt, s, facts, monkeypatch) for k, (bt, s) in sorted(parts.items()))
+    assert applied > total // 2  # most batches of such traffic are plain continuations
+
+
+def _damaged(rows: list[dict], rng: random.Random) -> list[dict]:
+    """The batches with a few random faults a broker's log can show."""
+    rows = [dict(r) for r in rows]
+    for _ in range(rng.randint(1, 6)):
+        i = rng.randrange(len(rows))
+        r = rows[i]
+        fault = rng.choice(
+            [
+                "gap",
+                "repeat",
+                "rewind",
+                "zombie",
+                "epoch",
+                "txn",
+                "crc",
+                "clock",
+                "no_ts",
+                "hole",
+                "back",
+                "v1",
+            ]
+        )
+        if fault == "gap" and r["base_sequence"] is not None and r["base_sequence"] >= 0:
+            r["base_sequence"] += 3
+            r["last_sequence"] += 3
+        elif fault == "repeat" and i > 0:
+            prev = rows[i - 1]
+            if prev["producer_id"] == r["producer_id"]:
+                r["base_sequence"], r["last_sequence"] = (
+                    prev["base_sequence"],
+                    prev["last_sequence"],
+                )
+        elif fault == "rewind":  # the producer sends earlier sequences again from here on
+            earlier = [j for j in range(i) if rows[j]["producer_id"] == r["producer_id"]
+                       and (rows[j]["base_sequence"] or -1) >= 0]  # fmt: skip
+            if earlier and r["base_sequence"] is not None and r["base_sequence"] >= 0:
+                delta = r["base_sequence"] - rows[rng.choice(earlier)]["base_sequence"]
+                for later in rows[i:]:
+                    if later["producer_id"] == r["producer_id"] and later["base_sequence"] >= 0:
+                        later["base_sequence"] -= delta
+                        later["last_sequence"] -= delta
+        elif fault == "zombie":  # from here on, writes of an epoch already fenced
+            for earlier in rows[:i]:
+                if earlier["producer_id"] == r["producer_id"]:
+                    earlier["producer_epoch"] = (earlier["producer_epoch"] or 0) + 1
+        elif fault == "epoch":
+            for later in rows[i:]:
+                if later["producer_id"] == r["producer_id"]:
+                    later["producer_epoch"] = (later["producer_epoch"] or 0) + 1
+        elif fault == "txn":
+            r["is_transactional"] = True
+        elif fault == "crc":
+            r["crc_valid"] = False
+        elif fault == "clock":
+            for later in rows[i:]:
+                if later["max_timestamp"] is not None:
+                    later["max_timestamp"] += 10 * 24 * 3600 * 1000
+        elif fault == "no_ts":
+            r["max_timestamp"] = None
+        elif fault == "hole":
+            del rows[i]
+        elif fault == "back":
+            r["producer_epoch"] = max(0, (r["producer_epoch"] or 0) - 1)
+        elif fault == "v1":
+            r["magic"] = 1
+    return rows
+
+
+def _snapshots(rows: list[dict], rng: random.Random) -> list[dict]:
+    """Snapshot entries at random offsets inside the log, so that the producer states there are
+    compared (and their differences reported)."""
+    out = []
+    for _ in range(3):
+        r = rows[rng.randrange(len(rows))]
+        if r["producer_id"] is None or r["producer_id"] < 0:
+            continue
+        entry = dict.fromkeys(SIDE_COLUMNS)
+        entry.update(
+            snapshot_offset=r["base_offset"] + rng.choice([0, 1]), producer_id=r["producer_id"],
+            producer_epoch=0, last_sequence=0, last_offset=0, offset_delta=0,
+            coordinator_epoch=-1, current_txn_first_offset=-1,
+        )  # fmt: skip
+        out.append({"_row": "snapshot", **entry})
+    return out
+
+
+def test_damaged_partitions_replay_the_same(production, sim_all, monkeypatch):
+    facts = AuditConfig.from_conf(None).facts()
+    rng = random.Random(11)
+    parts = {**_partitions(production), **_partitions(str(sim_all))}
+    keys = sorted(k for k, (bt, _) in parts.items() if bt.num_rows > 20)
+    applied = 0
+    for n in range(120):
+        key = keys[n % len(keys)]
+        rows = parts[key][0].to_pylist()
+        damaged = _damaged(rows, rng)
+        side = parts[key][1] + _snapshots(damaged, rng)
+        applied += _both(key, _table(damaged), side, facts, monkeypatch)
+    assert applied > 0
