@@ -18,6 +18,8 @@ import os
 import sys
 
 WRITERS = 4  # tables written at once (threads of the driver, each submitting its Spark jobs)
+# a table's files: one per this many bytes of dump (its rows grow with the dump's batches)
+DUMP_BYTES_PER_FILE = 2 << 30
 # tables small enough for one file each (one row per partition, group generation, file...)
 SINGLE_FILE = {
     "findings", "partitions", "coordinator_transactions", "group_generations", "segments",
@@ -83,7 +85,7 @@ def run(args) -> int:
     from replay.plan import REPLAY_SCAN_TABLES, audit_session, audit_summary, replay_spec
 
     spark, run_id, out, previous, key = start_run(args, conf, "logreplay-audit", SUMMARY)
-    spread = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    spread = output_files(sum(f.size for f in files), spark)
     from concurrent.futures import ThreadPoolExecutor
 
     def attempt(skip: dict[str, str]):
@@ -182,6 +184,16 @@ def run(args) -> int:
         print(verdict.verdict(), file=sys.stderr)
         return OK if verdict.success else FAILED
     return OK
+
+
+def output_files(dump_bytes: int, spark) -> int:
+    """How many files each table that grows with the dump is written as: one per
+    :data:`DUMP_BYTES_PER_FILE` of dump, at most ``spark.sql.shuffle.partitions``. The same
+    input and configuration give the same files (the run's bytes do not depend on the
+    cluster); a small dump's tables are not spread over many small files, each one more
+    task and file to write."""
+    most = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    return max(1, min(most, -(-dump_bytes // DUMP_BYTES_PER_FILE)))
 
 
 def _counts(by_kind, total: int) -> dict:

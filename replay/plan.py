@@ -3,14 +3,19 @@ group in grouped Arrow functions (:mod:`replay.grouped`), cross-check with joins
 (:mod:`replay.checks`). Nothing but small per-run summaries reaches the driver.
 
 The plan caches the tables several outputs read; :func:`audit_session` releases them when the
-caller is done with the tables (after writing them).
+caller is done with the tables (after writing them). With a scratch area, the intermediate
+tables are written there in the background while the caller writes the tables that do not
+read them (:class:`Tables`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from functools import reduce
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -127,6 +132,9 @@ class Audit:
         self.decoded = decoded
         self.skip = skip or {}  # files left out of the run (jobs.resilience): path -> reason
         self.cached: list[DataFrame] = []
+        # the intermediate tables being written to the scratch area (:meth:`_later`)
+        self.background: ThreadPoolExecutor | None = None
+        self.pending: list[Future] = []
         register(spark)
         # broker directory -> cluster (meta.properties, read on the driver: a few bytes each)
         self.clusters = replay.clusters if replay else broker_clusters(paths, config.cluster)
@@ -173,13 +181,28 @@ class Audit:
         self.cached.append(df.persist())
         return df
 
+    def _later(self, name: str, build: Callable[[], DataFrame]) -> Callable[[], DataFrame]:
+        """An intermediate table several outputs read (:meth:`_persist`), planned and written
+        to the scratch area on a background thread: the caller's writes of the tables that do
+        not read it run meanwhile (a small dump's Spark jobs are mostly the driver's latency,
+        so jobs in flight together keep the cores busy). Gives what waits for it."""
+        if self.stash is None:
+            df = self._persist(build(), name)
+            return lambda: df
+        if self.background is None:
+            self.background = ThreadPoolExecutor(2, thread_name_prefix="logreplay-stash")
+        future = self.background.submit(lambda: self._persist(build(), name))
+        self.pending.append(future)
+        return future.result
+
     # -- the plan ---------------------------------------------------------------------------------
-    def run(self) -> dict[str, DataFrame]:
-        # files outside partition directories (a KRaft bootstrap.checkpoint) have no topic
-        batches = self.read("batches").filter(F.col("topic").isNotNull())
-        if self.decoded is None:  # else the scratch area's Parquet is read again, column-pruned:
-            batches = self._persist(batches)  # cheaper than building an in-memory copy of it
+    def run(self) -> Tables:
         keys = [CLUSTER, "topic", "partition", "broker"]
+
+        def all_batches() -> DataFrame:
+            # files outside partition directories (a KRaft bootstrap.checkpoint) have no topic
+            return self.read("batches").filter(F.col("topic").isNotNull())
+
         if self.replay is not None:
             # replayed by the scan's tasks, the rows of every replica: the chosen replicas'
             # are read straight from the scratch area, filtered by a literal set (a join would
@@ -188,58 +211,78 @@ class Audit:
             part = self._replayed_rows(chosen_keys, "replayed")
             coord = self._replayed_rows(chosen_keys, "coordinated")
             groups = self._replayed_rows(chosen_keys, "grouped")
-            topics = replicated_topics(self.replicas)
-            diverging = batches.filter(F.col("topic").isin(*topics)) if topics else batches.limit(0)
+            topics = replicated_topics(self.replicas)  # where replicas can diverge
+
+            def diverging() -> DataFrame | None:
+                return all_batches().filter(F.col("topic").isin(*topics)) if topics else None
         else:
+            batches = all_batches()
+            if self.decoded is None:  # else the scratch area's Parquet is read again, pruned:
+                batches = self._persist(batches)  # cheaper than an in-memory copy of it
             # a row per partition replica, read by many stages: computed once (each stage
             # would aggregate every batch again)
             chosen = self._persist(self._chosen_replicas(_replica_rows(batches)), "chosen")
             part = self._persist(
                 self._partition_replay(batches.join(F.broadcast(chosen), keys), chosen), "part"
             )
-            diverging = batches
+
+            def diverging() -> DataFrame | None:
+                return batches
+
         transactions = _split(part, "transaction", T.TRANSACTIONS)
         partitions = _split(part, "partition", T.PARTITIONS)
         if self.replay is None:
             coord, groups = self._internal_replays(batches, chosen, partitions)
         coord_txns = _split(coord, "coord_txn", T.COORDINATOR_TXNS)
         timeline = _split(groups, "timeline", T.TIMELINE)
-        cross = self._persist(self._cross_log(transactions, coord_txns, partitions), "cross")
+        cross = self._later("cross", lambda: self._cross_log(transactions, coord_txns, partitions))
+        leaks = self._later("leaks", lambda: self._leakage(transactions, timeline, partitions))
 
-        findings = [
-            _split(part, "finding", T.FINDINGS),
-            _split(coord, "finding", T.FINDINGS),
-            _split(groups, "finding", T.FINDINGS),
-            _split(cross, "finding", T.FINDINGS),
-            checks.integrity(self.read("errors")),
-            checks.divergence(diverging),
-        ]
-        leaks = self._persist(self._leakage(transactions, timeline, partitions), "leaks")
-        findings += [leaks, checks.propagation(leaks, transactions, coord_txns)]
-        all_findings = findings[0]
-        for f in findings[1:]:
-            all_findings = all_findings.unionByName(f)
-        counts = _split(part, "count", T.CHECK_COUNTS).unionByName(
-            _split(cross, "count", T.CHECK_COUNTS)
+        def findings() -> DataFrame:
+            found = [
+                _split(part, "finding", T.FINDINGS),
+                _split(coord, "finding", T.FINDINGS),
+                _split(groups, "finding", T.FINDINGS),
+                _split(cross(), "finding", T.FINDINGS),
+                checks.integrity(self.read("errors")),
+                leaks(),
+                checks.propagation(leaks(), transactions, coord_txns),
+            ]
+            replicated = diverging()
+            if replicated is not None:
+                found.append(checks.divergence(replicated))
+            return reduce(DataFrame.unionByName, found)
+
+        def counts() -> DataFrame:
+            both = _split(part, "count", T.CHECK_COUNTS).unionByName(
+                _split(cross(), "count", T.CHECK_COUNTS)
+            )
+            return both.groupBy(CLUSTER, "check").agg(F.sum("count").alias("count"))
+
+        def stamped(build: Callable[[], DataFrame]) -> Callable[[], DataFrame]:
+            return lambda: _timestamps(build())
+
+        # each built by the thread that asks for it (the caller's writers plan them at once),
+        # the two that read the background tables last
+        return Tables(
+            {
+                "transactions": stamped(lambda: self._with_txn_ids(transactions, coord_txns)),
+                "producer_states": stamped(
+                    lambda: _split(part, "producer_state", T.PRODUCER_STATES)
+                ),
+                "lso_changes": stamped(lambda: _split(part, "lso", T.LSO_CHANGES)),
+                "partitions": stamped(lambda: partitions),
+                "coordinator_transactions": stamped(lambda: coord_txns),
+                "group_generations": stamped(lambda: _split(groups, "generation", T.GENERATIONS)),
+                "offset_timeline": stamped(lambda: timeline),
+                # the decoding accounting, for the gate's data expectations: one row per file,
+                # one per rejected byte range
+                "segments": lambda: self.read("segments"),
+                "errors": lambda: self.read("errors"),
+                "findings": stamped(findings),
+                "checks": stamped(counts),
+            }
         )
-        counts = counts.groupBy(CLUSTER, "check").agg(F.sum("count").alias("count"))
-        out = {
-            "findings": all_findings,
-            "transactions": self._with_txn_ids(transactions, coord_txns),
-            "producer_states": _split(part, "producer_state", T.PRODUCER_STATES),
-            "lso_changes": _split(part, "lso", T.LSO_CHANGES),
-            "partitions": partitions,
-            "coordinator_transactions": coord_txns,
-            "group_generations": _split(groups, "generation", T.GENERATIONS),
-            "offset_timeline": timeline,
-            "checks": counts,
-        }
-        out = {name: _timestamps(df) for name, df in out.items()}
-        # the decoding accounting, for the gate's data expectations: one row per file, one
-        # per rejected byte range
-        out["segments"] = self.read("segments")
-        out["errors"] = self.read("errors")
-        return out
 
     def _internal_replays(
         self, batches: DataFrame, chosen: DataFrame, partitions: DataFrame
@@ -270,7 +313,12 @@ class Audit:
         return coord, groups
 
     def release(self) -> None:
-        """Unpersist what the plan cached (after the tables are written)."""
+        """Unpersist what the plan cached (after the tables are written), once the background
+        writes have ended (however they ended: the caller's error is the one it sees)."""
+        if self.background is not None:
+            self.background.shutdown(wait=True, cancel_futures=True)
+            wait(self.pending)
+            self.background, self.pending = None, []
         for df in self.cached:
             df.unpersist()
         self.cached = []
@@ -535,6 +583,33 @@ class Audit:
         )
 
 
+class Tables(Mapping):
+    """The audit's tables by name, each planned when first asked for, by the thread that asks
+    (a caller writing them from several threads plans them at once; the py4j calls of planning
+    are most of a small table's time). The ones that read an intermediate table written in
+    the background (:meth:`Audit._later`) wait for it, and come last in iteration order."""
+
+    def __init__(self, builders: dict[str, Callable[[], DataFrame]]) -> None:
+        self._builders = dict(builders)
+        self._built: dict[str, DataFrame] = {}
+        self._locks = {name: threading.Lock() for name in builders}
+
+    def __getitem__(self, name: str) -> DataFrame:
+        with self._locks[name]:  # built once, whichever thread asks first
+            if name not in self._built:
+                self._built[name] = self._builders[name]()
+            return self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._builders)
+
+    def __len__(self) -> int:
+        return len(self._builders)
+
+    def __repr__(self) -> str:
+        return f"Tables({', '.join(self)})"
+
+
 def _replica_rows(batches: DataFrame) -> DataFrame:
     """A row per partition replica (see :meth:`Audit._chosen_replicas`) from its batches."""
     return batches.groupBy(CLUSTER, "topic", "partition", "broker").agg(
@@ -555,7 +630,7 @@ def replay_spec(paths: list[str], conf: dict | AuditConfig | None) -> ReplaySpec
     )
 
 
-def audit_summary(tables: dict[str, DataFrame]) -> dict:
+def audit_summary(tables: Mapping[str, DataFrame]) -> dict:
     """What the run's summary says beyond finding counts: the clusters found and what the
     checks could and could not judge (a few rows reach the driver)."""
     counts: dict[str, dict[str, int]] = {}
@@ -574,7 +649,7 @@ def audit(
     paths: list[str],
     conf: dict | AuditConfig | None = None,
     skip: dict[str, str] | None = None,
-) -> dict[str, DataFrame]:
+) -> Mapping[str, DataFrame]:
     """Replay a dump; DataFrames by table name (findings, transactions, producer_states,
     lso_changes, partitions, coordinator_transactions, group_generations, offset_timeline,
     plus the decoded segments and errors). What the plan caches stays cached until the session
@@ -593,7 +668,7 @@ def audit_session(
     stash: Callable[[str, DataFrame], DataFrame] | None = None,
     replay: ReplaySpec | None = None,
     replicas: list[dict] | None = None,
-) -> Iterator[dict[str, DataFrame]]:
+) -> Iterator[Mapping[str, DataFrame]]:
     """The audit's tables for the ``with`` block; what the plan cached is unpersisted when the
     block ends, however it ends. ``decoded``: the decoded tables by name (the ones of
     :data:`DECODED_TABLES`), when the caller decoded the dump once beforehand; ``stash``:
