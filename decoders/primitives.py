@@ -42,10 +42,13 @@ class ByteReader:
             raise DecodeError(f"needs {n} bytes at {self.pos}, {self.end - self.pos} left")
 
     def _fixed(self, st: struct.Struct) -> int:
-        self._need(st.size)
-        (v,) = st.unpack_from(self.buf, self.pos)
-        self.pos += st.size
-        return v
+        # the bounds check inline: these run once per field of every internal-topic record
+        pos = self.pos
+        stop = pos + st.size
+        if stop > self.end:
+            raise DecodeError(f"needs {st.size} bytes at {pos}, {self.end - pos} left")
+        self.pos = stop
+        return st.unpack_from(self.buf, pos)[0]
 
     def int8(self) -> int:
         return self._fixed(_I8)
@@ -65,6 +68,15 @@ class ByteReader:
     def int64(self) -> int:
         return self._fixed(_I64)
 
+    def int32s(self, n: int) -> list[int]:
+        """``n`` int32 at once (an array's elements, its length read and bounded before)."""
+        pos = self.pos
+        stop = pos + 4 * n
+        if n < 0 or stop > self.end:
+            raise DecodeError(f"needs {4 * n} bytes at {pos}, {self.end - pos} left")
+        self.pos = stop
+        return list(struct.unpack_from(f">{n}i", self.buf, pos))
+
     def boolean(self) -> bool:
         return self.int8() != 0
 
@@ -79,6 +91,10 @@ class ByteReader:
 
     def unsigned_varint(self) -> int:
         """LEB128 of at most 5 bytes (ByteUtils.readUnsignedVarint)."""
+        pos = self.pos
+        if pos < self.end and self.buf[pos] < 0x80:  # one byte: lengths, counts, no tags
+            self.pos = pos + 1
+            return self.buf[pos]
         value = 0
         for i in range(5):
             self._need(1)
@@ -155,6 +171,8 @@ class ByteReader:
         n = self.array_length(flexible)
         if n < 0:
             raise DecodeError(f"null where a non-null array is required at {self.pos}")
+        if read == self.int32:  # partition lists: one unpack for the whole array
+            return self.int32s(n)
         return [read() for _ in range(n)]
 
     def nullable_array(self, read: Callable[[], T], flexible: bool = False) -> list[T] | None:
