@@ -182,6 +182,7 @@ def _snapshots(rows: list[dict], rng: random.Random) -> list[dict]:
     return out
 
 
+@pytest.mark.sweep  # 120 random damages: in ./dev test, not in the inner loop
 def test_damaged_partitions_replay_the_same(production, sim_all, monkeypatch):
     facts = AuditConfig.from_conf(None).facts()
     rng = random.Random(11)
