@@ -47,7 +47,7 @@ from replay.grouped import (
 )
 from replay.leakage import judge_partition
 from replay.replicas import (
-    REPLAYED,
+    REPLAY_TABLES,
     REPLICA_BROKER,
     REPLICA_KEYS,
     SIDE_COLUMNS,
@@ -339,7 +339,7 @@ class Audit:
         )
 
     def _replayed_rows(self, chosen: set[tuple], table: str) -> DataFrame:
-        """The rows the scan's tasks replayed into ``table`` (replay.replicas.REPLAYED), of
+        """The rows the scan's tasks replayed into ``table`` (replay.replicas.REPLAY_TABLES), of
         the ``chosen`` replicas only (cluster, topic, partition, broker): what the grouped
         replays give (:meth:`_partition_replay`, :meth:`_coordinator_replay`,
         :meth:`_group_replay`). Filtered by the shorter list, the chosen or the others; not
@@ -356,7 +356,7 @@ class Audit:
             rows = rows.filter(
                 ~key.isin(*listed) if len(others) <= len(chosen) else key.isin(*listed)
             )
-        return rows.select(CLUSTER, *[f.name for f in REPLAYED[table]][len(REPLICA_KEYS) :])
+        return rows.select(CLUSTER, *[f.name for f in REPLAY_TABLES[table]][len(REPLICA_KEYS) :])
 
     # -- partitions -------------------------------------------------------------------------------
     def _partition_replay(self, batches: DataFrame, chosen: DataFrame) -> DataFrame:

@@ -50,7 +50,7 @@ REPLICA_KEYS = (
 # what the scan's tasks replay, by scratch table: every partition replica's rows; the
 # coordinator's, of a `__transaction_state` replica; the groups', of a `__consumer_offsets` one
 REPLAYED_SCHEMA = pa.schema([*REPLICA_KEYS, *PARTITION_SCHEMA])
-REPLAYED = {
+REPLAY_TABLES = {
     "replayed": REPLAYED_SCHEMA,
     "coordinated": pa.schema([*REPLICA_KEYS, *COORDINATOR_SCHEMA]),
     "grouped": pa.schema([*REPLICA_KEYS, *GROUP_SCHEMA]),
@@ -61,8 +61,6 @@ HELD_RECORDS = {
     "offset_commits": COMMIT_COLUMNS,
     "group_metadata": METADATA_COLUMNS,
 }
-# every table the scan's tasks write from the replay, by name
-REPLAY_TABLES = REPLAYED
 # the decoded tables a replica's replay reads (the scan decodes them whether or not it writes
 # them)
 REPLAY_READS = ("batches", "segments", "producer_snapshots", "aborted_txns", *HELD_RECORDS)
@@ -176,7 +174,7 @@ class ReplicaReplay:
         return pa.Table.from_batches(held)
 
     def result(self) -> tuple[dict[str, pa.Table], dict] | None:
-        """The replay's rows by scratch table (:data:`REPLAYED`; the coordinator's and the
+        """The replay's rows by scratch table (:data:`REPLAY_TABLES`; the coordinator's and the
         groups' for an internal topic's replica) and the replica's row (its cluster, topic,
         partition, broker, ``end_offset`` and ``crc_valid_batches``, what
         :func:`chosen_replicas` reads); None for a replica without batches (the audit has no
@@ -222,7 +220,8 @@ class ReplicaReplay:
             "replica_topic": pa.array([self.topic] * n, pa.string()),
             "replica_partition": pa.array([self.partition] * n, pa.int32()),
         }
-        return pa.table({**keys, **{c: t.column(c) for c in t.schema.names}}).cast(REPLAYED[table])
+        rows = pa.table({**keys, **{c: t.column(c) for c in t.schema.names}})
+        return rows.cast(REPLAY_TABLES[table])
 
 
 def chosen_replicas(replicas: list[dict]) -> set[tuple[str, str, int, str]]:
