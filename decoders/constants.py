@@ -11,6 +11,11 @@ import struct
 # RecordBatch special values (RecordBatch.java).
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
+# the largest producer epoch (a Java short); TransactionMetadata.isEpochExhausted: from
+# MAX_PRODUCER_EPOCH - 1 on, no epoch is bumped for a new transaction (the last value stays
+# for fencing) and a transaction version 2 coordinator rotates to a new producer id (docs/formats.md 8.3)
+MAX_PRODUCER_EPOCH = 32767
+EXHAUSTED_PRODUCER_EPOCH = MAX_PRODUCER_EPOCH - 1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 NO_TIMESTAMP = -1

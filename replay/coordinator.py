@@ -127,13 +127,14 @@ def replay_transactional_id(
         pid = t["producer_id"]
         first = first_of.get(pid)
         # the producer's history starts inside the whole part of the log: at its very start,
-        # or at the producer's initialisation (an Empty record at epoch 0)
+        # at the producer's initialisation (an Empty record at epoch 0), or where the
+        # coordinator rotated to it (TV2, 8.3: a record at epoch 0 naming the previous id)
         t["history_from_start"] = bool(
             first is not None
             and whole(first)
             and (
                 complete_from.get(first.get("log_partition"), 0) == 0
-                or (first["state"] == "Empty" and first["producer_epoch"] == 0)
+                or (first["producer_epoch"] == 0 and _starts_producer(first))
             )
         )
         t["latest_epoch"] = latest_epoch.get(pid, -1)
@@ -143,6 +144,13 @@ def replay_transactional_id(
         )  # fmt: skip
         t["partitions"] = [{"topic": tp, "partition": p} for tp, p in sorted(t["partitions"])]
     return txns, findings
+
+
+def _starts_producer(r: dict) -> bool:
+    """The record that first gives a producer id to a transactional id: InitProducerId's Empty
+    record, or the Complete (or Empty) record of a rotation to a new id (8.3)."""
+    previous = r.get("previous_producer_id")
+    return r["state"] == "Empty" or previous not in (None, -1, r["producer_id"])
 
 
 def _surviving(r: dict, tid: str, ts: int, outcome: str) -> dict:

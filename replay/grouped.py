@@ -246,7 +246,7 @@ def _count(topic, partition, what: str, n: int) -> dict:
 COORDINATOR_COLUMNS = (
     "transactional_id", "producer_id", "producer_epoch", "timeout_ms", "state", "partitions",
     "last_update_timestamp", "start_timestamp", "client_transaction_version", "is_tombstone",
-    "log_partition", "log_offset",
+    "log_partition", "log_offset", "previous_producer_id",
 )  # fmt: skip
 
 

@@ -140,8 +140,10 @@ class TransactionalProducer(Producer):
         return self.end(False, **faults)
 
     def _after_end(self) -> None:
-        if self.md.producer_epoch != self.epoch:  # TV2: a new epoch, sequences restart at 0
-            self.epoch = self.md.producer_epoch
+        # TV2: a new epoch (or, once the epoch is exhausted, a new producer id at epoch 0, as
+        # the EndTxn response hands the client): sequences restart at 0
+        if (self.md.producer_id, self.md.producer_epoch) != (self.producer_id, self.epoch):
+            self.producer_id, self.epoch = self.md.producer_id, self.md.producer_epoch
             self.sequences.clear()
         self.written = {}
 

@@ -19,12 +19,10 @@ from dataclasses import dataclass, field
 from decoders import consumer_offsets as co
 from decoders import consumer_protocol as cp
 from decoders import transaction_log as tl
-from decoders.constants import CONSUMER_OFFSETS_TOPIC
+from decoders.constants import CONSUMER_OFFSETS_TOPIC, EXHAUSTED_PRODUCER_EPOCH
 from decoders.partitioning import partition_for
 from decoders.transaction_log import valid_previous_states
 from simulator.writer import Record
-
-MAX_EPOCH = 32767
 
 
 @dataclass
@@ -36,6 +34,10 @@ class TxnMetadata:
     version: int  # client transaction version: 0, 1 or 2 (KIP-890 part 2)
     state: str = "Empty"
     partitions: set[tuple[str, int]] = field(default_factory=set)
+    # TV2 producer-id rotation (8.3): the id the Prepare record announces, and the id the
+    # Complete record that switched to it came from
+    next_producer_id: int = -1
+    previous_producer_id: int = -1
     start_timestamp: int = -1
     started_at: int = -1  # true time the transaction began (the timeout is checked on it)
 
@@ -71,6 +73,8 @@ class TransactionCoordinator:
             md.start_timestamp if grouped else -1,
             # TV0/1: value version 0 without tags; TV2: version 1 with ClientTransactionVersion
             version=1 if md.version >= 2 else 0,
+            previous_producer_id=md.previous_producer_id if md.version >= 2 else -1,
+            next_producer_id=md.next_producer_id if md.version >= 2 else -1,
             client_transaction_version=md.version if md.version >= 2 else 0,
         )
         self.cluster.coordinator_append(
@@ -111,9 +115,17 @@ class TransactionCoordinator:
                 outcome_override: dict | None = None,
                 failover_after: int | None = None) -> dict[tuple[str, int], int]:  # fmt: skip
         """EndTxn: Prepare, markers to every partition, Complete. TV2 bumps the epoch and the
-        markers carry it (10.4). ``skip_markers``/``outcome_override`` are fault hooks;
+        markers carry it (10.4). When the data's epoch is exhausted (>= 32766) the TV2
+        coordinator rotates the producer id (8.3, TransactionMetadata.prepareAbortOrCommit and
+        prepareComplete): the Prepare record and the markers keep the old id with epoch 32767
+        and name the next id, and the Complete record switches to the next id at epoch 0 with
+        the old one as its previous id. ``skip_markers``/``outcome_override`` are fault hooks;
         ``failover_after=k``: the coordinator's broker goes away after k markers, see
         :meth:`failover`."""
+        rotate = md.version >= 2 and md.producer_epoch >= EXHAUSTED_PRODUCER_EPOCH
+        md.previous_producer_id = -1
+        if rotate:
+            md.next_producer_id = self.cluster.allocate_producer_id()
         if md.version >= 2:
             md.producer_epoch += 1
         self.write_state(md, "PrepareCommit" if commit else "PrepareAbort")
@@ -129,6 +141,9 @@ class TransactionCoordinator:
         else:
             if failover_after is not None:
                 markers.update(self.failover(md, commit))
+        if rotate:
+            md.previous_producer_id, md.producer_id = md.producer_id, md.next_producer_id
+            md.producer_epoch, md.next_producer_id = 0, -1
         self.write_state(md, "CompleteCommit" if commit else "CompleteAbort")
         md.partitions = set()
         return markers

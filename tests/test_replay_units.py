@@ -383,3 +383,28 @@ def test_row_rules_make_findings_as_the_spark_checks_lay_them_out():
     assert lowered["severity"] == LOWERED["offset_regression"] != KINDS["offset_regression"]
     with pytest.raises(TypeError):
         finding("offset_regression", "m", {}, no_such_column=1)
+
+
+def test_coordinator_history_of_a_rotated_producer_id_starts_at_the_rotation():
+    # TV2 rotation (docs/formats.md 8.3): Prepare at 32767 with the old id, Complete with the new
+    # id at epoch 0 naming the old one. Below offset 10 the cleaner kept only the latest record
+    # of each id: the old id's history is not whole there, the new id's starts at the rotation.
+    def rot(state, pid, epoch, parts, off, previous=-1):
+        return {**_txn(state, epoch, parts, off, tv=2), "producer_id": pid,
+                "previous_producer_id": previous}  # fmt: skip
+
+    rows = [
+        rot("CompleteCommit", 11, 32765, {}, 5),
+        rot("Ongoing", 11, 32766, {"a": [0]}, 11),
+        rot("PrepareCommit", 11, 32767, {"a": [0]}, 12),
+        rot("CompleteCommit", 12, 0, {}, 13, previous=11),
+        rot("Ongoing", 12, 0, {"a": [0]}, 14, previous=12),
+        rot("PrepareCommit", 12, 1, {"a": [0]}, 15, previous=12),
+        rot("CompleteCommit", 12, 1, {}, 16, previous=12),
+    ]
+    txns, findings = replay_transactional_id(rows, complete_from={3: 10})
+    assert findings == []
+    assert [
+        (t["producer_id"], t["data_epoch"], t["marker_epoch"], t["history_from_start"])
+        for t in txns
+    ] == [(11, None, 32765, False), (11, 32766, 32767, False), (12, 0, 1, True)]
