@@ -230,9 +230,13 @@ def main() -> None:
                 r: sum(p.cpu for p in m.procs.values() if p.role == r)
                 for r in ("jvm", "python_driver", "python_worker")
             }
+            found = ""
+            if job == "audit":  # a clean production-shaped dump must give no finding
+                summary = json.loads(m.stdout.strip().splitlines()[-1])
+                found = f", {summary['findings']['total']} findings"
             row(
                 f"logreplay {job}"
-                + (" (all tables)" if job == "decode" else "")
+                + (" (all tables)" if job == "decode" else found)
                 + f" [CPU s: JVM {roles['jvm']:.0f}, Python driver {roles['python_driver']:.0f}"
                 + f", Python workers {roles['python_worker']:.0f}]",
                 m.wall,

@@ -9,6 +9,7 @@ table of each row (:func:`replay.tables.union`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -53,27 +54,49 @@ class Facts:
 # -- partitions ------------------------------------------------------------------------------------
 
 
+@dataclass
+class InOrder:
+    """A partition's batches as consecutive pieces in offset order (a replica the scan read in
+    order, :class:`replay.replicas.ReplicaReplay`), with what the replay needs before the first
+    piece: the broker, the first offset (which snapshot seeds the replay) and the end of the
+    cleaner's leftovers over all pieces (:func:`replay.partition.cleaner_leftovers_end`)."""
+
+    pieces: Callable[[], Iterator[pa.Table]]
+    broker: str | None
+    first_offset: int | None
+    leftovers_end: int
+
+
 def partition_tables(
     topic: str,
     partition: int,
-    bt: pa.Table,
+    bt: pa.Table | InOrder,
     side: list[dict],
     facts: Facts,
     cleaned_upto: int = 0,
 ) -> pa.Table:
-    """Replay one partition's batches; compare with the newest `.snapshot` and with the
+    """Replay one partition's batches (a table in any order with a ``broker`` column, or
+    :class:`InOrder` pieces); compare with the newest `.snapshot` and with the
     `.txnindex` files that exist. ``side``: rows of ``_row`` snapshot (producer snapshot
     entries), txnindex_file (an existing `.txnindex`, by its path) and aborted (its entries)."""
     snaps = [s for s in side if s["_row"] == "snapshot"]
-    broker = bt.column("broker")[0].as_py() if bt.num_rows else None
+    if isinstance(bt, InOrder):
+        broker, first = bt.broker, bt.first_offset
+        cleaned_upto = max(cleaned_upto, bt.leftovers_end)
+    else:
+        broker = bt.column("broker")[0].as_py() if bt.num_rows else None
+        first = pc.min(bt.column("base_offset")).as_py() if bt.num_rows else None
     offsets = sorted({s["snapshot_offset"] for s in snaps})
     # a log that starts mid-stream: seed producer state from the newest snapshot at or below
     # its first offset (the broker's own starting point)
-    first = pc.min(bt.column("base_offset")).as_py() if bt.num_rows else None
     start = max((o for o in offsets if first is not None and 0 < o <= first), default=None)
     seed = [s for s in snaps if s["snapshot_offset"] == start] if start is not None else None
     cfg = Config(producer_id_expiration_ms=facts.producer_id_expiration_ms)
-    r = PartitionReplay(topic, partition, cfg, cleaned_upto).run(bt, offsets, seed)
+    r = PartitionReplay(topic, partition, cfg, cleaned_upto)
+    if isinstance(bt, InOrder):
+        r.run_in_order(bt.pieces(), offsets, seed)
+    else:
+        r.run(bt, offsets, seed)
     findings = list(r.findings)
     counts = []
     states = _snapshot_check(topic, partition, r, snaps, offsets, findings, counts)

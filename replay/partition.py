@@ -10,6 +10,7 @@ Arrow: no Spark here; :mod:`replay.plan` runs it per partition.
 from __future__ import annotations
 
 import collections
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,10 +41,10 @@ BATCH_COLUMNS = (
 )  # fmt: skip
 
 
-def _cleaner_leftovers_end(t: pa.Table) -> int:
+def cleaner_leftovers_end(t: pa.Table | pa.RecordBatch) -> int:
     """One past the last offset of the batches only the log cleaner leaves (3.7, 3.8): empty
     batches, delete horizons, data batches with fewer records than offsets (format v2 only);
-    0 when there are none."""
+    0 when there are none. Over several pieces of a log: the largest of theirs."""
     v2 = pc.greater_equal(t.column("magic"), 2)
     horizon = (
         pc.fill_null(t.column("has_delete_horizon"), False)
@@ -87,6 +88,17 @@ def next_sequence(last_seq: int) -> int:
 
 def _ms(v) -> int:
     return -1 if v is None else int(v)
+
+
+def _replay_columns(batches: pa.Table) -> pa.Table:
+    """The columns the replay reads, timestamps as epoch milliseconds (int64: garbage ones do
+    not fit datetime)."""
+    names = [c for c in BATCH_COLUMNS if c in batches.schema.names]
+    t = batches.select(names)
+    for c in names:
+        if pa.types.is_timestamp(t.schema.field(c).type):
+            t = t.set_column(t.schema.get_field_index(c), c, t.column(c).cast(pa.int64()))
+    return t
 
 
 class _Runs:
@@ -206,23 +218,34 @@ class PartitionReplay:
     def run(
         self, batches: pa.Table, snapshot_offsets: list[int] = (), seed: list[dict] | None = None
     ) -> PartitionReplay:
-        if seed:
-            self.seed(seed)
-        names = [c for c in BATCH_COLUMNS if c in batches.schema.names]
-        t = batches.select(names)
-        for c in names:  # garbage timestamps do not fit datetime
-            if pa.types.is_timestamp(t.schema.field(c).type):
-                t = t.set_column(t.schema.get_field_index(c), c, t.column(c).cast(pa.int64()))
+        """Replay a partition's batches in any order (sorted here by base offset, stably)."""
+        t = _replay_columns(batches)
         t = t.take(pc.sort_indices(t, [("base_offset", "ascending")]))  # stable, as sorted()
         # where the cleaner has been, before judging anything (10.8), over whole columns
-        self.cleaned_upto = max(self.cleaned_upto, _cleaner_leftovers_end(t))
+        self.cleaned_upto = max(self.cleaned_upto, cleaner_leftovers_end(t))
+        return self.run_in_order([t], snapshot_offsets, seed)
+
+    def run_in_order(
+        self,
+        pieces: Iterable[pa.Table],
+        snapshot_offsets: list[int] = (),
+        seed: list[dict] | None = None,
+    ) -> PartitionReplay:
+        """Replay a partition's batches given as consecutive pieces already in offset order
+        (what sorting them all would give), one piece at a time: what the replay holds is a
+        piece and the producers' state, not the partition. ``cleaned_upto`` must already
+        cover the cleaner's leftovers of every piece (:func:`cleaner_leftovers_end`)."""
+        if seed:
+            self.seed(seed)
         pending = sorted(snapshot_offsets)
-        runs = _Runs(t, self.config.producer_id_expiration_ms) if self.fast else None
-        for start, stop, plain in runs.blocks() if runs else [(0, t.num_rows, False)]:
-            if plain:  # continuations of idempotent writes: whole runs at a time
-                self._plain_run(runs, start, stop, t, pending)
-            else:
-                self._one_by_one(t.slice(start, stop - start), pending)
+        for piece in pieces:
+            t = _replay_columns(piece)
+            runs = _Runs(t, self.config.producer_id_expiration_ms) if self.fast else None
+            for start, stop, plain in runs.blocks() if runs else [(0, t.num_rows, False)]:
+                if plain:  # continuations of idempotent writes: whole runs at a time
+                    self._plain_run(runs, start, stop, t, pending)
+                else:
+                    self._one_by_one(t.slice(start, stop - start), pending)
         for s in pending:
             self.snapshot_states[s] = self.states()
         return self

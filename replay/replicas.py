@@ -15,8 +15,14 @@ by the rule of :meth:`replay.plan.Audit._chosen_replicas` (:func:`chosen_replica
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
+import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -32,12 +38,13 @@ from replay.grouped import (
     METADATA_COLUMNS,
     PARTITION_SCHEMA,
     Facts,
+    InOrder,
     cleaned_upto,
     coordinator_partition_tables,
     group_partition_tables,
     partition_tables,
 )
-from replay.partition import BATCH_COLUMNS
+from replay.partition import BATCH_COLUMNS, cleaner_leftovers_end
 
 # the replica a replayed row comes from: the audit keeps the rows of the chosen one
 REPLICA_BROKER = "replica_broker"
@@ -55,6 +62,8 @@ REPLAY_TABLES = {
     "coordinated": pa.schema([*REPLICA_KEYS, *COORDINATOR_SCHEMA]),
     "grouped": pa.schema([*REPLICA_KEYS, *GROUP_SCHEMA]),
 }
+# batch columns a replica's replay holds in memory; more go to a local spill file (_Spill)
+HOLD_BYTES = 64 << 20
 # the decoded tables of an internal topic's records the replay holds, and the columns it reads
 HELD_RECORDS = {
     "txn_log": COORDINATOR_COLUMNS,
@@ -115,23 +124,37 @@ def _holding(batch: pa.RecordBatch, columns) -> pa.RecordBatch:
 class ReplicaReplay:
     """Collects one replica's decoded rows (batch headers, snapshot entries, `.txnindex`
     files and entries; of an internal topic, the records of :data:`HELD_RECORDS`), then
-    replays it. Holds the batch columns the replay reads (~70 bytes a batch) and, of the
-    internal topics, the record columns the coordinator's and the groups' replays read; never
-    a user topic's records."""
+    replays it. Holds the batch columns the replay reads (~70-80 bytes a batch), at most
+    :data:`HOLD_BYTES` of them in memory: beyond, they go to a local spill file (Arrow IPC,
+    in Spark's local directories) that the replay reads back a piece at a time, so a task's
+    memory does not grow with its partition (a 2 GB partition of small batches, 1.6 M of
+    them, held 580 MB before). Of the internal topics it holds the record columns the
+    coordinator's and the groups' replays read; never a user topic's records."""
 
     def __init__(self, spec: ReplaySpec, broker: str, topic: str, partition: int) -> None:
         self.spec, self.broker, self.topic, self.partition = spec, broker, topic, partition
         self.key = (broker, topic, partition)
-        self.batches: list[pa.RecordBatch] = []
         self.records: dict[str, list[pa.RecordBatch]] = {t: [] for t in HELD_RECORDS}
         self.side: list[dict] = []
+        self.held: list[pa.RecordBatch] = []  # the latest batch columns, in the order read
+        self.held_bytes = 0
+        self.spill: _Spill | None = None  # the earlier ones, once past HOLD_BYTES
+        self.batch_rows = 0
+        # what the replay needs before its first piece, and the replica's row, as they come
+        self.in_order = True  # every base offset at or after the one before it
+        self.first_offset: int | None = None
+        self.last_base: int | None = None
+        self.end: int | None = None  # the largest last offset
+        self.crc_valid = 0
+        self.leftovers_end = 0
+        self.markers: list[pa.Table] = []  # of a `__consumer_offsets` replica
 
     def add(self, table: str, batch: pa.RecordBatch) -> None:
         """A decoded batch of one of the scan's tables, from a file of this replica."""
         if not batch.num_rows:
             return
         if table == "batches":
-            self.batches.append(_holding(batch, BATCH_COLUMNS))
+            self._batches(_holding(batch, BATCH_COLUMNS))
         elif table in HELD_RECORDS:
             self.records[table].append(_holding(batch, HELD_RECORDS[table]))
         elif table == "producer_snapshots":
@@ -146,6 +169,50 @@ class ReplicaReplay:
                 for k, f in zip(kinds, files, strict=True)
                 if k == "txnindex"
             ]
+
+    def _batches(self, b: pa.RecordBatch) -> None:
+        base = b.column("base_offset")
+        if base.null_count:
+            self.in_order = False
+        else:
+            offsets = base.to_numpy()
+            if (self.last_base is not None and offsets[0] < self.last_base) or (
+                np.diff(offsets) < 0
+            ).any():
+                self.in_order = False
+            if self.first_offset is None:
+                self.first_offset = int(offsets[0])
+            self.last_base = int(offsets[-1])
+        end = pc.max(b.column("last_offset")).as_py()
+        if end is not None:
+            self.end = end if self.end is None else max(self.end, end)
+        self.crc_valid += (
+            pc.sum(pc.cast(pc.fill_null(b.column("crc_valid"), False), pa.int64())).as_py() or 0
+        )
+        self.leftovers_end = max(self.leftovers_end, cleaner_leftovers_end(b))
+        if self.topic == CONSUMER_OFFSETS_TOPIC:
+            control = pc.and_(pc.fill_null(b.column("is_control"), False),
+                              pc.greater(pc.fill_null(b.column("record_count"), 0), 0))  # fmt: skip
+            self.markers.append(
+                pa.Table.from_batches([b.filter(control)]).select(list(MARKER_COLUMNS))
+            )
+        self.batch_rows += b.num_rows
+        self.held.append(b)
+        self.held_bytes += b.nbytes
+        if self.held_bytes > HOLD_BYTES:
+            if self.spill is None:
+                self.spill = _Spill()
+            for h in self.held:
+                self.spill.write(h)
+            self.held, self.held_bytes = [], 0
+
+    def _pieces(self) -> Iterator[pa.Table]:
+        """The held batch columns in the order read: the spilled ones, then the rest."""
+        if self.spill is not None:
+            for b in self.spill.read():
+                yield pa.Table.from_batches([b])
+        for b in self.held:
+            yield pa.Table.from_batches([b])
 
     def _side(self, row: str, batch: pa.RecordBatch) -> None:
         have = set(batch.schema.names)
@@ -179,18 +246,29 @@ class ReplicaReplay:
         partition, broker, ``end_offset`` and ``crc_valid_batches``, what
         :func:`chosen_replicas` reads); None for a replica without batches (the audit has no
         partition to replay there)."""
-        if not self.batches:
+        if not self.batch_rows:
             return None
-        bt = pa.Table.from_batches(self.batches)
-        self.batches = []
-        end = pc.max(bt.column("last_offset")).as_py()
-        ok = pc.sum(pc.cast(pc.fill_null(bt.column("crc_valid"), False), pa.int64())).as_py()
+        end = self.end
         upto = cleaned_upto(
             self.spec.cleaned, set(self.spec.compacted), self.broker, self.topic, self.partition,
             None if end is None else end + 1,
         )  # fmt: skip
-        bt = bt.append_column("broker", pa.array([self.broker] * bt.num_rows, pa.string()))
-        t = partition_tables(self.topic, self.partition, bt, self.side, self.spec.facts, upto)
+        try:
+            if self.in_order:  # as the scan reads a log: a piece at a time
+                source = InOrder(self._pieces, self.broker, self.first_offset, self.leftovers_end)
+            else:  # out of order (a damaged log): all of it, sorted by the replay
+                pieces = [_plain_files(p) for p in self._pieces()]
+                bt = pa.concat_tables(pieces)
+                source = bt.append_column(
+                    "broker", pa.array([self.broker] * bt.num_rows, pa.string())
+                )
+            t = partition_tables(
+                self.topic, self.partition, source, self.side, self.spec.facts, upto
+            )
+        finally:
+            self.held, self.held_bytes = [], 0
+            if self.spill is not None:
+                self.spill.close()
         out = {"replayed": self._keyed(t, "replayed")}
         if self.topic == TRANSACTION_STATE_TOPIC:
             # where this partition's whole history starts: its own replay's summary
@@ -199,16 +277,15 @@ class ReplicaReplay:
             coord = coordinator_partition_tables(self._records("txn_log"), whole)
             out["coordinated"] = self._keyed(coord, "coordinated")
         elif self.topic == CONSUMER_OFFSETS_TOPIC:
-            control = pc.and_(pc.fill_null(bt.column("is_control"), False),
-                              pc.greater(pc.fill_null(bt.column("record_count"), 0), 0))  # fmt: skip
-            markers = bt.filter(control).select(list(MARKER_COLUMNS))
+            markers = pa.concat_tables(self.markers)
             groups = group_partition_tables(
                 self.partition, self._records("offset_commits"),
                 self._records("group_metadata"), markers, self.spec.broadcast,
             )  # fmt: skip
             out["grouped"] = self._keyed(groups, "grouped")
         replica = {CLUSTER: self.cluster, "topic": self.topic, "partition": self.partition,
-                   "broker": self.broker, "end_offset": end, "crc_valid_batches": ok or 0}  # fmt: skip
+                   "broker": self.broker, "end_offset": end,
+                   "crc_valid_batches": self.crc_valid}  # fmt: skip
         return out, replica
 
     def _keyed(self, t: pa.Table, table: str) -> pa.Table:
@@ -222,6 +299,51 @@ class ReplicaReplay:
         }
         rows = pa.table({**keys, **{c: t.column(c) for c in t.schema.names}})
         return rows.cast(REPLAY_TABLES[table])
+
+
+class _Spill:
+    """A replica's batch columns past :data:`HOLD_BYTES`, in an Arrow IPC stream file in the
+    local directories Spark gives its Python workers (``SPARK_LOCAL_DIRS``, as PySpark's own
+    spills use; else the temporary directory); removed once read, or when the replay is
+    dropped."""
+
+    def __init__(self) -> None:
+        local = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0] or tempfile.gettempdir()
+        fd, self.path = tempfile.mkstemp(prefix="logreplay-replica-", suffix=".arrows", dir=local)
+        self.sink = os.fdopen(fd, "wb")
+        self.writer: pa.ipc.RecordBatchStreamWriter | None = None
+        self._remove = weakref.finalize(self, _remove_file, self.path, self.sink)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self.writer is None:
+            self.writer = pa.ipc.new_stream(self.sink, batch.schema)
+        self.writer.write_batch(batch)
+
+    def read(self) -> Iterator[pa.RecordBatch]:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        self.sink.close()
+        # read into memory, not mapped: a piece may outlive the reading (never the file)
+        with pa.OSFile(self.path, "rb") as source:
+            yield from pa.ipc.open_stream(source)
+
+    def close(self) -> None:
+        self._remove()
+
+
+def _remove_file(path: str, sink) -> None:
+    sink.close()
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+
+
+def _plain_files(t: pa.Table) -> pa.Table:
+    """The file column as plain strings: pieces held apart have dictionaries of their own."""
+    i = t.schema.get_field_index("file")
+    if i < 0 or not pa.types.is_dictionary(t.schema.field(i).type):
+        return t
+    return t.set_column(i, "file", t.column(i).cast(pa.string()))
 
 
 def chosen_replicas(replicas: list[dict]) -> set[tuple[str, str, int, str]]:
