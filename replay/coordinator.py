@@ -9,6 +9,7 @@ and when (start, prepare, complete), so :mod:`replay.plan` can check every parti
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from decoders.transaction_log import DEAD, valid_previous_states
@@ -20,9 +21,9 @@ def _partitions(value: list[dict] | None) -> set[tuple[str, int]]:
 
 
 def replay_transactional_id(
-    rows: list[dict[str, Any]], complete_from: dict[int, int] | None = None
+    rows: Iterable[dict[str, Any]], complete_from: dict[int, int] | None = None
 ) -> tuple[list[dict], list[dict]]:
-    """rows: one transactional id's txn_log rows in log order; complete_from: per
+    """rows: one transactional id's txn_log rows in log order (read once); complete_from: per
     `__transaction_state` partition, the offset from which its history is whole (below it the
     log cleaner kept only the latest record of each transactional id). Returns (transactions,
     findings).

@@ -20,7 +20,7 @@ from replay import tables as T
 from replay.coordinator import replay_transactional_id
 from replay.crosslog import Bounds, Coordinator, Side, judge_producer
 from replay.findings import finding
-from replay.groups import replay_group
+from replay.groups import BLOCK_ROWS, GroupReplay
 from replay.partition import Config, PartitionReplay
 
 PARTITION_SCHEMA = T.union(
@@ -282,35 +282,29 @@ def coordinator_partition_tables(txn_log: pa.Table, complete_from: dict[int, int
     partition's."""
     txn_log = txn_log.filter(pc.is_valid(txn_log.column("transactional_id")))
     parts = [
-        coordinator_tables(rows, complete_from)
-        for rows in _by_key(txn_log.select(list(COORDINATOR_COLUMNS)), "transactional_id")
+        coordinator_tables(t, complete_from)
+        for _, t in _tables_by_key(txn_log.select(list(COORDINATOR_COLUMNS)), "transactional_id")
     ]
     return pa.concat_tables(parts) if parts else COORDINATOR_SCHEMA.empty_table()
 
 
-def _by_key(t: pa.Table, key: str):
-    """The rows of ``t`` as dicts, one list per value of ``key`` in order of the value (rows
-    in their order in ``t``)."""
-    if not t.num_rows:
-        return
-    at = t.append_column("_row", pa.array(range(t.num_rows), pa.int64()))
-    groups = at.group_by(key, use_threads=False).aggregate([("_row", "list")])
-    groups = groups.sort_by(key)
-    for rows in groups.column("_row_list").to_pylist():
-        yield t.take(rows).to_pylist()
+def coordinator_tables(records: pa.Table, complete_from: dict[int, int]) -> pa.Table:
+    """One transactional id's `__transaction_state` records in any order (a timestamp the
+    record lacks reads as -1: none), replayed in log order a block of rows at a time: an id
+    that commits every 100 ms writes millions of records, never held as Python rows whole."""
+    order = pc.sort_indices(
+        records, [("log_partition", "ascending"), ("log_offset", "ascending")]
+    )  # stable: as sorted() on the same key
+    records = records.take(order)
+    for c in ("start_timestamp", "last_update_timestamp"):
+        i = records.schema.get_field_index(c)
+        records = records.set_column(i, c, pc.fill_null(records.column(i), -1))
 
+    def rows():
+        for block in records.to_batches(max_chunksize=BLOCK_ROWS):
+            yield from block.to_pylist()
 
-def coordinator_tables(rows: list[dict], complete_from: dict[int, int]) -> pa.Table:
-    """One transactional id's `__transaction_state` rows (a timestamp the record lacks reads
-    as -1: none)."""
-    rows = sorted(
-        (
-            {**r, **{c: -1 for c in ("start_timestamp", "last_update_timestamp") if r[c] is None}}
-            for r in rows
-        ),
-        key=lambda r: (r["log_partition"], r["log_offset"]),
-    )
-    txns, findings = replay_transactional_id(rows, complete_from)
+    txns, findings = replay_transactional_id(rows(), complete_from)
     return pa.concat_tables([
         T.rows_table(COORDINATOR_SCHEMA, "coord_txn", txns),
         T.rows_table(COORDINATOR_SCHEMA, "finding", findings),
@@ -350,23 +344,31 @@ def group_partition_tables(
     (:data:`COMMIT_COLUMNS`), ``metadata`` (:data:`METADATA_COLUMNS`) and the partition's
     control batches holding a marker (:data:`MARKER_COLUMNS`). A group's records and the
     markers of its transactional commits live in one partition (``partitionFor``,
-    docs/formats.md 6.8-6.9). ``broadcast``: the groups declared broadcast-style. Rows become
-    Python dicts one group at a time."""
+    docs/formats.md 6.8-6.9). ``broadcast``: the groups declared broadcast-style. A group's
+    events become Python rows a block at a time (:func:`group_tables`)."""
     events = pa.concat_tables([
         _events(commits.filter(pc.is_valid(commits.column("group_id"))), "commit", 1),
         _events(metadata.filter(pc.is_valid(metadata.column("group_id"))), "metadata", 0),
     ], promote_options="permissive")  # fmt: skip
     parts = []
-    for rows in _by_key(events, "group_id"):
-        group = rows[0]["group_id"]
-        rows += _marker_events(group, partition, rows, markers)
-        for r in rows:
-            if r["members"] is not None:
-                r["members"] = [{"member_id": m["member_id"],
-                                 "assigned_partitions": m["assigned_partitions"]}
-                                for m in r["members"]]  # fmt: skip
-        parts.append(group_tables(group, rows, group in broadcast))
+    for group, t in _tables_by_key(events, "group_id"):
+        mine = _marker_events(group, partition, t, markers)
+        if mine.num_rows:
+            t = pa.concat_tables([t, mine], promote_options="permissive")
+        parts.append(group_tables(group, t, group in broadcast))
     return pa.concat_tables(parts) if parts else GROUP_SCHEMA.empty_table()
+
+
+def _tables_by_key(t: pa.Table, key: str):
+    """(value, its rows of ``t`` in their order) per value of ``key``, in order of the value."""
+    if not t.num_rows:
+        return
+    at = t.append_column("_row", pa.array(range(t.num_rows), pa.int64()))
+    groups = at.group_by(key, use_threads=False).aggregate([("_row", "list")]).sort_by(key)
+    for value, rows in zip(
+        groups.column(key).to_pylist(), groups.column("_row_list").to_pylist(), strict=True
+    ):
+        yield value, t.take(rows)
 
 
 def _events(t: pa.Table, event: str, order: int) -> pa.Table:
@@ -376,31 +378,59 @@ def _events(t: pa.Table, event: str, order: int) -> pa.Table:
     )
 
 
-def _marker_events(group: str, partition: int, rows: list[dict], markers: pa.Table) -> list[dict]:
-    """The markers of the producers that made transactional commits of ``group`` here."""
-    pids = {r["producer_id"] for r in rows if r["event"] == "commit" and r["is_transactional"]}
-    if not pids or not markers.num_rows:
-        return []
-    mine = markers.filter(pc.is_in(markers.column("producer_id"), pa.array(sorted(pids))))
-    empty = dict.fromkeys(GROUP_EVENT_COLUMNS)
-    return [
-        {**empty, "event": "marker", "group_id": group, "log_partition": partition,
-         "log_offset": m["base_offset"], "record_timestamp": m["max_timestamp"],
-         "is_tombstone": False, "is_transactional": False, "producer_id": m["producer_id"],
-         "control_type": m["control_type"], "_order": 2}
-        for m in mine.to_pylist()
-    ]  # fmt: skip
+def _marker_events(group: str, partition: int, events: pa.Table, markers: pa.Table) -> pa.Table:
+    """The markers of the producers that made transactional commits of ``group`` here, as
+    events of the group."""
+    transactional = pc.and_(
+        pc.equal(events.column("event"), "commit"),
+        pc.fill_null(events.column("is_transactional"), False),
+    )
+    pids = pc.unique(pc.drop_null(events.filter(transactional).column("producer_id")))
+    if not len(pids) or not markers.num_rows:
+        return pa.table({"event": pa.array([], pa.string())})
+    mine = markers.filter(pc.is_in(markers.column("producer_id"), pids))
+    n = mine.num_rows
+    return pa.table({
+        "event": pa.array(["marker"] * n, pa.string()),
+        "group_id": pa.array([group] * n, pa.string()),
+        "log_partition": pa.array([partition] * n, pa.int32()),
+        "log_offset": mine.column("base_offset").cast(pa.int64()),
+        "record_timestamp": mine.column("max_timestamp").cast(pa.int64()),
+        "is_tombstone": pa.array([False] * n),
+        "is_transactional": pa.array([False] * n),
+        "producer_id": mine.column("producer_id").cast(pa.int64()),
+        "control_type": mine.column("control_type"),
+        "_order": pa.array([2] * n, pa.int32()),
+    })  # fmt: skip
 
 
-def group_tables(group_id: str, events: list[dict], declared_broadcast: bool) -> pa.Table:
+def group_tables(group_id: str, events: pa.Table, declared_broadcast: bool) -> pa.Table:
     """One group's `__consumer_offsets` events (commits, metadata, the COMMIT/ABORT markers of
-    its transactional commits) in log order: its generations, commit timeline and findings."""
-    events = sorted(events, key=lambda r: (r["log_partition"], r["log_offset"], r["_order"]))
-    res = replay_group(group_id, events, declared_broadcast=declared_broadcast)
+    its transactional commits; :data:`GROUP_EVENT_COLUMNS`) in any order: its generations,
+    commit timeline and findings. Replayed in log order, a block of rows at a time."""
+    order = pc.sort_indices(
+        events,
+        [("log_partition", "ascending"), ("log_offset", "ascending"), ("_order", "ascending")],
+    )  # stable: as sorted() on the same key
+    events = events.take(order)
+    timeline: list[pa.Table] = []
+    g = GroupReplay(
+        group_id,
+        declared_broadcast,
+        lambda rows: timeline.append(T.rows_table(GROUP_SCHEMA, "timeline", rows)),
+    )
+    for block in events.to_batches(max_chunksize=BLOCK_ROWS):
+        for r in block.to_pylist():
+            if r.get("members") is not None:
+                r["members"] = [{"member_id": m["member_id"],
+                                 "assigned_partitions": m["assigned_partitions"]}
+                                for m in r["members"]]  # fmt: skip
+            g.event(r)
+    findings = g.finish()
     return pa.concat_tables([
-        T.rows_table(GROUP_SCHEMA, "generation", res["generations"]),
-        T.rows_table(GROUP_SCHEMA, "timeline", res["timeline"]),
-        T.rows_table(GROUP_SCHEMA, "finding", res["findings"]),
+        T.rows_table(GROUP_SCHEMA, "generation", g.generations),
+        *timeline,
+        T.rows_table(GROUP_SCHEMA, "finding", findings),
     ])  # fmt: skip
 
 

@@ -429,7 +429,7 @@ class Audit:
         def replay(key, t):  # no hints: Spark infers its UDF type from them
             cluster = key[0].as_py()
             whole = {p: c for (cl, p), c in complete.items() if cl == cluster}
-            return keyed(coordinator_tables(t.to_pylist(), whole), cluster)
+            return keyed(coordinator_tables(t, whole), cluster)
 
         t = txn_log.filter(F.col("transactional_id").isNotNull()).select(
             CLUSTER, *_millis(txn_log, COORDINATOR_COLUMNS)
@@ -500,7 +500,7 @@ class Audit:
 
         def replay(key, t):  # no hints: Spark infers its UDF type from them
             cluster, group = key[0].as_py(), key[2].as_py()
-            return keyed(group_tables(group, t.to_pylist(), group in broadcast), cluster)
+            return keyed(group_tables(group, t, group in broadcast), cluster)
 
         members_t = "array<struct<member_id:string,assigned_partitions:array<struct<topic:string,partitions:array<int>>>>>"
         null = F.lit(None)
