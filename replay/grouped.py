@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -331,6 +332,9 @@ METADATA_COLUMNS = (
     "protocol_type", "protocol", "leader", "members", "is_tombstone",
 )  # fmt: skip
 MARKER_COLUMNS = ("base_offset", "max_timestamp", "producer_id", "control_type")
+# a group's events in log order: by `__consumer_offsets` partition and offset, ``_order``
+# (metadata 0, commit 1, marker 2) only as the old sort's tie-break
+LOG_ORDER = [("log_partition", "ascending"), ("log_offset", "ascending"), ("_order", "ascending")]
 
 
 def group_partition_tables(
@@ -346,16 +350,21 @@ def group_partition_tables(
     markers of its transactional commits live in one partition (``partitionFor``,
     docs/formats.md 6.8-6.9). ``broadcast``: the groups declared broadcast-style. A group's
     events become Python rows a block at a time (:func:`group_tables`)."""
+    commits = commits.filter(pc.is_valid(commits.column("group_id")))
     events = pa.concat_tables([
-        _events(commits.filter(pc.is_valid(commits.column("group_id"))), "commit", 1),
+        _events(commits, "commit", 1),
         _events(metadata.filter(pc.is_valid(metadata.column("group_id"))), "metadata", 0),
+        _marker_events(partition, commits, markers),
     ], promote_options="permissive")  # fmt: skip
+    # one sort for the whole partition: by group, then in log order; each group a slice of it
+    events = events.take(pc.sort_indices(events, [("group_id", "ascending"), *LOG_ORDER]))
     parts = []
-    for group, t in _tables_by_key(events, "group_id"):
-        mine = _marker_events(group, partition, t, markers)
-        if mine.num_rows:
-            t = pa.concat_tables([t, mine], promote_options="permissive")
-        parts.append(group_tables(group, t, group in broadcast))
+    groups = events.column("group_id").to_numpy(zero_copy_only=False)
+    starts = np.concatenate(([0], np.flatnonzero(groups[1:] != groups[:-1]) + 1))
+    stops = np.append(starts[1:], len(groups))
+    for a, b in zip(starts.tolist(), stops.tolist(), strict=True):
+        group = groups[a]
+        parts.append(group_tables(group, events.slice(a, b - a), group in broadcast, True))
     return pa.concat_tables(parts) if parts else GROUP_SCHEMA.empty_table()
 
 
@@ -378,41 +387,54 @@ def _events(t: pa.Table, event: str, order: int) -> pa.Table:
     )
 
 
-def _marker_events(group: str, partition: int, events: pa.Table, markers: pa.Table) -> pa.Table:
-    """The markers of the producers that made transactional commits of ``group`` here, as
-    events of the group."""
-    transactional = pc.and_(
-        pc.equal(events.column("event"), "commit"),
-        pc.fill_null(events.column("is_transactional"), False),
+def _marker_events(partition: int, commits: pa.Table, markers: pa.Table) -> pa.Table:
+    """The markers of the producers that made transactional commits here, as events of each
+    group they made such commits for."""
+    transactional = commits.filter(pc.fill_null(commits.column("is_transactional"), False))
+    pairs = (
+        transactional.select(["group_id", "producer_id"])
+        .filter(pc.is_valid(transactional.column("producer_id")))
+        .group_by(["group_id", "producer_id"], use_threads=False)
+        .aggregate([])
     )
-    pids = pc.unique(pc.drop_null(events.filter(transactional).column("producer_id")))
-    if not len(pids) or not markers.num_rows:
+    if not pairs.num_rows or not markers.num_rows:
         return pa.table({"event": pa.array([], pa.string())})
-    mine = markers.filter(pc.is_in(markers.column("producer_id"), pids))
+    mine = (
+        markers.select(list(MARKER_COLUMNS))
+        .cast(
+            pa.schema(
+                [
+                    pa.field(c, pa.int64() if c != "control_type" else pa.string())
+                    for c in MARKER_COLUMNS
+                ]
+            )  # fmt: skip
+        )
+        .join(pairs, "producer_id", join_type="inner", use_threads=False)
+    )
     n = mine.num_rows
     return pa.table({
         "event": pa.array(["marker"] * n, pa.string()),
-        "group_id": pa.array([group] * n, pa.string()),
+        "group_id": mine.column("group_id"),
         "log_partition": pa.array([partition] * n, pa.int32()),
-        "log_offset": mine.column("base_offset").cast(pa.int64()),
-        "record_timestamp": mine.column("max_timestamp").cast(pa.int64()),
+        "log_offset": mine.column("base_offset"),
+        "record_timestamp": mine.column("max_timestamp"),
         "is_tombstone": pa.array([False] * n),
         "is_transactional": pa.array([False] * n),
-        "producer_id": mine.column("producer_id").cast(pa.int64()),
+        "producer_id": mine.column("producer_id"),
         "control_type": mine.column("control_type"),
         "_order": pa.array([2] * n, pa.int32()),
     })  # fmt: skip
 
 
-def group_tables(group_id: str, events: pa.Table, declared_broadcast: bool) -> pa.Table:
+def group_tables(
+    group_id: str, events: pa.Table, declared_broadcast: bool, in_order: bool = False
+) -> pa.Table:
     """One group's `__consumer_offsets` events (commits, metadata, the COMMIT/ABORT markers of
-    its transactional commits; :data:`GROUP_EVENT_COLUMNS`) in any order: its generations,
-    commit timeline and findings. Replayed in log order, a block of rows at a time."""
-    order = pc.sort_indices(
-        events,
-        [("log_partition", "ascending"), ("log_offset", "ascending"), ("_order", "ascending")],
-    )  # stable: as sorted() on the same key
-    events = events.take(order)
+    its transactional commits; :data:`GROUP_EVENT_COLUMNS`) in any order (``in_order``: in
+    log order already): its generations, commit timeline and findings. Replayed in log order,
+    a block of rows at a time."""
+    if not in_order:
+        events = events.take(pc.sort_indices(events, LOG_ORDER))  # stable, as sorted()
     timeline: list[pa.Table] = []
     g = GroupReplay(
         group_id,
