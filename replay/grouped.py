@@ -266,6 +266,8 @@ def _count(topic, partition, what: str, n: int) -> dict:
 
 # -- the transaction coordinator ------------------------------------------------------------------
 
+# a transactional id's records in log order
+TXN_LOG_ORDER = [("log_partition", "ascending"), ("log_offset", "ascending")]
 # the `txn_log` columns the coordinator's replay reads (timestamps as epoch milliseconds)
 COORDINATOR_COLUMNS = (
     "transactional_id", "producer_id", "producer_epoch", "timeout_ms", "state", "partitions",
@@ -283,20 +285,36 @@ def coordinator_partition_tables(txn_log: pa.Table, complete_from: dict[int, int
     partition's."""
     txn_log = txn_log.filter(pc.is_valid(txn_log.column("transactional_id")))
     parts = [
-        coordinator_tables(t, complete_from)
-        for _, t in _tables_by_key(txn_log.select(list(COORDINATOR_COLUMNS)), "transactional_id")
+        coordinator_tables(t, complete_from, in_order=True)
+        for _, t in _key_slices(
+            txn_log.select(list(COORDINATOR_COLUMNS)), "transactional_id", TXN_LOG_ORDER
+        )
     ]
     return pa.concat_tables(parts) if parts else COORDINATOR_SCHEMA.empty_table()
 
 
-def coordinator_tables(records: pa.Table, complete_from: dict[int, int]) -> pa.Table:
-    """One transactional id's `__transaction_state` records in any order (a timestamp the
-    record lacks reads as -1: none), replayed in log order a block of rows at a time: an id
-    that commits every 100 ms writes millions of records, never held as Python rows whole."""
-    order = pc.sort_indices(
-        records, [("log_partition", "ascending"), ("log_offset", "ascending")]
-    )  # stable: as sorted() on the same key
-    records = records.take(order)
+def _key_slices(t: pa.Table, key: str, order: list[tuple[str, str]]):
+    """(value, its rows) per value of ``key``, in order of the value: ``t`` sorted once by
+    ``key`` then ``order`` (stable, as sorted()), each value's rows a slice of it."""
+    if not t.num_rows:
+        return
+    t = t.take(pc.sort_indices(t, [(key, "ascending"), *order]))
+    values = t.column(key).to_numpy(zero_copy_only=False)
+    starts = np.concatenate(([0], np.flatnonzero(values[1:] != values[:-1]) + 1))
+    stops = np.append(starts[1:], len(values))
+    for a, b in zip(starts.tolist(), stops.tolist(), strict=True):
+        yield values[a], t.slice(a, b - a)
+
+
+def coordinator_tables(
+    records: pa.Table, complete_from: dict[int, int], in_order: bool = False
+) -> pa.Table:
+    """One transactional id's `__transaction_state` records in any order (``in_order``: in
+    log order already; a timestamp the record lacks reads as -1: none), replayed in log order
+    a block of rows at a time: an id that commits every 100 ms writes millions of records,
+    never held as Python rows whole."""
+    if not in_order:
+        records = records.take(pc.sort_indices(records, TXN_LOG_ORDER))  # stable, as sorted()
     for c in ("start_timestamp", "last_update_timestamp"):
         i = records.schema.get_field_index(c)
         records = records.set_column(i, c, pc.fill_null(records.column(i), -1))
@@ -356,28 +374,11 @@ def group_partition_tables(
         _events(metadata.filter(pc.is_valid(metadata.column("group_id"))), "metadata", 0),
         _marker_events(partition, commits, markers),
     ], promote_options="permissive")  # fmt: skip
-    # one sort for the whole partition: by group, then in log order; each group a slice of it
-    events = events.take(pc.sort_indices(events, [("group_id", "ascending"), *LOG_ORDER]))
-    parts = []
-    groups = events.column("group_id").to_numpy(zero_copy_only=False)
-    starts = np.concatenate(([0], np.flatnonzero(groups[1:] != groups[:-1]) + 1))
-    stops = np.append(starts[1:], len(groups))
-    for a, b in zip(starts.tolist(), stops.tolist(), strict=True):
-        group = groups[a]
-        parts.append(group_tables(group, events.slice(a, b - a), group in broadcast, True))
+    parts = [
+        group_tables(group, t, group in broadcast, in_order=True)
+        for group, t in _key_slices(events, "group_id", LOG_ORDER)
+    ]
     return pa.concat_tables(parts) if parts else GROUP_SCHEMA.empty_table()
-
-
-def _tables_by_key(t: pa.Table, key: str):
-    """(value, its rows of ``t`` in their order) per value of ``key``, in order of the value."""
-    if not t.num_rows:
-        return
-    at = t.append_column("_row", pa.array(range(t.num_rows), pa.int64()))
-    groups = at.group_by(key, use_threads=False).aggregate([("_row", "list")]).sort_by(key)
-    for value, rows in zip(
-        groups.column(key).to_pylist(), groups.column("_row_list").to_pylist(), strict=True
-    ):
-        yield value, t.take(rows)
 
 
 def _events(t: pa.Table, event: str, order: int) -> pa.Table:

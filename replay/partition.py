@@ -180,7 +180,6 @@ class PartitionReplay:
         self.log_start = None
         self.log_end = 0
         self.last_timestamp = -1
-        self.records_after: list[int] = []  # running data-record count, for pinned records
         self.data_records = 0
         self.cleaned_upto = cleaned_upto  # below: cleaned (checkpoint or leftovers seen)
         self.hole_end = 0  # first offset after the latest run of missing offsets
