@@ -485,3 +485,25 @@ def find_resync(buf, start, end, file_remaining_from_start, max_entry):
                 return p
         p += 1
     return -1
+
+
+def load_cached(*modules) -> int:
+    """Load every compiled kernel of ``modules`` found in numba's on-disk cache now, rather
+    than at each kernel's first call: a process that forks workers (jobs.daemon) does it once
+    for all of them. Uses numba's cache index, not a public API: whatever fails is left to the
+    first call as before. The number of kernels loaded."""
+    from numba.core.registry import CPUDispatcher
+
+    loaded = 0
+    for module in modules:
+        for kernel in vars(module).values():
+            if not isinstance(kernel, CPUDispatcher):
+                continue
+            try:
+                signatures = [key[0] for key in kernel._cache._cache_file._load_index()]
+                for sig in signatures:
+                    kernel.compile(sig)
+                    loaded += 1
+            except Exception:  # noqa: S112 (an index of another numba: compiled on first call)
+                continue
+    return loaded

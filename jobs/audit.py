@@ -68,11 +68,13 @@ def run(args) -> int:
 
     from pyspark.sql import functions as F
 
+    from jobs.copies import copy_tables
     from jobs.output import (
         LAYOUT_VERSION,
         SUMMARY,
         commit,
         kill_point,
+        read_rows,
         read_table,
         redacted,
         start_run,
@@ -82,7 +84,7 @@ def run(args) -> int:
     from jobs.resilience import run_resilient
     from jobs.scan import decoded_once
     from replay.findings import SEVERITIES
-    from replay.plan import REPLAY_SCAN_TABLES, audit_session, audit_summary, replay_spec
+    from replay.plan import CLUSTER, REPLAY_SCAN_TABLES, audit_session, replay_spec, summary_of
 
     spark, run_id, out, previous, key = start_run(args, conf, "logreplay-audit", SUMMARY)
     spread = output_files(sum(f.size for f in files), spark)
@@ -112,18 +114,35 @@ def run(args) -> int:
         ):
             progress.phase("replay: writing tables")
 
+            def files_of(name: str) -> int:
+                return 1 if name in SINGLE_FILE else spread
+
             def write(name: str) -> dict:
-                spread_of = 1 if name in SINGLE_FILE else spread
-                entry = write_table(tables[name], out, name, spread_of, None, key, "audit:writing")
+                df = tables[name]
+                entry = write_table(df, out, name, files_of(name), None, key, "audit:writing")
                 kill_point("audit:staged-table")
                 return entry
+
+            def copy() -> dict:
+                # the tables that are the scan's rows, in one job of pyarrow copies
+                wanted = {n: (how, files_of(n)) for n, how in tables.copies.items()}
+                entries = copy_tables(spark, scratch, wanted, out, key, "audit:writing")
+                kill_point("audit:staged-table")
+                return entries
 
             # the tables are written concurrently: most are small, and a small table's job is
             # mostly the driver's planning and scheduling, which leaves the executors idle
             # unless other jobs are running (Spark schedules the jobs of several threads)
+            queried = [n for n in tables if n not in tables.copies]
             with ThreadPoolExecutor(WRITERS) as pool:
-                entries = dict(zip(tables, pool.map(write, tables), strict=True))
-            return entries, audit_summary(tables)
+                copied = pool.submit(copy)
+                entries = dict(zip(queried, pool.map(write, queried), strict=True))
+                entries |= copied.result()
+            # the summary from the files just written (a few rows: one per check, the clusters
+            # of the partitions), read here rather than by running their queries again
+            checks = read_rows(out, entries["checks"])
+            clusters = {r[CLUSTER] for r in read_rows(out, entries["partitions"], [CLUSTER])}
+            return {n: entries[n] for n in tables}, summary_of(checks, clusters)
 
     # a file whose decoding fails the job after every task attempt is left out, reported as
     # a decode_failed error (an error finding: a gate fails), and the run finishes

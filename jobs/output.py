@@ -124,7 +124,8 @@ def start_run(args, conf: dict, app_name: str, record: str) -> Run:
     from jobs.session import spark_session
 
     env = prepare_storage(conf)
-    spark = spark_session(args.master, app_name, conf)
+    # both jobs read the dump through their own scan (jobs.scan), not through the source
+    spark = spark_session(args.master, app_name, conf, source=False)
     forward_env(spark, env)
     run_id = run_id_of(args.run_id, args.logical_date)
     out = OutputDir(run_dir(args.out, run_id, conf["output"]["layout"]))
@@ -458,6 +459,20 @@ def read_table(spark, out: OutputDir, name: str, entry: dict):
         .option("time_zone", spark.conf.get("spark.sql.session.timeZone"))
         .load()
     )
+
+
+def read_rows(out: OutputDir, entry: dict, columns: list[str] | None = None) -> list[dict]:
+    """The rows of a small written table (a few per check or cluster), read on the driver with
+    pyarrow: no Spark job for what the job itself just wrote."""
+    import pyarrow.parquet as pq
+
+    rows: list[dict] = []
+    for f in entry["files"]:
+        if not f["rows"]:
+            continue
+        with out.fs.open_input_file(out.path(f["path"])) as src:
+            rows.extend(pq.read_table(src, columns=columns).to_pylist())
+    return rows
 
 
 def _read_unversioned(spark, out: OutputDir) -> dict:

@@ -6,11 +6,25 @@ from __future__ import annotations
 import os
 import sys
 
+from jobs.jvm_archive import OFF, Plan, plan, record_session, with_options
 
-def spark_session(master: str | None = None, app_name: str | None = None, conf: dict | None = None):
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+DAEMON_MODULE = "spark.python.daemon.module"
+PRELOAD_ENV = "LOGREPLAY_WORKER_PRELOAD"
+
+
+def spark_session(
+    master: str | None = None,
+    app_name: str | None = None,
+    conf: dict | None = None,
+    source: bool = True,
+):
     """getOrCreate a session. Under spark-submit the submitted master wins; in a plain Python
     process the configured master (embedded default: local mode) applies unless `master` is
-    given. ``conf``: a validated configuration (replay.config.load)."""
+    given. ``conf``: a validated configuration (replay.config.load). ``source``: register the
+    `kafka-segments` source (a job that reads the dump through its own scan leaves it out:
+    Spark's first registration of a Python data source starts a Python process that looks
+    for installed sources, ~1.3 s on the driver's critical path)."""
     from pyspark.sql import SparkSession
 
     from replay.config import load
@@ -30,14 +44,34 @@ def spark_session(master: str | None = None, app_name: str | None = None, conf: 
             # host name resolves to). A cluster driver must stay reachable by its executors, and
             # the user's own SPARK_LOCAL_IP always wins.
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    for key, value in (conf.get("config") or {}).items():
-        builder = builder.config(key, str(value))
+    config = {k: str(v) for k, v in (conf.get("config") or {}).items()}
+    archive = _class_archive(submitted, master)
+    if not submitted and is_local(master) and os.environ.get(PRELOAD_ENV, "on") not in OFF:
+        # the Python workers' daemon with the tasks' modules imported once (jobs.daemon); in
+        # local mode only, where the executor's Python is this one and imports this project
+        config.setdefault(DAEMON_MODULE, "jobs.daemon")
+    if archive.options:
+        config[DRIVER_JAVA_OPTIONS] = with_options(config.get(DRIVER_JAVA_OPTIONS), archive.options)
+    for key, value in config.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    record_session(archive.claim, spark)
     spark.sparkContext.setLogLevel("WARN")
-    from decoders.spark import register
+    if source:
+        from decoders.spark import register
 
-    register(spark)
+        register(spark)
     return spark
+
+
+def _class_archive(submitted: bool, master: str | None) -> Plan:
+    """The driver JVM's class-data archive (jobs.jvm_archive), when this call launches the
+    JVM: not under spark-submit, not for a Spark Connect remote, not when a session runs."""
+    from pyspark import SparkContext
+
+    if submitted or (master or "").startswith("sc://") or SparkContext._active_spark_context:
+        return Plan()
+    return plan()
 
 
 def is_local(master: str) -> bool:

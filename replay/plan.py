@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import reduce
 
 import pyarrow as pa
@@ -24,7 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from decoders.spark import SKIP_OPTION, register, spark_type
+from decoders.spark import SKIP_OPTION, _struct, register, spark_type, table_schema
 from replay import checks
 from replay import tables as T
 from replay.dumpinfo import broker_clusters, cleaner_checkpoints
@@ -104,6 +105,47 @@ DECODED_TABLES = (
 REPLAY_SCAN_TABLES = ("batches", "segments", "errors")
 
 
+@dataclass(frozen=True)
+class Copied:
+    """How an output table's rows come from a scratch table, kept and laid out but neither
+    joined nor grouped: a caller with the scratch area copies them (jobs.copies) instead of
+    running the table's query. ``out``: keep the rows of that kind (the replay tables' ``out``
+    column); ``replicas``: (replica keys, whether those are the ones left out), as
+    :meth:`Audit._replica_filter` gives them; ``clusters``: broker directory -> cluster, for
+    a decoded table that gets its ``cluster`` column from its broker."""
+
+    source: str
+    schema: StructType  # the output's, as the table's query gives it (_copied_schema)
+    out: str | None = None
+    replicas: tuple[tuple[str, ...], bool] | None = None
+    clusters: dict | None = None
+
+
+def _copied_schema(source: str, columns: list[str] | None = None) -> StructType:
+    """The Spark schema an output table has when it is copied from the scratch table
+    ``source`` (:class:`Copied`): what its query gives, so either way the same. A replay
+    table's ``columns`` keep the scratch area's types and comments, timestamps become Spark
+    timestamps (``_timestamps``: no comment); a decoded table gets the ``cluster`` column of
+    ``Audit._with_cluster`` (never null), its broker first. tests/test_copies.py compares
+    them with the queries' schemas."""
+    from pyspark.sql.types import StringType, TimestampType
+
+    scratch = _struct(REPLAY_TABLES.get(source) or table_schema(source, False))
+    fields = {f.name: f for f in scratch.fields}
+    if columns is not None:
+        return StructType(
+            [StructField(c, TimestampType(), True) if c in T.TIMESTAMP_COLUMNS else fields[c]
+             for c in columns]
+        )  # fmt: skip
+    # the scratch files of a decoded table are partitioned by topic (jobs.scan): Spark reads
+    # that column from the directory names, without its comment
+    fields = {n: StructField(n, f.dataType, True) if n == "topic" else f for n, f in fields.items()}
+    return StructType(
+        [fields["broker"], *[fields[n] for n in fields if n not in ("broker", CLUSTER)],
+         StructField(CLUSTER, StringType(), False)]
+    )  # fmt: skip
+
+
 class Audit:
     """One audit of a dump: :meth:`run` builds the plan, :meth:`release` unpersists what it
     cached."""
@@ -135,7 +177,6 @@ class Audit:
         # the intermediate tables being written to the scratch area (:meth:`_later`)
         self.background: ThreadPoolExecutor | None = None
         self.pending: list[Future] = []
-        register(spark)
         # broker directory -> cluster (meta.properties, read on the driver: a few bytes each)
         self.clusters = replay.clusters if replay else broker_clusters(paths, config.cluster)
         # as a literal map in every read's projection: a join with a small DataFrame would be
@@ -146,6 +187,7 @@ class Audit:
     def read(self, table: str, deep: bool = False, topics: str | None = None) -> DataFrame:
         if self.decoded is not None:
             return self._with_cluster(self.decoded(table))
+        register(self.spark)  # idempotent: a session of the CLI's jobs has not registered it
         r = self.spark.read.format("kafka-segments").option("table", table)
         r = r.option("paths", json.dumps(self.paths)).option("deep", str(deep).lower())
         if topics:
@@ -262,6 +304,25 @@ class Audit:
         def stamped(build: Callable[[], DataFrame]) -> Callable[[], DataFrame]:
             return lambda: _timestamps(build())
 
+        # the tables a caller with the scratch area copies from it (jobs.copies): the scan's
+        # replayed rows of the chosen replicas, and its decoding accounting
+        copies: dict[str, Copied] = {}
+        if self.decoded is not None:
+            for name in ("segments", "errors"):
+                copies[name] = Copied(name, _copied_schema(name), clusters=self.clusters)
+        if self.replay is not None:
+            kept = self._replica_filter(chosen_keys)
+            for name, source, out, schema in (
+                ("producer_states", "replayed", "producer_state", T.PRODUCER_STATES),
+                ("lso_changes", "replayed", "lso", T.LSO_CHANGES),
+                ("partitions", "replayed", "partition", T.PARTITIONS),
+                ("coordinator_transactions", "coordinated", "coord_txn", T.COORDINATOR_TXNS),
+                ("group_generations", "grouped", "generation", T.GENERATIONS),
+                ("offset_timeline", "grouped", "timeline", T.TIMELINE),
+            ):
+                columns = [CLUSTER, *schema.names]
+                copies[name] = Copied(source, _copied_schema(source, columns), out, kept)
+
         # each built by the thread that asks for it (the caller's writers plan them at once),
         # the two that read the background tables last
         return Tables(
@@ -281,7 +342,8 @@ class Audit:
                 "errors": lambda: self.read("errors"),
                 "findings": stamped(findings),
                 "checks": stamped(counts),
-            }
+            },
+            copies,
         )
 
     def _internal_replays(
@@ -345,18 +407,26 @@ class Audit:
         :meth:`_group_replay`). Filtered by the shorter list, the chosen or the others; not
         at all where every replica is chosen (one copy of each partition)."""
         rows = self.decoded(table)
-        every = {(r[CLUSTER], r["topic"], r["partition"], r["broker"]) for r in self.replicas}
-        others = every - chosen
-        if others:
+        kept = self._replica_filter(chosen)
+        if kept is not None:
+            listed, excluded = kept
             key = F.concat_ws(
                 "\0", CLUSTER, "replica_topic", F.col("replica_partition").cast("string"),
                 REPLICA_BROKER,
             )  # fmt: skip
-            listed = ["\0".join(map(str, k)) for k in sorted(min(others, chosen, key=len))]
-            rows = rows.filter(
-                ~key.isin(*listed) if len(others) <= len(chosen) else key.isin(*listed)
-            )
+            rows = rows.filter(~key.isin(*listed) if excluded else key.isin(*listed))
         return rows.select(CLUSTER, *[f.name for f in REPLAY_TABLES[table]][len(REPLICA_KEYS) :])
+
+    def _replica_filter(self, chosen: set[tuple]) -> tuple[tuple[str, ...], bool] | None:
+        """Which replicas' replayed rows to keep, as the shorter list: (keys "cluster\0topic\0
+        partition\0broker", whether the listed ones are left out); None to keep every row (one
+        replica of each partition)."""
+        every = {(r[CLUSTER], r["topic"], r["partition"], r["broker"]) for r in self.replicas}
+        others = every - chosen
+        if not others:
+            return None
+        listed = tuple("\0".join(map(str, k)) for k in sorted(min(others, chosen, key=len)))
+        return listed, len(others) <= len(chosen)
 
     # -- partitions -------------------------------------------------------------------------------
     def _partition_replay(self, batches: DataFrame, chosen: DataFrame) -> DataFrame:
@@ -587,10 +657,18 @@ class Tables(Mapping):
     """The audit's tables by name, each planned when first asked for, by the thread that asks
     (a caller writing them from several threads plans them at once; the py4j calls of planning
     are most of a small table's time). The ones that read an intermediate table written in
-    the background (:meth:`Audit._later`) wait for it, and come last in iteration order."""
+    the background (:meth:`Audit._later`) wait for it, and come last in iteration order.
+    :attr:`copies`: how the rows of some tables come straight from the scratch area."""
 
-    def __init__(self, builders: dict[str, Callable[[], DataFrame]]) -> None:
+    def __init__(
+        self,
+        builders: dict[str, Callable[[], DataFrame]],
+        copies: Mapping[str, Copied] | None = None,
+    ) -> None:
         self._builders = dict(builders)
+        # the tables whose rows a caller may copy from the scratch area instead of running
+        # their query (their DataFrame still gives their schema)
+        self.copies = dict(copies or {})
         self._built: dict[str, DataFrame] = {}
         self._locks = {name: threading.Lock() for name in builders}
 
@@ -633,11 +711,19 @@ def replay_spec(paths: list[str], conf: dict | AuditConfig | None) -> ReplaySpec
 def audit_summary(tables: Mapping[str, DataFrame]) -> dict:
     """What the run's summary says beyond finding counts: the clusters found and what the
     checks could and could not judge (a few rows reach the driver)."""
+    checks = [r.asDict() for r in tables["checks"].collect()]
+    clusters = [r[CLUSTER] for r in tables["partitions"].select(CLUSTER).distinct().collect()]
+    return summary_of(checks, clusters)
+
+
+def summary_of(checks: list[dict], clusters) -> dict:
+    """:func:`audit_summary` from the checks table's rows (cluster, check, count) and the
+    clusters of the partitions table (each at least once)."""
     counts: dict[str, dict[str, int]] = {}
-    for r in tables["checks"].collect():
+    for r in checks:
         counts.setdefault(r[CLUSTER], {})[r["check"]] = int(r["count"] or 0)
-    clusters = sorted(r[CLUSTER] for r in tables["partitions"].select(CLUSTER).distinct().collect())
-    return {"clusters": clusters, "checks": {c: with_shares(v) for c, v in counts.items()}}
+    return {"clusters": sorted(set(clusters)),
+            "checks": {c: with_shares(v) for c, v in counts.items()}}  # fmt: skip
 
 
 def _config(conf: dict | AuditConfig | None) -> AuditConfig:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import pytest
+
+# the driver JVM's class-data archive (jobs.jvm_archive) is made by a session's JVM when it
+# exits: a test run would make it at its end, for nothing, in the user's cache. Off for the
+# tests and the jobs they start; tests/test_jvm_archive.py turns it on in a directory of its own
+os.environ.setdefault("LOGREPLAY_JVM_ARCHIVE", "off")
 
 import decoders
 

@@ -122,7 +122,7 @@ REPLICA_SCENARIOS = (
 )  # fmt: skip
 
 
-def test_audit_command_line(sim_all, scenario_audit, tmp_path, capsys):
+def test_audit_command_line(spark, sim_all, scenario_audit, tmp_path, capsys):
     """`logreplay audit` as users run it, over six scenarios copied under one root (named as in
     ``sim_all``): the job replays every partition replica inside the scan task that reads it
     (replay.replicas), and every table it writes equals the grouped plan's
@@ -138,6 +138,13 @@ def test_audit_command_line(sim_all, scenario_audit, tmp_path, capsys):
     assert main(["audit", str(root), "--out", str(out), "--run-id", "r1"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["run_id"] == "r1"
+    # every table's columns (names, types, nullability) are its query's, the tables copied
+    # from the scratch area (jobs.copies) included; the queries planned, not run
+    queried = audit(spark, [str(root)])
+    for name, entry in summary["tables"].items():
+        written = [(f["name"], f["type"], f["nullable"]) for f in entry["schema"]["fields"]]
+        planned = [(f.name, f.dataType.jsonValue(), f.nullable) for f in queried[name].schema]
+        assert written == planned, name
     for name, entry in summary["tables"].items():
         want = pa.concat_tables([scenario_audit(s)[name] for s in REPLICA_SCENARIOS])
         got = pq.read_table(out / name).select(want.column_names).cast(want.schema)

@@ -1,0 +1,210 @@
+"""Output tables that are a scratch table's rows, filtered and projected: copied by pyarrow in
+one Spark job, not each planned, shuffled and sorted as a Spark query.
+
+Most of the audit's tables come out of the scan's tasks already made (replay.replicas: the
+producer states, LSO changes, partitions, coordinator transactions, group generations and
+offset timeline of every replica; the decoder's segments and errors): what their output needs
+is to keep the chosen replicas' rows of one kind and lay them out in the table's columns. As
+Spark queries each was two or three small jobs (read, shuffle, sort, write) whose cost is the
+driver's planning and scheduling, several seconds of a small dump's audit. Here each table is
+one task or a few (``files``), each reading its share of the scratch files in order, a batch
+at a time (memory bounded by a batch, not by the table), and writing through the same
+whole-or-nothing task files as every output (jobs.output._TaskFiles): the rows keep the scan's
+order (its tasks and the replicas within them follow from the input and the configuration),
+so a rerun of the same run id writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from replay.plan import CLUSTER, Copied
+
+BATCH_ROWS = 65_536
+
+
+@dataclass(frozen=True)
+class CopyTask:
+    """One output file's worth of a copied table: scratch files read in order."""
+
+    table: str
+    part: int  # the output file's number within its table
+    copied: Copied
+    files: tuple[tuple[str, str | None], ...]  # (scratch path, its partition value)
+    partition_by: str | None  # the scratch files' partition column, if they are partitioned
+    schema: object  # the output's Arrow schema
+
+
+def plan_copies(scratch, wanted: dict[str, tuple[Copied, int]]) -> list[CopyTask]:
+    """Tasks of every table of ``wanted`` (name -> (how, files)): each table's scratch files
+    split in order into at most ``files`` runs of about equal rows."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    tasks = []
+    for table, (copied, files) in wanted.items():
+        entry = scratch.entries[copied.source]
+        listed = [(f["path"], f.get("partition")) for f in entry["files"] if f["rows"]]
+        rows = [f["rows"] for f in entry["files"] if f["rows"]]
+        arrow = to_arrow_schema(copied.schema, timezone="UTC")
+        for part, run in enumerate(_runs(listed, rows, max(1, files))):
+            tasks.append(CopyTask(table, part, copied, tuple(run), entry.get("partition_by"),
+                                  arrow))  # fmt: skip
+    return tasks
+
+
+def _runs(listed: list, rows: list[int], n: int) -> list[list]:
+    """``listed`` cut in order into at most ``n`` runs of about equal ``rows``."""
+    total = sum(rows)
+    if total == 0:
+        return []
+    runs: list[list] = [[]]
+    done = 0
+    for item, r in zip(listed, rows, strict=True):
+        if runs[-1] and done >= total * len(runs) / n:
+            runs.append([])
+        runs[-1].append(item)
+        done += r
+    return runs
+
+
+def copy_tables(spark, scratch, wanted: dict[str, tuple[Copied, int]], out, key: str,
+                kill: str | None = None) -> dict[str, dict]:  # fmt: skip
+    """Write every table of ``wanted`` under ``out`` from the scratch area, in one Spark job
+    (one task per output file); each table's entry for the commit record, as
+    jobs.output.write_table gives it."""
+    from jobs.output import _TaskFiles, described
+
+    tasks = plan_copies(scratch, wanted)
+    base, area = out.uri, scratch.area.uri
+
+    def run(batches):  # no hints: Spark infers its UDF type from them
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        attempt = TaskContext.get().attemptNumber()
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                t = tasks[i]
+                reports = copy_task(t, area, base, key, attempt, kill)
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([json.dumps(r) for r in reports], pa.string())], names=["report"]
+                )
+
+    listed: dict[str, list[dict]] = {t: [] for t in wanted}
+    if tasks:
+        n = len(tasks)
+        names = ", ".join(wanted)
+        with described(spark, f"logreplay: copy {names}"):
+            rows = spark.range(0, n, 1, n).mapInArrow(run, "report string").collect()
+        for r in rows:
+            rep = json.loads(r["report"])
+            listed[rep["table"]].append({"path": rep["path"], "rows": rep["rows"]})
+    entries = {}
+    for table, (copied, _files) in wanted.items():
+        schema = copied.schema
+        files = sorted(listed[table], key=lambda f: f["path"])
+        if not files:  # an empty table is still readable: one file with its schema, no rows
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            arrow = to_arrow_schema(schema, timezone="UTC")
+            sink = _TaskFiles(base, table, 0, 0, key, arrow, None)
+            sink.write(arrow.empty_table())
+            files = [{"path": f, "rows": 0} for f in sink.close().column("file").to_pylist()]
+        entries[table] = {
+            "schema": json.loads(schema.json()),
+            "partition_by": None,
+            "rows": sum(f["rows"] for f in files),
+            "files": files,
+        }
+    return entries
+
+
+def copy_task(task: CopyTask, area: str, base: str, key: str, attempt: int,
+              kill: str | None = None) -> list[dict]:  # fmt: skip
+    """One task: its scratch files' rows, kept and projected, into one output file."""
+    import pyarrow.parquet as pq
+
+    from jobs.output import OutputDir, _TaskFiles, kill_point
+
+    scratch = OutputDir(area)
+    sink = _TaskFiles(base, task.table, task.part, attempt, key, task.schema, None)
+    first = True
+    try:
+        for path, value in task.files:
+            with scratch.fs.open_input_file(scratch.path(path)) as f:
+                for batch in pq.ParquetFile(f).iter_batches(batch_size=BATCH_ROWS):
+                    rows = project(batch, task, value)
+                    if rows.num_rows:
+                        sink.write(rows)
+                        if first and kill:
+                            kill_point(kill)
+                        first = False
+    except BaseException:
+        sink.abort()
+        raise
+    written = sink.close()
+    return [
+        {"table": task.table, "path": p, "rows": r}
+        for p, r in zip(
+            written.column("file").to_pylist(), written.column("rows").to_pylist(), strict=True
+        )  # fmt: skip
+    ]
+
+
+def project(batch, task: CopyTask, partition_value):
+    """The rows of ``batch`` the table keeps, in its output columns and types."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    copied = task.copied
+    mask = None
+    if copied.out is not None:
+        mask = pc.equal(batch.column("out"), copied.out)
+    if copied.replicas is not None:
+        from replay.replicas import REPLICA_BROKER
+
+        listed, excluded = copied.replicas
+        keys = pc.binary_join_element_wise(
+            batch.column(CLUSTER), batch.column("replica_topic"),
+            pc.cast(batch.column("replica_partition"), pa.string()), batch.column(REPLICA_BROKER),
+            "\0",
+        )  # fmt: skip
+        keep = pc.is_in(keys, value_set=pa.array(listed, pa.string()))
+        keep = pc.invert(keep) if excluded else keep
+        mask = keep if mask is None else pc.and_(mask, keep)
+    if mask is not None:
+        batch = batch.filter(pc.fill_null(mask, False))
+    n = batch.num_rows
+    columns = []
+    for field in task.schema:
+        if field.name == task.partition_by and field.name not in batch.schema.names:
+            col = pa.array([partition_value] * n, pa.string())
+        elif field.name == CLUSTER and copied.clusters is not None:
+            col = _clusters(batch.column("broker"), copied.clusters)
+        else:
+            col = batch.column(field.name)
+        columns.append(_as(col, field.type))
+    return pa.Table.from_arrays(columns, schema=task.schema)
+
+
+def _clusters(brokers, clusters: dict):
+    """Each row's cluster from its broker directory ("" for none, as replay.plan gives it)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = sorted(clusters)
+    at = pc.index_in(brokers, value_set=pa.array(names, pa.string()))
+    found = pc.take(pa.array([clusters[b] for b in names], pa.string()), at)
+    return pc.fill_null(found, "")
+
+
+def _as(col, target):
+    """``col`` as ``target``: epoch milliseconds become UTC timestamps (as Spark's
+    ``timestamp_millis`` makes them, overflow an error); the rest a plain cast."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_timestamp(target) and pa.types.is_integer(col.type):
+        return pc.multiply_checked(pc.cast(col, pa.int64()), 1000).cast(target)
+    return col if col.type == target else col.cast(target)

@@ -1,0 +1,255 @@
+"""A class-data archive of the driver JVM (Java's AppCDS), made once per Java and Spark
+installation and mapped by every later session that logreplay starts itself.
+
+Why: a local-mode job's JVM loads some 20,000 of Spark's classes from its jars, parsing,
+verifying and linking each one; that is most of Spark's start-up and a large share of a small
+job's JVM CPU (class loading, then the planning that waits for it). A dynamic archive
+(``-XX:ArchiveClassesAtExit``, JDK 13+) stores those classes already parsed and verified, and
+``-XX:SharedArchiveFile`` maps it: a 1 GB audit's JVM CPU drops by about a quarter
+(README, Benchmarks).
+
+How, without JDK 19's ``-XX:+AutoCreateSharedArchive`` (Spark runs on Java 17):
+
+1. A session that finds no archive for its installation *claims* the dump (a ``.pending.json``
+   file created exclusively, so concurrent runs do not all dump) and starts its JVM with
+   ``-XX:ArchiveClassesAtExit``: the JVM writes the archive when it exits, after the job is
+   done (the Python process does not wait for it). The claim records the JVM's pid, its
+   ``java.home`` and its class path once the session is up.
+2. A later session finds the claim. While that JVM lives, the archive is not ready: nothing is
+   used. Once it has exited, the archive is checked by a probe JVM with ``-Xshare:on`` (which
+   refuses an archive it cannot map): a JVM handed a truncated archive crashes rather than
+   falling back, so an archive is used only once a probe has accepted it. Accepted, it is
+   renamed into place; refused, it is deleted and the next session claims again.
+3. Sessions then start with ``-XX:SharedArchiveFile``. A JVM whose class path no longer
+   matches the archive (a jar changed) ignores it and loads its classes as before.
+
+Only where logreplay launches the JVM itself (a plain Python process, any master), never under
+``spark-submit`` or in a session that already exists. ``LOGREPLAY_JVM_ARCHIVE=off`` turns it
+off; the archive lives under ``LOGREPLAY_CACHE_DIR`` (default ``$XDG_CACHE_HOME/logreplay`` or
+``~/.cache/logreplay``), ~190 MB per installation. Any failure here means: no archive, never a
+failed job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+OFF = ("0", "off", "false", "no")
+ENABLE_ENV = "LOGREPLAY_JVM_ARCHIVE"
+CACHE_ENV = "LOGREPLAY_CACHE_DIR"
+# the JVM's own messages about archives (signed jars it skips when dumping, a class path that
+# no longer matches) would land on the job's stdout, some after the job has returned
+QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+# a claim whose session never recorded its JVM (it failed to start) is given up after this
+UNRECORDED_CLAIM_SECONDS = 600
+PROBE_SECONDS = 60
+
+
+def cache_dir() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "logreplay"
+
+
+def enabled() -> bool:
+    return os.environ.get(ENABLE_ENV, "on").strip().lower() not in OFF
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a new session does about the archive: its extra JVM options, and the claim it
+    must complete once its JVM runs (:func:`record`), if it is the one dumping."""
+
+    options: str = ""
+    claim: Path | None = None
+
+
+def installation_key(java: str | None = None, spark_home: str | None = None) -> str | None:
+    """Which Java and which Spark jars an archive belongs to (None when either is unknown):
+    the java executable's real path and the jar files' names, sizes and times."""
+    java = java or _java()
+    spark_home = spark_home or _spark_home()
+    if not java or not spark_home:
+        return None
+    jars = Path(spark_home) / "jars"
+    try:
+        listing = sorted(
+            (p.name, p.stat().st_size, int(p.stat().st_mtime)) for p in jars.glob("*.jar")
+        )
+        java_stat = os.stat(java)
+    except OSError:
+        return None
+    if not listing:
+        return None
+    ident = [os.path.realpath(java), java_stat.st_size, int(java_stat.st_mtime), listing]
+    return hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:20]
+
+
+def _java() -> str | None:
+    """The java Spark's launcher runs: ``$JAVA_HOME/bin/java``, else the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home and os.path.exists(os.path.join(home, "bin", "java")):
+        return os.path.join(home, "bin", "java")
+    found = shutil.which("java")
+    return os.path.realpath(found) if found else None
+
+
+def _spark_home() -> str | None:
+    try:
+        from pyspark.find_spark_home import _find_spark_home
+
+        return _find_spark_home()
+    except Exception:  # no Spark installation found: no archive
+        return None
+
+
+def plan(directory: Path | None = None, key: str | None = None) -> Plan:
+    """The archive options for a session about to start its JVM (see the module's steps)."""
+    if not enabled():
+        return Plan()
+    directory = directory or cache_dir()
+    key = key or installation_key()
+    if key is None:
+        return Plan()
+    try:
+        return _plan(directory, key)
+    except OSError:  # an unwritable or vanished cache: run without
+        return Plan()
+
+
+def archive_path(directory: Path, key: str) -> Path:
+    return directory / f"spark-{key}.jsa"
+
+
+def _plan(directory: Path, key: str) -> Plan:
+    final = archive_path(directory, key)
+    pending = directory / f"spark-{key}.pending.json"
+    if not final.exists() and pending.exists():
+        _settle(pending, final)
+    if final.exists():
+        return Plan(f"-XX:SharedArchiveFile={final} -Xshare:auto {QUIET}")
+    if pending.exists():  # another session's JVM is still to write it
+        return Plan()
+    directory.mkdir(parents=True, exist_ok=True)
+    dumped = directory / f"spark-{key}.{os.getpid()}.jsa.tmp"
+    try:
+        fd = os.open(pending, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:  # claimed by a concurrent session a moment ago
+        return Plan()
+    with os.fdopen(fd, "w") as f:
+        json.dump({"archive": str(dumped), "claimed": time.time(), "python_pid": os.getpid()}, f)
+    return Plan(f"-XX:ArchiveClassesAtExit={dumped} {QUIET}", pending)
+
+
+def record(claim: Path, jvm_pid: int, java_home: str, class_path: str) -> None:
+    """Complete a claim once its session's JVM runs: which process will write the archive,
+    and what a probe needs to check it."""
+    with contextlib.suppress(OSError, ValueError):
+        doc = json.loads(claim.read_text())
+        doc.update(jvm_pid=jvm_pid, java_home=java_home, class_path=class_path)
+        tmp = claim.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, claim)
+
+
+def record_session(claim: Path | None, spark) -> None:
+    """:func:`record` from a started session's JVM (py4j), when this session claimed."""
+    if claim is None:
+        return
+    with contextlib.suppress(Exception):  # a session without a JVM gateway: the claim expires
+        jvm = spark.sparkContext._jvm
+        system = jvm.java.lang.System
+        record(
+            claim,
+            int(jvm.java.lang.ProcessHandle.current().pid()),
+            str(system.getProperty("java.home")),
+            str(system.getProperty("java.class.path")),
+        )
+
+
+def _settle(pending: Path, final: Path) -> None:
+    """Decide a claim whose JVM may have written its archive: promote it when a probe maps it,
+    drop it when it cannot be mapped; leave it while its JVM or its session still runs."""
+    try:
+        doc = json.loads(pending.read_text())
+    except (OSError, ValueError):
+        doc = {}
+    dumped = Path(doc.get("archive", ""))
+    if "jvm_pid" not in doc:
+        claimed = float(doc.get("claimed", 0))
+        starting = (
+            _alive(doc.get("python_pid")) and time.time() - claimed < UNRECORDED_CLAIM_SECONDS
+        )
+        if not starting:
+            _drop(pending, dumped)
+        return
+    if _alive(doc["jvm_pid"]):
+        return
+    if dumped.is_file() and probe(doc["java_home"], doc["class_path"], dumped):
+        os.replace(dumped, final)
+        pending.unlink(missing_ok=True)
+    else:
+        _drop(pending, dumped)
+
+
+def _drop(pending: Path, dumped: Path) -> None:
+    with contextlib.suppress(OSError):
+        if dumped.name.endswith(".jsa.tmp"):
+            dumped.unlink(missing_ok=True)
+    pending.unlink(missing_ok=True)
+
+
+def _alive(pid) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process of that number
+        return True
+    return True
+
+
+def probe(java_home: str, class_path: str, archive: Path) -> bool:
+    """Whether a JVM of that installation maps ``archive`` (``-Xshare:on`` fails otherwise;
+    a damaged archive crashes the probe, not a job)."""
+    import tempfile
+
+    java = os.path.join(java_home, "bin", "java")
+    with tempfile.TemporaryDirectory(prefix="logreplay-jvm-probe-") as scratch:
+        # a crash report (hs_err) goes to the scratch directory, and no core dump is written
+        cmd = [java, "-Xshare:on", f"-XX:SharedArchiveFile={archive}", *QUIET.split(),
+               f"-XX:ErrorFile={scratch}/hs_err_%p.log", "-XX:-CreateCoredumpOnCrash",
+               "-cp", class_path, "-version"]  # fmt: skip
+        try:
+            done = subprocess.run(
+                cmd, capture_output=True, timeout=PROBE_SECONDS, check=False, cwd=scratch
+            )
+        except (OSError, subprocess.SubprocessError):
+            return False
+    return done.returncode == 0
+
+
+def with_options(existing: str | None, extra: str) -> str:
+    """``spark.driver.extraJavaOptions`` with ``extra`` appended."""
+    return " ".join(x for x in ((existing or "").strip(), extra) if x)
+
+
+if __name__ == "__main__":  # python -m jobs.jvm_archive: where the archive is, and its state
+    k = installation_key()
+    d = cache_dir()
+    print(json.dumps({"enabled": enabled(), "directory": str(d), "key": k,
+                      "archive": str(archive_path(d, k)) if k else None,
+                      "ready": bool(k) and archive_path(d, k).exists()}))  # fmt: skip
+    sys.exit(0)

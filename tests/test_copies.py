@@ -1,0 +1,107 @@
+"""The audit's tables copied from the scratch area (jobs.copies): the rows kept, their columns
+and types, the files cut in order. That the copied tables equal the queries' (rows and Spark
+schemas) is tests/test_audit.py::test_audit_command_line, over dumps with several replicas."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from jobs.copies import CopyTask, _runs, copy_task, project
+from jobs.output import OutputDir
+from replay import tables as T
+from replay.plan import Copied, _copied_schema
+from replay.replicas import REPLAY_TABLES
+
+COLUMNS = ["cluster", *T.PRODUCER_STATES.names]
+
+
+def _replayed(rows: list[dict]) -> pa.RecordBatch:
+    schema = REPLAY_TABLES["replayed"]
+    full = [{f.name: r.get(f.name) for f in schema} for r in rows]
+    return pa.RecordBatch.from_pylist(full, schema=schema)
+
+
+def _row(broker: str, out: str, pid: int, ts: int | None = 1_700_000_000_123) -> dict:
+    return {"cluster": "c1", "replica_broker": broker, "replica_topic": "t",
+            "replica_partition": 0, "out": out, "topic": "t", "partition": 0,
+            "producer_id": pid, "timestamp": ts}  # fmt: skip
+
+
+def _task(copied: Copied, partition_by=None) -> CopyTask:
+    arrow = to_arrow_schema(copied.schema, timezone="UTC")
+    return CopyTask("producer_states", 0, copied, (), partition_by, arrow)
+
+
+@pytest.mark.parametrize("excluded", [True, False])
+def test_a_replay_table_keeps_its_kind_of_the_chosen_replicas(excluded):
+    schema = _copied_schema("replayed", COLUMNS)
+    batch = _replayed(
+        [_row("1", "producer_state", 7), _row("2", "producer_state", 8),
+         _row("1", "lso", 9), _row("1", "producer_state", 10, None)]
+    )  # fmt: skip
+    listed = ("c1\0t\0" + "0\0" + ("2" if excluded else "1"),)
+    got = project(
+        batch, _task(Copied("replayed", schema, "producer_state", (listed, excluded))), None
+    )
+    assert got.column("producer_id").to_pylist() == [7, 10]
+    assert got.schema == to_arrow_schema(schema, timezone="UTC")
+    ts = got.column("timestamp").to_pylist()
+    assert ts[1] is None and ts[0].timestamp() == pytest.approx(1_700_000_000.123)
+    assert got.column_names == COLUMNS
+    everyone = project(batch, _task(Copied("replayed", schema, "producer_state")), None)
+    assert everyone.column("producer_id").to_pylist() == [7, 8, 10]
+
+
+def test_a_decoded_table_gets_its_cluster_from_its_broker_and_topic_from_its_folder():
+    import decoders
+
+    schema = _copied_schema("segments")
+    assert schema.names[0] == "broker" and schema.names[-1] == "cluster"
+    assert not schema["cluster"].nullable
+    segments = decoders.TABLES["segments"]
+    rows = [{"broker": b, "file": f"f{i}", "size": 1} for i, b in enumerate(["1", "2", None])]
+    batch = pa.RecordBatch.from_pylist(
+        [{f.name: r.get(f.name) for f in segments if f.name != "topic"} for r in rows],
+        schema=segments.remove(segments.get_field_index("topic")),
+    )
+    copied = Copied("segments", schema, clusters={"1": "east", "3": "west"})
+    got = project(batch, _task(copied, "topic"), "orders")
+    assert got.column("cluster").to_pylist() == ["east", "", ""]
+    assert got.column("topic").to_pylist() == ["orders"] * 3
+    assert got.column("file").to_pylist() == ["f0", "f1", "f2"]
+
+
+def test_files_are_cut_in_order_into_runs_of_about_equal_rows():
+    listed = list("abcdef")
+    assert _runs(listed, [1, 1, 1, 1, 1, 1], 3) == [["a", "b"], ["c", "d"], ["e", "f"]]
+    assert _runs(listed, [10, 1, 1, 1, 1, 1], 2) == [["a"], ["b", "c", "d", "e", "f"]]
+    assert _runs(listed, [1] * 6, 1) == [listed]
+    assert _runs([], [], 4) == []
+
+
+def test_a_copy_task_streams_its_files_into_one_output_file(tmp_path):
+    """Two scratch files, read a batch at a time, into one whole-or-nothing output file whose
+    rows keep the files' order."""
+    schema = _copied_schema("replayed", COLUMNS)
+    scratch = tmp_path / "scratch"
+    (scratch / "replayed").mkdir(parents=True)
+    for i, pids in enumerate([[1, 2], [3]]):
+        rows = [_row("1", "producer_state", p) for p in pids] + [_row("1", "lso", 99)]
+        pq.write_table(pa.Table.from_batches([_replayed(rows)]), scratch / f"replayed/p{i}.parquet")
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    task = CopyTask("producer_states", 0, Copied("replayed", schema, "producer_state"),
+                    (("replayed/p0.parquet", None), ("replayed/p1.parquet", None)), None,
+                    arrow)  # fmt: skip
+    out = OutputDir(str(tmp_path / "out"))
+    (report,) = copy_task(task, str(scratch), out.uri, "k1", 0)
+    assert report == {"table": "producer_states", "rows": 3,
+                      "path": "producer_states/part-00000-k1-0.parquet"}  # fmt: skip
+    written = pq.read_table(tmp_path / "out" / report["path"])
+    assert written.column("producer_id").to_pylist() == [1, 2, 3]
+    assert written.schema == arrow
+    assert [p.name for p in (tmp_path / "out" / "producer_states").iterdir()] == [
+        "part-00000-k1-0.parquet"
+    ]

@@ -1,0 +1,163 @@
+"""The driver JVM's class-data archive (jobs.jvm_archive): claimed by one session, written by
+its JVM at exit, checked by a probe JVM before any session maps it, and used from then on.
+
+The lifecycle runs against real JVMs making a tiny archive (``java -version``, a fraction of a
+second); the last test makes Spark's own archive with two real sessions, the second mapping
+what the first one's JVM wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jobs import jvm_archive as ja
+
+JAVA = shutil.which("java")
+pytestmark = pytest.mark.skipif(JAVA is None, reason="needs a java executable")
+KEY = "test"
+
+
+@pytest.fixture
+def on(monkeypatch, tmp_path):
+    monkeypatch.setenv(ja.ENABLE_ENV, "on")
+    monkeypatch.setenv(ja.CACHE_ENV, str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _java_home() -> str:
+    return str(Path(os.path.realpath(JAVA)).parents[1])
+
+
+def _dump(archive: str, class_path: str) -> None:
+    """What a claiming session's JVM does at its exit, on a JVM that only prints its version."""
+    subprocess.run([JAVA, f"-XX:ArchiveClassesAtExit={archive}", *ja.QUIET.split(), "-cp",
+                    class_path, "-version"], check=True, capture_output=True)  # fmt: skip
+
+
+def _claimed(cache: Path, plan: ja.Plan) -> dict:
+    assert plan.claim is not None and plan.claim.exists()
+    return json.loads(plan.claim.read_text())
+
+
+def test_a_claimed_archive_is_probed_then_used(on, tmp_path):
+    first = ja.plan(key=KEY)
+    assert "-XX:ArchiveClassesAtExit=" in first.options and "-Xlog:cds=off" in first.options
+    doc = _claimed(on, first)
+    # while the claiming session starts (its Python alive, no JVM recorded yet) nobody dumps
+    assert ja.plan(key=KEY) == ja.Plan()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    ja.record(first.claim, dead.pid, _java_home(), str(tmp_path))
+    _dump(doc["archive"], str(tmp_path))
+    used = ja.plan(key=KEY)
+    final = ja.archive_path(on, KEY)
+    assert used.options.startswith(f"-XX:SharedArchiveFile={final} -Xshare:auto")
+    assert used.claim is None and final.is_file() and not first.claim.exists()
+    assert not list(on.glob("*.tmp"))
+    assert ja.plan(key=KEY) == used  # from now on, every session
+
+
+def test_a_live_jvm_keeps_its_claim(on, tmp_path):
+    first = ja.plan(key=KEY)
+    ja.record(first.claim, os.getpid(), _java_home(), str(tmp_path))  # "its JVM" still runs
+    assert ja.plan(key=KEY) == ja.Plan()
+    assert first.claim.exists()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing", "no such java"])
+def test_an_archive_the_probe_refuses_is_never_used(on, tmp_path, damage):
+    """A JVM handed a truncated archive crashes instead of falling back (seen with Java 17):
+    the probe takes that crash, no crash report is left behind, and the next session claims a
+    new dump."""
+    first = ja.plan(key=KEY)
+    doc = _claimed(on, first)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    ja.record(first.claim, dead.pid, _java_home(), str(tmp_path))
+    _dump(doc["archive"], str(tmp_path))
+    archive = Path(doc["archive"])
+    if damage == "truncated":
+        data = archive.read_bytes()
+        archive.chmod(0o644)
+        archive.write_bytes(data[: len(data) // 2])
+    elif damage == "missing":
+        archive.unlink()
+    else:
+        ja.record(first.claim, dead.pid, str(tmp_path / "no-jdk"), str(tmp_path))
+    cwd = os.getcwd()
+    again = ja.plan(key=KEY)
+    assert "-XX:ArchiveClassesAtExit=" in again.options  # claimed anew
+    assert not ja.archive_path(on, KEY).exists() and not archive.exists()
+    assert not list(Path(cwd).glob("hs_err_pid*.log"))
+
+
+def test_an_abandoned_claim_is_given_up(on):
+    """A session that claimed and died before its JVM ran (nothing recorded): its claim goes
+    once its Python process is gone."""
+    first = ja.plan(key=KEY)
+    doc = _claimed(on, first)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    first.claim.write_text(json.dumps({**doc, "python_pid": dead.pid}))
+    assert "-XX:ArchiveClassesAtExit=" in ja.plan(key=KEY).options
+
+
+def test_off_unknown_or_unwritable_means_no_archive(monkeypatch, tmp_path):
+    monkeypatch.setenv(ja.ENABLE_ENV, "off")
+    assert ja.plan(tmp_path, KEY) == ja.Plan()
+    monkeypatch.setenv(ja.ENABLE_ENV, "on")
+    assert ja.installation_key(java=str(tmp_path / "no-java"), spark_home=str(tmp_path)) is None
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    assert ja.plan(blocked / "cache", KEY) == ja.Plan()
+
+
+def test_the_key_follows_the_installation(tmp_path):
+    jars = tmp_path / "spark" / "jars"
+    jars.mkdir(parents=True)
+    (jars / "a.jar").write_bytes(b"1")
+    one = ja.installation_key(JAVA, str(tmp_path / "spark"))
+    assert one == ja.installation_key(JAVA, str(tmp_path / "spark"))
+    (jars / "b.jar").write_bytes(b"2")
+    assert ja.installation_key(JAVA, str(tmp_path / "spark")) not in (None, one)
+
+
+SESSION = """
+import json, sys
+from jobs.session import spark_session
+spark = spark_session("local[1]", "archive-test", source=False)
+assert spark.range(100).count() == 100
+print(json.dumps(spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")))
+"""
+
+
+@pytest.mark.spark
+def test_spark_sessions_make_then_map_the_archive(tmp_path):
+    """Two sessions as the CLI starts them: the first claims and its JVM writes Spark's
+    archive as it exits, after the Python process has returned; the second maps it (the probe
+    having accepted it) and runs its job."""
+    env = {**os.environ, ja.ENABLE_ENV: "on", ja.CACHE_ENV: str(tmp_path)}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[1]), env.get("PYTHONPATH", "")])
+
+    def session() -> str:
+        done = subprocess.run([sys.executable, "-c", SESSION], env=env, capture_output=True,
+                              text=True, timeout=300, check=True)  # fmt: skip
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    assert "-XX:ArchiveClassesAtExit=" in session()
+    (claim,) = tmp_path.glob("*.pending.json")
+    jvm = json.loads(claim.read_text())["jvm_pid"]
+    deadline = time.monotonic() + 240
+    while ja._alive(jvm) and time.monotonic() < deadline:  # the JVM writes it as it exits
+        time.sleep(0.5)
+    second = session()
+    (final,) = tmp_path.glob("spark-*.jsa")
+    assert f"-XX:SharedArchiveFile={final}" in second
+    assert final.stat().st_size > 10 << 20  # Spark's classes, not an empty archive
