@@ -20,7 +20,8 @@ import pytest
 from jobs import jvm_archive as ja
 
 JAVA = shutil.which("java")
-pytestmark = pytest.mark.skipif(JAVA is None, reason="needs a java executable")
+# real JVMs (a java -version each, or Spark's sessions): the tier of tests that need Java
+pytestmark = [pytest.mark.spark, pytest.mark.skipif(JAVA is None, reason="needs java")]
 KEY = "test"
 
 
