@@ -73,7 +73,9 @@ def copy_tables(spark, scratch, wanted: dict[str, tuple[Copied, int]], out, key:
     """Write every table of ``wanted`` under ``out`` from the scratch area, in one Spark job
     (one task per output file); each table's entry for the commit record, as
     jobs.output.write_table gives it."""
-    from jobs.output import _TaskFiles, described
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from jobs.output import described, empty_table_files
 
     tasks = plan_copies(scratch, wanted)
     base, area = out.uri, scratch.area.uri
@@ -104,13 +106,9 @@ def copy_tables(spark, scratch, wanted: dict[str, tuple[Copied, int]], out, key:
     for table, (copied, _files) in wanted.items():
         schema = copied.schema
         files = sorted(listed[table], key=lambda f: f["path"])
-        if not files:  # an empty table is still readable: one file with its schema, no rows
-            from pyspark.sql.pandas.types import to_arrow_schema
-
+        if not files:
             arrow = to_arrow_schema(schema, timezone="UTC")
-            sink = _TaskFiles(base, table, 0, 0, key, arrow, None)
-            sink.write(arrow.empty_table())
-            files = [{"path": f, "rows": 0} for f in sink.close().column("file").to_pylist()]
+            files = empty_table_files(base, table, key, arrow)
         entries[table] = {
             "schema": json.loads(schema.json()),
             "partition_by": None,
@@ -157,6 +155,8 @@ def project(batch, task: CopyTask, partition_value):
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from decoders.columns import const
+
     copied = task.copied
     mask = None
     if copied.out is not None:
@@ -179,7 +179,7 @@ def project(batch, task: CopyTask, partition_value):
     columns = []
     for field in task.schema:
         if field.name == task.partition_by and field.name not in batch.schema.names:
-            col = pa.array([partition_value] * n, pa.string())
+            col = const(partition_value, n, pa.string())
         elif field.name == CLUSTER and copied.clusters is not None:
             col = _clusters(batch.column("broker"), copied.clusters)
         else:

@@ -298,16 +298,21 @@ def write_table(
         ),
         key=lambda f: f["path"],
     )
-    if not listed:  # an empty table is still readable: one file with its schema, no rows
-        sink = _TaskFiles(base, folder, 0, 0, key, schema, None)
-        sink.write(schema.empty_table())
-        listed = [{"path": f, "rows": 0} for f in sink.close().column("file").to_pylist()]
+    listed = listed or empty_table_files(base, folder, key, schema)
     return {
         "schema": json.loads(df.schema.json()),
         "partition_by": partition_by if listed and "partition" in listed[0] else None,
         "rows": sum(f["rows"] for f in listed),
         "files": listed,
     }
+
+
+def empty_table_files(base: str, table: str, key: str, schema) -> list[dict]:
+    """The file list of a table with no rows: one file of its Arrow ``schema`` and no rows,
+    so that an empty table is still readable."""
+    sink = _TaskFiles(base, table, 0, 0, key, schema, None)
+    sink.write(schema.empty_table())
+    return [{"path": f, "rows": 0} for f in sink.close().column("file").to_pylist()]
 
 
 class _TaskFiles:

@@ -376,7 +376,7 @@ def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_byte
     from the driver, all its bytes counted corrupt. ``min_tasks``: see :func:`plan_scan` (the
     decode job keeps 1: its files follow from the dump and the range size alone)."""
     import decoders
-    from jobs.output import OutputDir, _TaskFiles, kill_point
+    from jobs.output import OutputDir, _TaskFiles, empty_table_files, kill_point
 
     skipped = skipped or {}
     left_out = [f for f in files if f.path in skipped]
@@ -414,10 +414,7 @@ def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_byte
     for table, files_of in listed.items():
         schema, arrow = opts.schemas[table]
         files_of.sort(key=lambda f: f["path"])
-        if not files_of:  # an empty table is still readable: one file with its schema, no rows
-            sink = _TaskFiles(OutputDir(base).uri, table, 0, 0, key, arrow, None)
-            sink.write(arrow.empty_table())
-            files_of = [{"path": f, "rows": 0} for f in sink.close().column("file").to_pylist()]
+        files_of = files_of or empty_table_files(OutputDir(base).uri, table, key, arrow)
         entries[table] = {
             "schema": json.loads(schema.json()),
             "partition_by": opts.partition_by[table] if "partition" in files_of[0] else None,

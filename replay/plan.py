@@ -708,17 +708,10 @@ def replay_spec(paths: list[str], conf: dict | AuditConfig | None) -> ReplaySpec
     )
 
 
-def audit_summary(tables: Mapping[str, DataFrame]) -> dict:
-    """What the run's summary says beyond finding counts: the clusters found and what the
-    checks could and could not judge (a few rows reach the driver)."""
-    checks = [r.asDict() for r in tables["checks"].collect()]
-    clusters = [r[CLUSTER] for r in tables["partitions"].select(CLUSTER).distinct().collect()]
-    return summary_of(checks, clusters)
-
-
 def summary_of(checks: list[dict], clusters) -> dict:
-    """:func:`audit_summary` from the checks table's rows (cluster, check, count) and the
-    clusters of the partitions table (each at least once)."""
+    """What the run's summary says beyond finding counts: the clusters found and what the
+    checks could and could not judge, from the checks table's rows (cluster, check, count)
+    and the clusters of the partitions table (each at least once; a few rows)."""
     counts: dict[str, dict[str, int]] = {}
     for r in checks:
         counts.setdefault(r[CLUSTER], {})[r["check"]] = int(r["count"] or 0)
