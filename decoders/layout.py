@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
@@ -289,11 +290,18 @@ def discover(roots: list[str] | str) -> list[DumpFile]:
     """Every file of the dump(s), partitions grouped, segments in base-offset order."""
     if isinstance(roots, (str, os.PathLike)):
         roots = [roots]
-    files: list[DumpFile] = []
+    found = []  # (filesystem, matched root, its listing, whether it is a file, display root)
     for root in roots:
         fs, path = resolve(os.fspath(root))
         for match in _expand(fs, path):
-            files.extend(_discover_one(fs, match))
+            listing, is_file = _listing(fs, match)
+            found.append((root_key(os.fspath(root)), fs, match, listing, is_file))
+    shown = _shared_display_roots(
+        [(key, fs, _display_root(fs, match, is_file)) for key, fs, match, _, is_file in found]
+    )
+    files: list[DumpFile] = []
+    for (_, fs, _match, listing, is_file), display_root in zip(found, shown, strict=True):
+        files.extend(_discover_one(fs, listing, is_file, display_root))
     _disambiguate_brokers(files)
     files.sort(
         key=lambda f: (
@@ -309,19 +317,63 @@ def discover(roots: list[str] | str) -> list[DumpFile]:
     return files
 
 
-def _discover_one(fs, root: str) -> list[DumpFile]:
-    listing, is_file = _listing(fs, root)
+def root_key(root: str) -> str:
+    """The filesystem a dump root is on, as a key: '' for the local disk, else the URI's
+    scheme and authority (its bucket, or its name node)."""
+    if "://" not in root or root.startswith("file://"):
+        return ""
+    split = urlsplit(root)
+    return f"{split.scheme.replace('s3a', 's3')}://{split.netloc}"
+
+
+def _display_root(fs, root: str, is_file: bool) -> str:
+    """What a root's file paths are shown relative to: the directory above the broker's log
+    directory when the root is a partition directory or a file in one, else the root."""
+    top = _dirname(fs, root) if is_file else root
+    if _partition(_basename(fs, top)):
+        return _dirname(fs, _dirname(fs, top))
+    return _dirname(fs, top) if is_file else top
+
+
+def _shared_display_roots(roots: list[tuple[str, object, str]]) -> list[str]:
+    """One display root for every root on the same filesystem, their common directory, when a
+    run has several (``roots``: filesystem key, filesystem, own display root): each root's
+    paths relative to itself would repeat one another (two copies of a cluster each hold
+    `broker-1/events-0/...`), and the `file` evidence must name one file, and its broker one
+    log directory. A root alone keeps its own."""
+    common: dict[str, str] = {}
+    for key, fs, own in roots:
+        if key in common:
+            paths = [common[key], own]
+            common[key] = os.path.commonpath(paths) if fs is None else posixpath.commonpath(paths)
+        else:
+            common[key] = own
+    counts = Counter(key for key, _, _ in roots)
+    return [common[key] if counts[key] > 1 else own for key, _, own in roots]
+
+
+def common_display_root(roots: list[str]) -> str | None:
+    """The path or URI the files of a run over ``roots`` (dump roots given as directories) are
+    shown relative to (:func:`discover`): the root itself, or the common directory of roots on
+    one filesystem. None when they are on different filesystems."""
+    if len(roots) == 1:
+        return roots[0]
+    keys = {root_key(r) for r in roots}
+    if len(keys) != 1:
+        return None
+    (key,) = keys
+    if not key:
+        return os.path.commonpath(
+            [os.path.abspath(r[len("file://") :] if r.startswith("file://") else r) for r in roots]
+        )
+    rest = posixpath.commonpath([urlsplit(r).path or "/" for r in roots])
+    return f"{key}{rest.rstrip('/')}"
+
+
+def _discover_one(fs, listing, is_file: bool, display_root: str) -> list[DumpFile]:
     by_dir: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for p, size in listing:
         by_dir[_dirname(fs, p)].append((p, size))
-    # Paths are shown relative to the directory above the broker's log directory when the root
-    # is a partition directory or a file in one, else relative to the root.
-    top = _dirname(fs, root) if is_file else root
-    display_root = (
-        _dirname(fs, _dirname(fs, top))
-        if _partition(_basename(fs, top))
-        else (_dirname(fs, top) if is_file else top)
-    )
     brokers: dict[str, str] = {}
 
     def broker_for(log_dir: str) -> str:

@@ -36,7 +36,10 @@ def broker_clusters(paths: list[str], explicit: str | None = None) -> dict[str, 
     ids: dict[str, str] = {}  # log dir -> cluster.id
     nodes: dict[str, str] = {}  # log dir -> node id
     held: dict[str, set] = defaultdict(set)  # log dir -> partitions it holds
+    shown: dict[str, list[str]] = {}  # log dir -> its path as the run shows it (layout)
     for f in files:
+        depth = 2 if f.info.topic is not None else 1  # <partition dir>/<file> or <file>
+        shown.setdefault(f.log_dir, f.info.file.split("/")[:-depth] or ["."])
         if f.info.topic is not None:
             held[f.log_dir].add((f.info.topic, f.info.partition))
         if f.kind != "meta_properties":
@@ -57,7 +60,7 @@ def broker_clusters(paths: list[str], explicit: str | None = None) -> dict[str, 
     per_root: dict[str, set[str]] = defaultdict(set)
     for d, cid in ids.items():
         per_root[root_of(d)].add(cid)
-    named = _split_shared_ids(ids, nodes, held, root_of)
+    named = _split_shared_ids(ids, nodes, held, shown)
     out: dict[str, str] = {}
     for f in files:
         if f.info.broker is None or f.info.broker in out:
@@ -69,15 +72,16 @@ def broker_clusters(paths: list[str], explicit: str | None = None) -> dict[str, 
     return out
 
 
-def _split_shared_ids(ids, nodes, held, root_of) -> dict[str, str]:
-    """log dir -> cluster name: its cluster id, suffixed with the part of its path that tells
-    apart log directories claiming one node id of one cluster id over the same partitions."""
+def _split_shared_ids(ids, nodes, held, shown) -> dict[str, str]:
+    """log dir -> cluster name: its cluster id, suffixed with the part of its path (as the
+    run shows it: relative to the root, or to the roots' common directory) that tells apart
+    log directories claiming one node id of one cluster id over the same partitions."""
     by_id: dict[str, list[str]] = defaultdict(list)
     for d, cid in ids.items():
         by_id[cid].append(d)
     out = {}
     for cid, dirs in by_id.items():
-        rel = {d: os.path.relpath(d, root_of(d) or "/").split(os.sep) for d in dirs}
+        rel = {d: shown.get(d, ["."]) for d in dirs}
         clashes = [
             (a, b)
             for i, a in enumerate(dirs)

@@ -90,10 +90,10 @@ def _split(
 ) -> list[dict]:
     """The rows of one output table of a grouped function (``schema``: only its columns; with
     ``cluster`` named)."""
-    rows = [r for r in table.to_pylist() if r["out"] == out]
-    if schema is not None:
-        rows = [{"cluster": cluster, **{c: r[c] for c in schema.names}} for r in rows]
-    return rows
+    table = table.filter(pc.equal(table.column("out"), out))
+    if schema is None:
+        return table.to_pylist()
+    return [{"cluster": cluster, **r} for r in table.select(schema.names).to_pylist()]
 
 
 def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dict[str, list[dict]]:

@@ -1,14 +1,15 @@
-"""The HTML report in a real browser: `logreplay audit --report` on the demo scenario and on a
-dump holding every simulated scenario (every finding kind the simulator injects), opened by
-headless Chromium with networking blocked (tests/browser.py); finding cards, plots and their
-marks counted from the DOM; no failed request, no console error; a 100,000-finding output
-stays under 20 MB and renders in under 2 s. Screenshots are kept under the session's tmp dir.
+"""The HTML report in a real browser: `logreplay audit --report` on the demo scenario and on
+every simulated scenario with injected faults in one run (every finding kind the simulator
+injects), opened by headless Chromium with networking blocked (tests/browser.py); finding
+cards, plots and their marks counted from the DOM; no failed request, no console error; a
+100,000-finding output stays under 20 MB and renders in under 2 s. Screenshots are kept under the session's tmp dir.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pathlib
 import shlex
 import shutil
 
@@ -39,20 +40,30 @@ def artifacts(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def reports(spark, sim_all, tmp_path_factory):
-    """scenario ('all': every scenario in one dump) -> output directory of `audit --report`."""
+    """scenario ('all': every scenario with injected faults, one run over their directories,
+    so every finding kind the simulator injects) -> output directory of `audit --report`."""
     done = {}
 
     def run(scenario: str):
         if scenario not in done:
-            root = sim_all if scenario == "all" else sim_all / scenario
+            roots = [sim_all / scenario] if scenario != "all" else _faulted(sim_all)
             out = tmp_path_factory.mktemp("report") / scenario
-            code = main(["audit", str(root), "--out", str(out), "--gate", "--report"])
+            code = main(["audit", *map(str, roots), "--out", str(out), "--gate", "--report"])
             spark.catalog.clearCache()
             assert code in (0, 1)
             done[scenario] = out
         return done[scenario]
 
     return run
+
+
+def _faulted(sim_all) -> list:
+    """The scenarios whose ground truth holds anomalies (the clean ones add no finding kind)."""
+    return [
+        d
+        for d in sorted(sim_all.iterdir())
+        if d.is_dir() and json.loads((d / "truth.json").read_text()).get("anomalies")
+    ]
 
 
 def _per_kind(out) -> dict[str, int]:
@@ -108,15 +119,20 @@ def test_the_demo_report_renders_offline(reports, artifacts):
         _check_page(b, out, kinds)
         # the gate's verdict is in the header
         assert "gate FAIL" in b.evaluate("document.querySelector('header').innerText")
-        commands = b.evaluate(
-            "Array.from(document.querySelectorAll('article.finding-card pre code'))"
-            ".map(function(c){return c.innerText})"
-        )
+        commands = _commands(b)
     assert commands
     for c in commands:  # each names a segment of the dump that `logreplay dump` reads
         args = shlex.split(c)
         assert args[:2] == ["logreplay", "dump"] and os.path.isfile(args[2]), c
         assert main(["dump", args[2], "--limit", "1"]) == 0
+
+
+def _commands(b) -> list[str]:
+    """The `logreplay dump` commands of the page's finding cards."""
+    return b.evaluate(
+        "Array.from(document.querySelectorAll('article.finding-card pre code'))"
+        ".map(function(c){return c.innerText})"
+    )
 
 
 def test_logreplay_report_writes_the_report_of_an_audit_output(reports, capsys, tmp_path):
@@ -133,7 +149,7 @@ def test_logreplay_report_writes_the_report_of_an_audit_output(reports, capsys, 
     assert main(["report", str(tmp_path), "--quiet"]) == 2
 
 
-def test_the_report_of_every_finding_kind_renders_offline(reports, artifacts):
+def test_the_report_of_every_finding_kind_renders_offline(reports, artifacts, sim_all):
     out = reports("all")
     kinds = _per_kind(out)
     families = {family(k) for k in kinds}
@@ -141,7 +157,14 @@ def test_the_report_of_every_finding_kind_renders_offline(reports, artifacts):
     b, _ = _open(out / "report" / "index.html", artifacts / "every-kind.png")
     with b:
         counts = _check_page(b, out, kinds)
+        commands = _commands(b)
     assert counts["plots"] >= 4 + len([k for k in kinds if family(k)])
+    # a run over several roots: every card's file is the one of its own scenario
+    scenarios = {d.name for d in _faulted(sim_all)}
+    assert commands
+    for c in commands:
+        path = pathlib.Path(shlex.split(c)[2])
+        assert path.is_file() and path.relative_to(sim_all).parts[0] in scenarios, c
 
 
 def _inflate(out, target, n: int) -> None:

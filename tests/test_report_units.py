@@ -40,6 +40,11 @@ def test_the_dump_command_names_the_segment_of_the_finding():
     found = dump_command(row, {}, ["/dump"], lambda t, p, o: f"b/{t}-{p}/{o:020d}.log")
     assert found == "logreplay dump /dump/b/t-0/00000000000000000050.log --deep"
     assert dump_command({"topic": None}, {}, ["/dump"], None) is None
+    # a run over several roots shows paths relative to their common directory
+    several = dump_command(row, {"file": "b/x/t-0/0.log"}, ["/d/a", "/d/b"], None)
+    assert several == "logreplay dump /d/b/x/t-0/0.log --deep"
+    s3 = dump_command(row, {"file": "a/x/t-0/0.log"}, ["s3://k/d/a", "s3a://k/d/b/"], None)
+    assert s3 == "logreplay dump s3://k/d/a/x/t-0/0.log --deep"
 
 
 def _near(rows: list[int], centre: int | None, window: int) -> list[int]:

@@ -1,8 +1,8 @@
 """Verdicts on production-shaped dumps, through the one-process audit (replay.local: the same
 replay functions the Spark plan runs): clean worlds give nothing of warning or above for every
 seed, injected faults are found with their kind, place, offsets and record counts, absent files
-prove nothing, clusters stay apart. Spark-free; the seed sweeps are `sweep`, the whole-corpus
-comparison `slow`."""
+prove nothing, clusters stay apart. Spark-free; the seed sweeps are `sweep` (their first
+seeds; every seed with `slow`), the whole-corpus comparison `slow`."""
 
 from __future__ import annotations
 
@@ -12,13 +12,15 @@ import shutil
 
 import pytest
 
+import decoders
 from replay.findings import at_least
 from replay.local import audit_local, summary
 from replay.truthcheck import compare
 from simulator import synth
 
-SEEDS_CLEAN = range(1, 21)
-SEEDS_FAULTS = range(1, 6)
+# the first seeds of each sweep run in ./dev test, the rest with the `slow` tier (~9 s a seed)
+SEEDS_CLEAN = [s if s <= 4 else pytest.param(s, marks=pytest.mark.slow) for s in range(1, 21)]
+SEEDS_FAULTS = [s if s <= 2 else pytest.param(s, marks=pytest.mark.slow) for s in range(1, 6)]
 
 
 def _audit(root: pathlib.Path, conf: dict | None = None) -> dict:
@@ -107,11 +109,14 @@ def test_a_txnindex_that_exists_and_disagrees_is_still_inconsistent(clean_transa
     assert bad[0]["severity"] == "warning"
 
 
+@pytest.mark.parametrize("as_roots", [False, True])
 @pytest.mark.parametrize("same_id", [False, True])
-def test_two_clusters_side_by_side_stay_apart(tmp_path, same_id):
+def test_two_clusters_side_by_side_stay_apart(tmp_path, same_id, as_roots):
     """Both copies have broker node.id=1 and the same topic names, with different contents:
     one cluster each, no replica divergence between them; also when both carry the same
-    cluster id (container images ship a default one)."""
+    cluster id (container images ship a default one), and when the copies are given as two
+    roots (their files then shown relative to the roots' common directory: one path names
+    one file, one broker one log directory)."""
     old, new = tmp_path / "both" / "old", tmp_path / "both" / "new"
     synth("clean_idempotent", str(old), seed=1)
     synth("clean_idempotent", str(new), seed=2)
@@ -122,7 +127,11 @@ def test_two_clusters_side_by_side_stay_apart(tmp_path, same_id):
             for ln in text.splitlines()
         ]
         props.write_text("\n".join(lines) + "\n")
-    result = _audit(tmp_path / "both")
+    result = audit_local([str(old), str(new)] if as_roots else [str(tmp_path / "both")])
+    files = decoders.discover([str(old), str(new)])
+    assert len({f.info.file for f in files}) == len(files)
+    assert {f.info.file.split("/")[0] for f in files} == {"old", "new"}
+    assert {f.info.broker for f in files} == {"1@old/broker-1", "1@new/broker-1"}
     assert len(summary(result)["clusters"]) == 2
     assert _loud(result["findings"]) == []
     alone = _audit(old)["findings"] + _audit(new)["findings"]

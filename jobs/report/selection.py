@@ -118,9 +118,12 @@ def dump_command(row: dict, ev: dict, roots: list[str], segment_of) -> str | Non
 
 
 def dump_path(rel: str, roots: list[str]) -> str:
-    """A file the evidence names (relative to the audited dump's first input) as a path or URI
-    to open."""
-    return rel if os.path.isabs(rel) or "://" in rel or not roots else f"{roots[0]}/{rel}"
+    """A file the evidence names (relative to the audited dump's root, or to the common
+    directory of its roots: decoders.layout.common_display_root) as a path or URI to open."""
+    from decoders.layout import common_display_root
+
+    base = common_display_root(roots) if roots else None
+    return rel if os.path.isabs(rel) or "://" in rel or base is None else f"{base}/{rel}"
 
 
 def known_kinds() -> list[str]:
