@@ -17,6 +17,7 @@ import json
 import os
 import sys
 
+TOP_FINDINGS = 30  # the worst findings printed at the end of a run
 WRITERS = 4  # tables written at once (threads of the driver, each submitting its Spark jobs)
 # a table's files: one per this many bytes of dump (its rows grow with the dump's batches)
 DUMP_BYTES_PER_FILE = 2 << 30
@@ -66,8 +67,6 @@ def run(args) -> int:
     progress.total_bytes(sum(f.size for f in files))
     progress.phase("starting Spark")
 
-    from pyspark.sql import functions as F
-
     from jobs.copies import copy_tables
     from jobs.output import (
         LAYOUT_VERSION,
@@ -75,7 +74,6 @@ def run(args) -> int:
         commit,
         kill_point,
         read_rows,
-        read_table,
         redacted,
         start_run,
         versions,
@@ -83,7 +81,6 @@ def run(args) -> int:
     )
     from jobs.resilience import run_resilient
     from jobs.scan import decoded_once
-    from replay.findings import SEVERITIES
     from replay.plan import CLUSTER, REPLAY_SCAN_TABLES, audit_session, replay_spec, summary_of
 
     spark, run_id, out, previous, key = start_run(args, conf, "logreplay-audit", SUMMARY)
@@ -150,8 +147,7 @@ def run(args) -> int:
         spark, files, attempt, decode_options=conf["decode"]
     )
     rows = {name: e["rows"] for name, e in entries.items()}
-    findings = read_table(spark, out, "findings", entries["findings"])
-    by_kind = findings.groupBy("kind", "severity").count().collect()  # a few rows
+    by_kind, top = findings_overview(out, entries["findings"], TOP_FINDINGS)
     summary = {
         "run_id": run_id,
         "run_key": key,
@@ -177,18 +173,6 @@ def run(args) -> int:
         verdict, written = validate(spark, out, summary, conf, run_id, args.logical_date)
         summary["gate"] = verdict.summary()
         gate_files = (GATE, written)
-    top = (
-        findings.orderBy(
-            F.desc(F.array_position(F.array(*map(F.lit, SEVERITIES)), F.col("severity"))),
-            "kind",
-            "topic",
-            "partition",
-            "first_offset",
-        )  # fmt: skip
-        .limit(30)
-        .select("severity", "kind", "topic", "partition", "group_id", "message")
-        .collect()
-    )
     kill_point("audit:staged")
     progress.phase("commit")
     commit(out, SUMMARY, summary, previous, gate_files)
@@ -213,6 +197,45 @@ def output_files(dump_bytes: int, spark) -> int:
     task and file to write."""
     most = int(spark.conf.get("spark.sql.shuffle.partitions"))
     return max(1, min(most, -(-dump_bytes // DUMP_BYTES_PER_FILE)))
+
+
+def findings_overview(out, entry: dict, limit: int) -> tuple[list[dict], list[dict]]:
+    """The findings per (kind, severity) and the ``limit`` worst ones (severity, then kind,
+    topic, partition, first offset), read from the table just written with pyarrow, a batch at
+    a time: the console's summary needs no Spark job, and the driver holds ``limit`` rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from replay.findings import SEVERITIES
+
+    columns = ["severity", "kind", "topic", "partition", "first_offset", "group_id", "message"]
+    # Spark's ascending order puts nulls first: a key's validity sorts before the key
+    keyed = columns[1:5]
+    order = [("rank", "descending")]
+    for c in keyed:
+        order += [(f"{c}?", "ascending"), (c, "ascending")]
+    severities = pa.array(SEVERITIES)
+    counts: dict[tuple, int] = {}
+    top = None
+    for f in entry["files"]:
+        if not f["rows"]:
+            continue
+        with out.fs.open_input_file(out.path(f["path"])) as src:
+            for batch in pq.ParquetFile(src).iter_batches(columns=columns):
+                t = pa.Table.from_batches([batch])
+                per = t.group_by(["kind", "severity"]).aggregate([([], "count_all")])
+                for r in per.to_pylist():
+                    key = (r["kind"], r["severity"])
+                    counts[key] = counts.get(key, 0) + r["count_all"]
+                rank = pc.fill_null(pc.index_in(t.column("severity"), severities), -1)
+                t = t.append_column("rank", rank)
+                for c in keyed:
+                    t = t.append_column(f"{c}?", pc.is_valid(t.column(c)))
+                top = t if top is None else pa.concat_tables([top, t])
+                top = top.take(pc.sort_indices(top, order)[:limit])
+    by_kind = [{"kind": k, "severity": s, "count": n} for (k, s), n in sorted(counts.items())]
+    return by_kind, [] if top is None else top.select(columns).to_pylist()
 
 
 def _counts(by_kind, total: int) -> dict:

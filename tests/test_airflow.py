@@ -7,6 +7,7 @@ tests/standalone.py with the project shipped as a package."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -146,22 +147,37 @@ def airflow_runs(tmp_path_factory, standalone) -> dict:
             return subprocess.run([airflow, *args], env=env, capture_output=True, text=True, **kw)
 
         run = cli("dags", "test", DAG_ID, day, "--conf", json.dumps(params), timeout=1500)
-        runs = cli("dags", "list-runs", DAG_ID, "-o", "json", timeout=300, check=True)
-        (dag_run,) = [r for r in _last_json(runs.stdout) if r["logical_date"].startswith(day)]
-        states = cli(
-            "tasks", "states-for-dag-run", DAG_ID, dag_run["run_id"], "-o", "json",
-            timeout=300, check=True,
-        )  # fmt: skip
-        tasks = {t["task_id"]: t["state"] for t in _last_json(states.stdout)}
+        dag_run, tasks = _recorded(home / "airflow.db")
+        assert dag_run["logical_date"].startswith(day), dag_run
         return run, {"run": dag_run, "tasks": tasks, "out": root / "out" / day}
 
     with ThreadPoolExecutor(len(DAYS)) as pool:
         return dict(zip(DAYS, pool.map(dags_test, DAYS), strict=True))
 
 
-def _last_json(stdout: str):
-    """The CLI's JSON: its last line (Airflow's own warnings may come first on stdout)."""
-    return json.loads(stdout.strip().splitlines()[-1])
+def _recorded(db) -> tuple[dict, dict]:
+    """What Airflow recorded of the home's one DAG run, read from its metadata database (the
+    `dag_run` and `task_instance` tables): the run, and its tasks' states. Two more Airflow
+    commands (`dags list-runs`, `tasks states-for-dag-run`) would show the same rows, each
+    after ~10 s of Airflow's start-up."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        c.row_factory = sqlite3.Row
+        (dag_run,) = [
+            dict(r)
+            for r in c.execute(
+                "SELECT run_id, state, logical_date FROM dag_run WHERE dag_id = ?", (DAG_ID,)
+            )
+        ]
+        tasks = {
+            r["task_id"]: r["state"]
+            for r in c.execute(
+                "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?",
+                (DAG_ID, dag_run["run_id"]),
+            )
+        }
+    return dag_run, tasks
 
 
 def _summary(out) -> dict:

@@ -1,5 +1,6 @@
 """The audit end to end on Spark: simulated scenarios against their truth, the real corpus, the
-command line, spark-submit and the as-of queries."""
+command line and the as-of queries (`spark-submit jobs/audit.py`: on the standalone cluster,
+tests/test_cluster.py and tests/test_airflow.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import shutil
 
 import pytest
 from conftest import frames
-from spark_submit import spark_submit
 
 from jobs.cli import main
 from replay import audit, committed_offsets_at, lso_at
@@ -163,19 +163,6 @@ def test_audit_command_line(spark, sim_all, scenario_audit, tmp_path, capsys):
     assert "split_outcome" in capsys.readouterr().err
     assert main(["audit", str(tmp_path / "nope"), "--out", str(out)]) == 2
     assert main(["audit", str(root), "--out", str(out), "--conf", str(tmp_path / "x.yaml")]) == 2
-
-
-def test_spark_submit_runs_the_audit(sim_all, tmp_path):
-    res = spark_submit(
-        "audit.py",
-        str(sim_all / "idempotence_faults"),
-        "--out",
-        str(tmp_path / "o"),
-        master="local[2]",
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    summary = json.loads(res.stdout.strip().splitlines()[-1])
-    assert summary["findings"]["total"] == 5
 
 
 def test_declared_facts_change_the_judgement(spark, sim_all, tmp_path):

@@ -23,7 +23,7 @@ from standalone import REPO
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark]
 
-SCENARIO = "transaction_faults"  # holds a critical finding: the gate fails
+SCENARIO = "transaction_faults"  # holds a critical finding
 SEED = 7
 
 
@@ -115,7 +115,7 @@ def test_executors_import_the_shipped_package_in_their_own_python(standalone, s3
     assert seen["batches"] == local > 0
 
 
-def test_audit_with_gate_on_the_cluster_equals_the_one_process_audit(
+def test_audit_on_the_cluster_equals_the_one_process_audit(
     standalone, s3_env, s3_dump, local_dump, out_root
 ):
     from collections import Counter
@@ -124,10 +124,12 @@ def test_audit_with_gate_on_the_cluster_equals_the_one_process_audit(
 
     out = f"{out_root}/audit-cluster"
     done, elapsed = _run(
-        standalone, s3_env, "audit.py", s3_dump, "--out", out, "--gate",
+        standalone, s3_env, "audit.py", s3_dump, "--out", out,
         "--run-id", "cluster-test", "--logical-date", "2026-11-21",
     )  # fmt: skip
-    assert done.returncode == 1, _tail(done)  # the critical finding fails the gate
+    # the gate's own runs: on the cluster in tests/test_airflow.py (spark-submit jobs/gate.py),
+    # on an S3 output in tests/test_outputs.py
+    assert done.returncode == 0, _tail(done)
     summary = _read_json(f"{out}/summary.json", s3_env)
     found = _read_table(f"{out}/findings", s3_env)
     local = audit_local([str(local_dump)])
@@ -139,14 +141,14 @@ def test_audit_with_gate_on_the_cluster_equals_the_one_process_audit(
     for table in ("findings", "transactions", "partitions", "coordinator_transactions",
                   "offset_timeline"):  # fmt: skip
         assert summary["rows"][table] == len(local[table]), table
-    assert summary["gate"]["success"] is False
+    assert summary["gate"] is None
 
     def rows(findings) -> list[tuple]:
         cols = ("kind", "topic", "partition", "first_offset", "message")
         return sorted(tuple("" if r[c] is None else str(r[c]) for c in cols) for r in findings)
 
     assert rows(found.to_pylist()) == rows(local["findings"])
-    print(f"audit --gate: cluster {elapsed:.1f} s", file=sys.stderr)
+    print(f"audit: cluster {elapsed:.1f} s", file=sys.stderr)
 
 
 def test_decode_on_the_cluster_equals_the_one_process_decode(

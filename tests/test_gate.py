@@ -1,6 +1,7 @@
 """The gate end to end: audits of simulated scenarios with `--gate`, `logreplay gate` with a
 policy, idempotent reruns (byte-identical outputs across processes), and the Data Docs
-rendered by headless Chromium."""
+rendered by headless Chromium. `spark-submit jobs/gate.py` runs in tests/test_airflow.py (the
+DAG's gate task, on the standalone cluster, passing and failing)."""
 
 from __future__ import annotations
 
@@ -194,19 +195,6 @@ def test_the_data_docs_render_in_headless_chromium_without_network(gated, tmp_pa
             else:
                 text = b.evaluate("document.body.innerText")
                 assert "no split_outcome finding of severity error or above" in text
-
-
-def test_spark_submit_runs_the_gate(gated, tmp_path):
-    from spark_submit import spark_submit
-
-    _code, out = gated("clean_transactions")
-    copy = tmp_path / "copy"
-    shutil.copytree(out, copy)
-    shutil.rmtree(copy / "gate")
-    done = spark_submit("gate.py", str(copy), "--set", "gate.data_docs=false", *RUN)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1])["gate"]["success"] is True
-    assert (copy / "gate" / "result.json").is_file()
 
 
 def test_per_run_layout_and_decode_reruns(sim_all, tmp_path):
