@@ -136,42 +136,13 @@ def standalone(tmp_path_factory):
         yield cluster
 
 
-STANDALONE_GROUP = "standalone-cluster"
-
-
-@pytest.hookimpl(tryfirst=True)  # before selection by marker and xdist's grouping
 def pytest_collection_modifyitems(items) -> None:
     """Tiers: a test that uses a Spark session (directly or through a fixture) is `spark`; one
     that uses the standalone cluster is `cluster`. Run the Spark-free tier with
-    `pytest -m "not spark and not cluster and not fuzz and not sweep and not slow"`.
-
-    Scheduling over pytest-xdist workers (./dev test: ``--dist loadgroup
-    --no-loadscope-reorder``): a module's tests go to one worker (its module fixtures are built
-    once), except that the modules using the standalone cluster share one worker (one cluster,
-    and never two clusters' JVMs at once on a 2-core machine); the longest modules first,
-    cluster, then Spark, then the Spark-free ones that fill the gaps at the end (xdist's default
-    order, modules with the most tests first, left the few long cluster tests to the end, running
-    side by side)."""
-    module_of = {item: item.nodeid.split("::")[0] for item in items}
-    clustered, rank = set(), {}
+    `pytest -m "not spark and not cluster and not fuzz and not sweep and not slow"`."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if "spark" in names:
             item.add_marker(pytest.mark.spark)
         if "standalone" in names:
             item.add_marker(pytest.mark.cluster)
-            clustered.add(module_of[item])
-        tier = (
-            0
-            if item.get_closest_marker("cluster")
-            else 1
-            if item.get_closest_marker("spark")
-            else 2
-        )
-        rank[module_of[item]] = min(rank.get(module_of[item], 2), tier)
-    for item in items:
-        module = module_of[item]
-        item.add_marker(
-            pytest.mark.xdist_group(STANDALONE_GROUP if module in clustered else module)
-        )
-    items.sort(key=lambda item: (module_of[item] not in clustered, rank[module_of[item]]))
