@@ -290,7 +290,7 @@ def discover(roots: list[str] | str) -> list[DumpFile]:
     """Every file of the dump(s), partitions grouped, segments in base-offset order."""
     if isinstance(roots, (str, os.PathLike)):
         roots = [roots]
-    found = []  # (filesystem, matched root, its listing, whether it is a file, display root)
+    found = []  # (filesystem key, filesystem, matched root, its listing, whether it is a file)
     for root in roots:
         fs, path = resolve(os.fspath(root))
         for match in _expand(fs, path):
