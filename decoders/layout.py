@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -348,8 +348,7 @@ def _shared_display_roots(roots: list[tuple[str, object, str]]) -> list[str]:
             common[key] = os.path.commonpath(paths) if fs is None else posixpath.commonpath(paths)
         else:
             common[key] = own
-    counts = Counter(key for key, _, _ in roots)
-    return [common[key] if counts[key] > 1 else own for key, _, own in roots]
+    return [common[key] for key, _, _ in roots]
 
 
 def common_display_root(roots: list[str]) -> str | None:
@@ -460,10 +459,14 @@ def _disambiguate_brokers(files: list[DumpFile]) -> None:
         dirs[f.info.broker].add(f.log_dir)
     for f in files:
         if len(dirs[f.info.broker]) > 1:
-            parts = f.info.file.split("/")
-            depth = 2 if f.info.topic is not None else 1  # <partition dir>/<file> or <file>
-            rel = "/".join(parts[:-depth]) or "."
-            f.info.broker = f"{f.info.broker}@{rel}"
+            f.info.broker = f"{f.info.broker}@{'/'.join(shown_log_dir(f.info))}"
+
+
+def shown_log_dir(info: FileInfo) -> list[str]:
+    """The components of a file's log directory as the run shows its paths (relative to the
+    root, or to the roots' common directory: :func:`discover`); ``["."]`` for the root."""
+    depth = 2 if info.topic is not None else 1  # <partition dir>/<file> or <file>
+    return info.file.split("/")[:-depth] or ["."]
 
 
 def replicas(files: list[DumpFile]) -> dict[tuple[str, int], dict[str, list[DumpFile]]]:

@@ -24,7 +24,7 @@ from collections import defaultdict
 
 from decoders.checkpoints import broker_id, meta_properties, offset_checkpoint
 from decoders.errors import DecodeError
-from decoders.layout import discover, resolve
+from decoders.layout import discover, resolve, shown_log_dir
 
 UNKNOWN_PREFIX = "dir:"
 
@@ -38,8 +38,7 @@ def broker_clusters(paths: list[str], explicit: str | None = None) -> dict[str, 
     held: dict[str, set] = defaultdict(set)  # log dir -> partitions it holds
     shown: dict[str, list[str]] = {}  # log dir -> its path as the run shows it (layout)
     for f in files:
-        depth = 2 if f.info.topic is not None else 1  # <partition dir>/<file> or <file>
-        shown.setdefault(f.log_dir, f.info.file.split("/")[:-depth] or ["."])
+        shown.setdefault(f.log_dir, shown_log_dir(f.info))
         if f.info.topic is not None:
             held[f.log_dir].add((f.info.topic, f.info.partition))
         if f.kind != "meta_properties":
