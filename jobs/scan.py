@@ -208,14 +208,12 @@ def scan_ranges(ranges, opts: ScanOptions, base: str, key: str, task: int, attem
     replica = None  # the replica whose files the task is reading (whole_replicas plans)
 
     def replayed() -> None:
-        result = replica.result() if replica is not None else None
-        if result is None:
+        if replica is None:
             return
-        tables, row = result
-        for table, rows in tables.items():
-            for b in rows.to_batches():
-                write(table, b)
-        reports.append({"kind": "replica", **row})  # the driver chooses replicas from these
+        # the replay's rows are written a block at a time as it goes
+        row = replica.replay(lambda table, rows: [write(table, b) for b in rows.to_batches()])
+        if row is not None:
+            reports.append({"kind": "replica", **row})  # the driver chooses replicas from these
 
     if opts.replay is not None:
         from replay.replicas import ReplicaReplay

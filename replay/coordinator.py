@@ -9,7 +9,7 @@ and when (start, prepare, complete), so :mod:`replay.plan` can check every parti
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from decoders.transaction_log import DEAD, valid_previous_states
@@ -23,43 +23,98 @@ def _partitions(value: list[dict] | None) -> set[tuple[str, int]]:
 def replay_transactional_id(
     rows: Iterable[dict[str, Any]], complete_from: dict[int, int] | None = None
 ) -> tuple[list[dict], list[dict]]:
-    """rows: one transactional id's txn_log rows in log order (read once); complete_from: per
+    """rows: one transactional id's txn_log rows in log order; complete_from: per
     `__transaction_state` partition, the offset from which its history is whole (below it the
     log cleaner kept only the latest record of each transactional id). Returns (transactions,
-    findings).
-
-    A transaction whose Prepare record is gone and whose first surviving record lies in the
-    cleaned range has partitions nobody can know (``maybe``): the cross-log checks may align
-    it with anything and judge nothing by it (docs/cross-log.md)."""
-    complete_from = complete_from or {}
+    findings): :class:`CoordinatorReplay` over a list."""
+    rows = list(rows)
     txns: list[dict] = []
     findings: list[dict] = []
-    state = None
-    previous: dict | None = None
-    current: dict | None = None
-    first_of: dict[int, dict] = {}  # producer id -> its first surviving record
-    latest_epoch: dict[int, int] = {}
+    out = {"coord_txn": txns, "finding": findings}
+    replay = CoordinatorReplay(
+        complete_from, latest_epochs(rows), lambda kind, row: out[kind].append(row)
+    )
+    for r in rows:
+        replay.record(r)
+    replay.finish()
+    return txns, findings
 
-    def whole(r: dict) -> bool:
-        return (r.get("log_offset") or 0) >= complete_from.get(r.get("log_partition"), 0)
 
+def latest_epochs(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, int], int]:
+    """(transactional id, producer id) -> the highest epoch its records give (a record without
+    an epoch counts as 0): what every transaction of that producer id reports as
+    ``latest_epoch``. :func:`replay.grouped.txn_latest_epochs` gives the same over Arrow."""
+    out: dict[tuple[str, int], int] = {}
     for r in rows:
         pid = r["producer_id"]
         if pid is not None and pid >= 0:
-            first_of.setdefault(pid, r)
-            latest_epoch[pid] = max(latest_epoch.get(pid, -1), r["producer_epoch"] or 0)
-        new = DEAD if r["is_tombstone"] else r["state"]
+            key = (r["transactional_id"], pid)
+            out[key] = max(out.get(key, -1), r["producer_epoch"] or 0)
+    return out
+
+
+class _Id:
+    """What the coordinator's replay keeps of one transactional id: its state and last record,
+    the transaction in progress, and each producer id's first surviving record."""
+
+    __slots__ = ("current", "first_of", "previous", "state")
+
+    def __init__(self) -> None:
+        self.state: str | None = None
+        self.previous: dict | None = None
+        self.current: dict | None = None
+        self.first_of: dict[int, dict] = {}
+
+
+class CoordinatorReplay:
+    """The coordinator's replay of one `__transaction_state` partition (or of one id's records),
+    fed record by record in log order with every transactional id's state at once, as
+    TransactionStateManager.loadTransactionsForTxnTopicPartition loads a partition. A
+    transaction leaves through ``emit("coord_txn", row)`` as soon as no later record can change
+    it (its Complete record, the next transaction's first record, or the end), a finding
+    through ``emit("finding", row)`` when it is found: a transactional id that commits every
+    100 ms writes millions of records, and neither they nor its transactions are held.
+
+    ``latest_epoch``: (transactional id, producer id) -> the highest epoch of its records over
+    the whole log (:func:`latest_epochs`), known before the replay: every transaction reports
+    it. A transaction whose Prepare record is gone and whose first surviving record lies in the
+    cleaned range has partitions nobody can know (``maybe``): the cross-log checks may align it
+    with anything and judge nothing by it (docs/cross-log.md)."""
+
+    def __init__(
+        self,
+        complete_from: dict[int, int] | None,
+        latest_epoch: dict[tuple[str, int], int],
+        emit: Callable[[str, dict], None],
+    ) -> None:
+        self.complete_from = complete_from or {}
+        self.latest_epoch = latest_epoch
+        self.emit = emit
+        self.ids: dict[str, _Id] = {}
+
+    def _whole(self, r: dict) -> bool:
+        return (r.get("log_offset") or 0) >= self.complete_from.get(r.get("log_partition"), 0)
+
+    def record(self, r: dict[str, Any]) -> None:
         tid = r["transactional_id"]
+        s = self.ids.get(tid)
+        if s is None:
+            s = self.ids[tid] = _Id()
+        pid = r["producer_id"]
+        if pid is not None and pid >= 0:
+            s.first_of.setdefault(pid, r)
+        new = DEAD if r["is_tombstone"] else r["state"]
         # across a cleaned range the records between two survivors are gone: not judged
-        judged = previous is not None and whole(previous)
+        judged = s.previous is not None and self._whole(s.previous)
         allowed = valid_previous_states(new, r.get("client_transaction_version") or 0)
-        if judged and allowed is not None and state not in allowed:
-            findings.append(
+        if judged and allowed is not None and s.state not in allowed:
+            self.emit(
+                "finding",
                 finding(
                     "invalid_txn_transition",
-                    f"transactional id {tid!r} moved from {state} to {new}",
+                    f"transactional id {tid!r} moved from {s.state} to {new}",
                     {
-                        "from": state,
+                        "from": s.state,
                         "to": new,
                         "log_partition": r.get("log_partition"),
                         "log_offset": r.get("log_offset"),
@@ -72,12 +127,15 @@ def replay_transactional_id(
                     topic="__transaction_state",
                     partition=r.get("log_partition"),
                     first_offset=r.get("log_offset"),
-                )
+                ),
             )
         ts = r["last_update_timestamp"]
+        current = s.current
         if new == "Ongoing":
             if current is None or current.get("outcome"):
-                current = {
+                if current is not None:  # its Complete record is not in the log
+                    self._done(s, current)
+                current = s.current = {
                     "transactional_id": tid,
                     "producer_id": r["producer_id"],
                     "data_epoch": r["producer_epoch"],
@@ -90,23 +148,23 @@ def replay_transactional_id(
                     "timeout_ms": r["timeout_ms"],
                     "transaction_version": r.get("client_transaction_version") or 0,
                     "fenced": False,
-                    "maybe": not whole(r),
+                    "maybe": not self._whole(r),
                     "log_partition": r.get("log_partition"),
                     "first_log_offset": r.get("log_offset"),
                 }
-                txns.append(current)
             current["partitions"] |= _partitions(r["partitions"])
         elif new in ("PrepareCommit", "PrepareAbort") and current is None:
-            current = _surviving(r, tid, ts, "COMMIT" if new == "PrepareCommit" else "ABORT")
+            current = s.current = _surviving(
+                r, tid, ts, "COMMIT" if new == "PrepareCommit" else "ABORT"
+            )
             current["partitions"] |= _partitions(r["partitions"])
             current["maybe"] = False  # a Prepare record lists every partition
             current["prepare_timestamp"] = ts
-            txns.append(current)
         elif new in ("CompleteCommit", "CompleteAbort") and current is None:
             # only the Complete record survived (compaction): which partitions, nobody knows
             t = _surviving(r, tid, ts, "COMMIT" if new == "CompleteCommit" else "ABORT")
             t["complete_timestamp"] = ts
-            txns.append(t)
+            self._done(s, t)
         elif new in ("PrepareCommit", "PrepareAbort") and current is not None:
             current["maybe"] = False  # a Prepare record lists every partition
             current["outcome"] = "COMMIT" if new == "PrepareCommit" else "ABORT"
@@ -122,29 +180,40 @@ def replay_transactional_id(
             )
         elif new in ("CompleteCommit", "CompleteAbort") and current is not None:
             current["complete_timestamp"] = ts
-            current = None
-        state, previous = new, r
-    for t in txns:
+            s.current = None
+            self._done(s, current)
+        s.state, s.previous = new, r
+
+    def finish(self) -> None:
+        """The transactions still open at the end of the log, by transactional id."""
+        for tid in sorted(self.ids):
+            s = self.ids[tid]
+            if s.current is not None:
+                t, s.current = s.current, None
+                self._done(s, t)
+
+    def _done(self, s: _Id, t: dict) -> None:
+        """A transaction no later record changes, completed and handed on."""
         pid = t["producer_id"]
-        first = first_of.get(pid)
+        first = s.first_of.get(pid)
         # the producer's history starts inside the whole part of the log: at its very start,
         # at the producer's initialisation (an Empty record at epoch 0), or where the
         # coordinator rotated to it (TV2, 8.3: a record at epoch 0 naming the previous id)
         t["history_from_start"] = bool(
             first is not None
-            and whole(first)
+            and self._whole(first)
             and (
-                complete_from.get(first.get("log_partition"), 0) == 0
+                self.complete_from.get(first.get("log_partition"), 0) == 0
                 or (first["producer_epoch"] == 0 and _starts_producer(first))
             )
         )
-        t["latest_epoch"] = latest_epoch.get(pid, -1)
+        t["latest_epoch"] = self.latest_epoch.get((t["transactional_id"], pid), -1)
         t["state_at_end"] = (
             "Complete" if t["complete_timestamp"] is not None
             else "Prepare" if t["outcome"] else "Ongoing"
         )  # fmt: skip
         t["partitions"] = [{"topic": tp, "partition": p} for tp, p in sorted(t["partitions"])]
-    return txns, findings
+        self.emit("coord_txn", t)
 
 
 def _starts_producer(r: dict) -> bool:

@@ -9,7 +9,7 @@ table of each row (:func:`replay.tables.union`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,10 +18,10 @@ import pyarrow.compute as pc
 
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from replay import tables as T
-from replay.coordinator import replay_transactional_id
+from replay.coordinator import CoordinatorReplay
 from replay.crosslog import Bounds, Coordinator, Side, judge_producer
 from replay.findings import finding
-from replay.groups import BLOCK_ROWS, GroupReplay
+from replay.groups import GroupsReplay
 from replay.partition import Config, PartitionReplay
 
 PARTITION_SCHEMA = T.union(
@@ -76,10 +76,29 @@ def partition_tables(
     facts: Facts,
     cleaned_upto: int = 0,
 ) -> pa.Table:
+    """:func:`replay_partition`'s rows as one table (:data:`PARTITION_SCHEMA`)."""
+    return T.collected(
+        PARTITION_SCHEMA,
+        lambda flush: replay_partition(topic, partition, bt, side, facts, cleaned_upto, flush),
+    )
+
+
+def replay_partition(
+    topic: str,
+    partition: int,
+    bt: pa.Table | InOrder,
+    side: list[dict],
+    facts: Facts,
+    cleaned_upto: int,
+    flush: Callable[[pa.Table], None],
+) -> dict:
     """Replay one partition's batches (a table in any order with a ``broker`` column, or
     :class:`InOrder` pieces); compare with the newest `.snapshot` and with the
     `.txnindex` files that exist. ``side``: rows of ``_row`` snapshot (producer snapshot
-    entries), txnindex_file (an existing `.txnindex`, by its path) and aborted (its entries)."""
+    entries), txnindex_file (an existing `.txnindex`, by its path) and aborted (its entries).
+    The rows (:data:`PARTITION_SCHEMA`) leave through ``flush`` a block at a time as the replay
+    goes (a partition's transactions and LSO changes grow with its history); returns the
+    partition's summary row."""
     snaps = [s for s in side if s["_row"] == "snapshot"]
     if isinstance(bt, InOrder):
         broker, first = bt.broker, bt.first_offset
@@ -93,15 +112,18 @@ def partition_tables(
     start = max((o for o in offsets if first is not None and 0 < o <= first), default=None)
     seed = [s for s in snaps if s["snapshot_offset"] == start] if start is not None else None
     cfg = Config(producer_id_expiration_ms=facts.producer_id_expiration_ms)
-    r = PartitionReplay(topic, partition, cfg, cleaned_upto)
+    rows = T.RowBlocks(PARTITION_SCHEMA, flush)
+    r = PartitionReplay(topic, partition, cfg, cleaned_upto, emit=rows.add)
     if isinstance(bt, InOrder):
         r.run_in_order(bt.pieces(), offsets, seed)
     else:
         r.run(bt, offsets, seed)
-    findings = list(r.findings)
-    counts = []
-    states = _snapshot_check(topic, partition, r, snaps, offsets, findings, counts)
-    transactions = r.transactions + r.open_transactions()
+    findings: list[dict] = []
+    counts: list[dict] = []
+    for row in _snapshot_check(topic, partition, r, snaps, offsets, findings, counts):
+        rows.add("producer_state", row)
+    for t in r.open_transactions():
+        rows.add("transaction", t)
     counts += _txn_index_check(topic, partition, r, side, findings)
     summary = {
         "topic": topic, "partition": partition, "broker": broker,
@@ -110,16 +132,11 @@ def partition_tables(
         "last_timestamp": r.last_timestamp, "complete_from": r.complete_from(),
         "copy_end_timestamp": r.copy_end_timestamp(),
     }  # fmt: skip
-    lso = [{"topic": topic, "partition": partition, "timestamp": ts, "log_end_offset": end, "lso": v}
-           for ts, end, v in r.lso_changes]  # fmt: skip
-    return pa.concat_tables([
-        T.rows_table(PARTITION_SCHEMA, "finding", findings),
-        T.rows_table(PARTITION_SCHEMA, "transaction", [_public(t) for t in transactions]),
-        T.rows_table(PARTITION_SCHEMA, "producer_state", states),
-        T.rows_table(PARTITION_SCHEMA, "lso", lso),
-        T.rows_table(PARTITION_SCHEMA, "partition", [summary]),
-        T.rows_table(PARTITION_SCHEMA, "count", counts),
-    ])  # fmt: skip
+    for kind, these in (("finding", findings), ("partition", [summary]), ("count", counts)):
+        for row in these:
+            rows.add(kind, row)
+    rows.close()
+    return summary
 
 
 def cleaned_upto(
@@ -137,10 +154,6 @@ def cleaned_upto(
     if not upto and topic in compacted and log_end is not None:
         upto = log_end
     return upto
-
-
-def _public(t: dict) -> dict:
-    return {k: v for k, v in t.items() if k != "marker_file"}
 
 
 def _snapshot_check(topic, partition, r, snaps, offsets, findings, counts) -> list[dict]:
@@ -194,12 +207,10 @@ def _txn_index_check(topic, partition, r: PartitionReplay, side, findings) -> li
     entries = [s for s in side if s["_row"] == "aborted"]
     ours = {}
     unchecked = 0
-    for t in r.transactions:
-        if t["outcome"] != "ABORT" or not t["record_count"] or t["in_cleaned_range"]:
-            continue
-        index_file = _txnindex_of(t["marker_file"])
+    for pid, first, marker, marker_file in r.aborted:
+        index_file = _txnindex_of(marker_file)
         if index_file in existing:
-            ours[(t["producer_id"], t["first_offset"], t["marker_offset"])] = index_file
+            ours[(pid, first, marker)] = index_file
         else:
             unchecked += 1
     theirs = {}
@@ -276,65 +287,70 @@ COORDINATOR_COLUMNS = (
 )  # fmt: skip
 
 
-def coordinator_partition_tables(txn_log: pa.Table, complete_from: dict[int, int]) -> pa.Table:
-    """Every transactional id of one `__transaction_state` partition replica
-    (:data:`COORDINATOR_COLUMNS`), one id at a time. An id's records live in one partition
-    (``partitionFor``, docs/formats.md 6.9) and the coordinator loads each partition by itself
-    (TransactionStateManager.loadTransactionsForTxnTopicPartition), so a partition's rows are
-    all its ids' history. Rows become Python dicts one id at a time, never the whole
-    partition's."""
-    txn_log = txn_log.filter(pc.is_valid(txn_log.column("transactional_id")))
-    parts = [
-        coordinator_tables(t, complete_from, in_order=True)
-        for _, t in _key_slices(
-            txn_log.select(list(COORDINATOR_COLUMNS)), "transactional_id", TXN_LOG_ORDER
-        )
-    ]
-    return pa.concat_tables(parts) if parts else COORDINATOR_SCHEMA.empty_table()
+def coordinator_tables(records: pa.Table, complete_from: dict[int, int]) -> pa.Table:
+    """`__transaction_state` records (:data:`COORDINATOR_COLUMNS`) in any order, of one
+    transactional id or of a whole partition (an id's records live in one partition,
+    ``partitionFor``, docs/formats.md 6.9), replayed in log order by
+    :func:`replay_coordinator`: its rows as one table (:data:`COORDINATOR_SCHEMA`)."""
+    records = records.select(list(COORDINATOR_COLUMNS))
+    records = records.take(pc.sort_indices(records, TXN_LOG_ORDER))  # stable, as sorted()
+    latest = txn_latest_epochs(records)
+    return T.collected(
+        COORDINATOR_SCHEMA,
+        lambda flush: replay_coordinator([records], complete_from, latest, flush),
+    )
 
 
-def _key_slices(t: pa.Table, key: str, order: list[tuple[str, str]]):
-    """(value, its rows) per value of ``key``, in order of the value: ``t`` sorted once by
-    ``key`` then ``order`` (stable, as sorted()), each value's rows a slice of it."""
+def replay_coordinator(
+    pieces: Iterable[pa.Table],
+    complete_from: dict[int, int],
+    latest_epoch: dict[tuple[str, int], int],
+    flush: Callable[[pa.Table], None],
+) -> None:
+    """A `__transaction_state` partition's records as consecutive pieces in log order, every
+    transactional id at once (:class:`replay.coordinator.CoordinatorReplay`); ``latest_epoch``
+    from :func:`txn_latest_epochs` over all of them. Records become Python rows a block at a
+    time and the rows (:data:`COORDINATOR_SCHEMA`) leave through ``flush`` a block at a time:
+    an id that commits every 100 ms writes ~2.6 M records a day."""
+    rows = T.RowBlocks(COORDINATOR_SCHEMA, flush)
+    replay = CoordinatorReplay(complete_from, latest_epoch, rows.add)
+    for piece in pieces:
+        piece = piece.filter(pc.is_valid(piece.column("transactional_id")))
+        for c in ("start_timestamp", "last_update_timestamp"):  # none: -1
+            i = piece.schema.get_field_index(c)
+            piece = piece.set_column(i, c, pc.fill_null(piece.column(i), -1))
+        for block in piece.to_batches(max_chunksize=T.BLOCK_ROWS):
+            for r in block.to_pylist():
+                replay.record(r)
+    replay.finish()
+    rows.close()
+
+
+def txn_latest_epochs(t: pa.Table | pa.RecordBatch) -> dict[tuple[str, int], int]:
+    """(transactional id, producer id) -> the highest epoch of its records (none: 0), over
+    Arrow columns (:func:`replay.coordinator.latest_epochs` over rows)."""
+    t = pa.table({
+        "tid": t.column("transactional_id"),
+        "pid": t.column("producer_id"),
+        "epoch": pc.fill_null(t.column("producer_epoch").cast(pa.int64()), 0),
+    })  # fmt: skip
+    t = t.filter(pc.and_(pc.is_valid(t.column("tid")), pc.greater_equal(t.column("pid"), 0)))
     if not t.num_rows:
-        return
-    t = t.take(pc.sort_indices(t, [(key, "ascending"), *order]))
-    values = t.column(key).to_numpy(zero_copy_only=False)
-    starts = np.concatenate(([0], np.flatnonzero(values[1:] != values[:-1]) + 1))
-    stops = np.append(starts[1:], len(values))
-    for a, b in zip(starts.tolist(), stops.tolist(), strict=True):
-        yield values[a], t.slice(a, b - a)
-
-
-def coordinator_tables(
-    records: pa.Table, complete_from: dict[int, int], in_order: bool = False
-) -> pa.Table:
-    """One transactional id's `__transaction_state` records in any order (``in_order``: in
-    log order already; a timestamp the record lacks reads as -1: none), replayed in log order
-    a block of rows at a time: an id that commits every 100 ms writes millions of records,
-    never held as Python rows whole."""
-    if not in_order:
-        records = records.take(pc.sort_indices(records, TXN_LOG_ORDER))  # stable, as sorted()
-    for c in ("start_timestamp", "last_update_timestamp"):
-        i = records.schema.get_field_index(c)
-        records = records.set_column(i, c, pc.fill_null(records.column(i), -1))
-
-    def rows():
-        for block in records.to_batches(max_chunksize=BLOCK_ROWS):
-            yield from block.to_pylist()
-
-    txns, findings = replay_transactional_id(rows(), complete_from)
-    return pa.concat_tables([
-        T.rows_table(COORDINATOR_SCHEMA, "coord_txn", txns),
-        T.rows_table(COORDINATOR_SCHEMA, "finding", findings),
-    ])  # fmt: skip
+        return {}
+    best = t.group_by(["tid", "pid"], use_threads=False).aggregate([("epoch", "max")])
+    return {
+        (tid, pid): epoch
+        for tid, pid, epoch in zip(
+            *(best.column(c).to_pylist() for c in ("tid", "pid", "epoch_max")), strict=True
+        )  # fmt: skip
+    }
 
 
 # -- groups -----------------------------------------------------------------------------------------
 
-# one group's events as its replay reads them (replay.groups): commits (``_order`` 1), group
-# metadata (0) and the COMMIT/ABORT markers of its transactional commits (2); timestamps as
-# epoch milliseconds, members reduced to their id and assignment
+# a `__consumer_offsets` partition's events as its groups' replay reads them (replay.groups):
+# commits (``_order`` 1), group metadata (0) and COMMIT/ABORT markers (2); timestamps as epoch
+# milliseconds, members reduced to their id and assignment
 GROUP_EVENT_COLUMNS = (
     "event", "group_id", "log_partition", "log_offset", "record_timestamp", "generation",
     "protocol_type", "protocol", "leader", "members", "is_tombstone", "topic", "partition",
@@ -350,8 +366,8 @@ METADATA_COLUMNS = (
     "protocol_type", "protocol", "leader", "members", "is_tombstone",
 )  # fmt: skip
 MARKER_COLUMNS = ("base_offset", "max_timestamp", "producer_id", "control_type")
-# a group's events in log order: by `__consumer_offsets` partition and offset, ``_order``
-# (metadata 0, commit 1, marker 2) only as the old sort's tie-break
+# events in log order: by `__consumer_offsets` partition and offset, ``_order`` (metadata 0,
+# commit 1, marker 2) only as a tie-break
 LOG_ORDER = [("log_partition", "ascending"), ("log_offset", "ascending"), ("_order", "ascending")]
 
 
@@ -364,21 +380,49 @@ def group_partition_tables(
 ) -> pa.Table:
     """Every group of one `__consumer_offsets` partition replica: ``commits``
     (:data:`COMMIT_COLUMNS`), ``metadata`` (:data:`METADATA_COLUMNS`) and the partition's
-    control batches holding a marker (:data:`MARKER_COLUMNS`). A group's records and the
-    markers of its transactional commits live in one partition (``partitionFor``,
-    docs/formats.md 6.8-6.9). ``broadcast``: the groups declared broadcast-style. A group's
-    events become Python rows a block at a time (:func:`group_tables`)."""
-    commits = commits.filter(pc.is_valid(commits.column("group_id")))
-    events = pa.concat_tables([
-        _events(commits, "commit", 1),
-        _events(metadata.filter(pc.is_valid(metadata.column("group_id"))), "metadata", 0),
-        _marker_events(partition, commits, markers),
-    ], promote_options="permissive")  # fmt: skip
-    parts = [
-        group_tables(group, t, group in broadcast, in_order=True)
-        for group, t in _key_slices(events, "group_id", LOG_ORDER)
-    ]
-    return pa.concat_tables(parts) if parts else GROUP_SCHEMA.empty_table()
+    control batches holding a marker (:data:`MARKER_COLUMNS`), in any order. A group's
+    records and the markers of its transactional commits live in one partition
+    (``partitionFor``, docs/formats.md 6.8-6.9). ``broadcast``: the groups declared
+    broadcast-style. Its rows as one table (:data:`GROUP_SCHEMA`)."""
+    events = pa.concat_tables(
+        [commit_events(commits), metadata_events(metadata), marker_events(partition, markers)],
+        promote_options="permissive",
+    )
+    events = events.take(pc.sort_indices(events, LOG_ORDER))  # stable, as sorted()
+    return T.collected(GROUP_SCHEMA, lambda flush: replay_groups([events], broadcast, flush))
+
+
+def group_tables(group_id: str, events: pa.Table, declared_broadcast: bool) -> pa.Table:
+    """One group's `__consumer_offsets` events (commits, metadata, the COMMIT/ABORT markers of
+    its transactional commits; :data:`GROUP_EVENT_COLUMNS`) in any order: its generations,
+    commit timeline and findings (:data:`GROUP_SCHEMA`)."""
+    events = events.take(pc.sort_indices(events, LOG_ORDER))  # stable, as sorted()
+    broadcast = {group_id} if declared_broadcast else set()
+    return T.collected(GROUP_SCHEMA, lambda flush: replay_groups([events], broadcast, flush))
+
+
+def replay_groups(
+    pieces: Iterable[pa.Table],
+    broadcast: frozenset[str] | set[str],
+    flush: Callable[[pa.Table], None],
+) -> None:
+    """A `__consumer_offsets` partition's events (:data:`GROUP_EVENT_COLUMNS`, or the columns
+    of one kind of event) as consecutive pieces in log order, every group at once
+    (:class:`replay.groups.GroupsReplay`). Events become Python rows a block at a time and the
+    rows (:data:`GROUP_SCHEMA`) leave through ``flush`` a block at a time: an exactly-once
+    app's group commits with every transaction."""
+    rows = T.RowBlocks(GROUP_SCHEMA, flush)
+    replay = GroupsReplay(broadcast, rows.add)
+    for piece in pieces:
+        for block in piece.to_batches(max_chunksize=T.BLOCK_ROWS):
+            for r in block.to_pylist():
+                if r.get("members") is not None:
+                    r["members"] = [{"member_id": m["member_id"],
+                                     "assigned_partitions": m["assigned_partitions"]}
+                                    for m in r["members"]]  # fmt: skip
+                replay.event(r)
+    replay.finish()
+    rows.close()
 
 
 def _events(t: pa.Table, event: str, order: int) -> pa.Table:
@@ -388,73 +432,63 @@ def _events(t: pa.Table, event: str, order: int) -> pa.Table:
     )
 
 
-def _marker_events(partition: int, commits: pa.Table, markers: pa.Table) -> pa.Table:
-    """The markers of the producers that made transactional commits here, as events of each
-    group they made such commits for."""
-    transactional = commits.filter(pc.fill_null(commits.column("is_transactional"), False))
-    pairs = (
-        transactional.select(["group_id", "producer_id"])
-        .filter(pc.is_valid(transactional.column("producer_id")))
-        .group_by(["group_id", "producer_id"], use_threads=False)
-        .aggregate([])
-    )
-    if not pairs.num_rows or not markers.num_rows:
-        return pa.table({"event": pa.array([], pa.string())})
-    mine = (
-        markers.select(list(MARKER_COLUMNS))
-        .cast(
-            pa.schema(
-                [
-                    pa.field(c, pa.int64() if c != "control_type" else pa.string())
-                    for c in MARKER_COLUMNS
-                ]
-            )  # fmt: skip
-        )
-        .join(pairs, "producer_id", join_type="inner", use_threads=False)
-    )
-    n = mine.num_rows
+def commit_events(commits: pa.Table) -> pa.Table:
+    """Offset commit records (:data:`COMMIT_COLUMNS`) as events (a record without a group, a
+    key the decoder could not read, is none)."""
+    return _events(commits.filter(pc.is_valid(commits.column("group_id"))), "commit", 1)
+
+
+def metadata_events(metadata: pa.Table) -> pa.Table:
+    """Group metadata records (:data:`METADATA_COLUMNS`) as events."""
+    return _events(metadata.filter(pc.is_valid(metadata.column("group_id"))), "metadata", 0)
+
+
+def marker_events(partition: int, markers: pa.Table) -> pa.Table:
+    """A `__consumer_offsets` partition's control batches holding a marker
+    (:data:`MARKER_COLUMNS`) as events: each completes the transactional commits its producer
+    left pending in any group of the partition."""
+    n = markers.num_rows
     return pa.table({
         "event": pa.array(["marker"] * n, pa.string()),
-        "group_id": mine.column("group_id"),
+        "group_id": pa.nulls(n, pa.string()),
         "log_partition": pa.array([partition] * n, pa.int32()),
-        "log_offset": mine.column("base_offset"),
-        "record_timestamp": mine.column("max_timestamp"),
+        "log_offset": markers.column("base_offset").cast(pa.int64()),
+        "record_timestamp": markers.column("max_timestamp").cast(pa.int64()),
         "is_tombstone": pa.array([False] * n),
         "is_transactional": pa.array([False] * n),
-        "producer_id": mine.column("producer_id"),
-        "control_type": mine.column("control_type"),
+        "producer_id": markers.column("producer_id").cast(pa.int64()),
+        "control_type": markers.column("control_type").cast(pa.string()),
         "_order": pa.array([2] * n, pa.int32()),
     })  # fmt: skip
 
 
-def group_tables(
-    group_id: str, events: pa.Table, declared_broadcast: bool, in_order: bool = False
-) -> pa.Table:
-    """One group's `__consumer_offsets` events (commits, metadata, the COMMIT/ABORT markers of
-    its transactional commits; :data:`GROUP_EVENT_COLUMNS`) in any order (``in_order``: in
-    log order already): its generations, commit timeline and findings. Replayed in log order,
-    a block of rows at a time."""
-    if not in_order:
-        events = events.take(pc.sort_indices(events, LOG_ORDER))  # stable, as sorted()
-    timeline: list[pa.Table] = []
-    g = GroupReplay(
-        group_id,
-        declared_broadcast,
-        lambda rows: timeline.append(T.rows_table(GROUP_SCHEMA, "timeline", rows)),
-    )
-    for block in events.to_batches(max_chunksize=BLOCK_ROWS):
-        for r in block.to_pylist():
-            if r.get("members") is not None:
-                r["members"] = [{"member_id": m["member_id"],
-                                 "assigned_partitions": m["assigned_partitions"]}
-                                for m in r["members"]]  # fmt: skip
-            g.event(r)
-    findings = g.finish()
-    return pa.concat_tables([
-        T.rows_table(GROUP_SCHEMA, "generation", g.generations),
-        *timeline,
-        T.rows_table(GROUP_SCHEMA, "finding", findings),
-    ])  # fmt: skip
+def merged_in_order(streams: list[Iterator[pa.Table]], key: str = "log_offset",
+                    order: list[tuple[str, str]] = LOG_ORDER) -> Iterator[pa.Table]:  # fmt: skip
+    """Tables from several streams, each in increasing ``key`` (non-null) order, as one stream
+    sorted by ``order``, a piece at a time: each step hands on every row at or below the
+    smallest last key of the streams' current pieces (no stream can bring a smaller one after
+    it), so what is held is one piece per stream."""
+    its: list[Iterator[pa.Table] | None] = [iter(s) for s in streams]
+    heads: list[pa.Table | None] = [None] * len(its)
+    while True:
+        for i, it in enumerate(its):
+            while it is not None and (heads[i] is None or not heads[i].num_rows):
+                heads[i] = next(it, None)
+                if heads[i] is None:
+                    its[i] = it = None
+        live = [i for i, h in enumerate(heads) if h is not None and h.num_rows]
+        if not live:
+            return
+        frontier = min(heads[i].column(key)[-1].as_py() for i in live)
+        taken = []
+        for i in live:
+            h = heads[i]
+            n = int(np.searchsorted(h.column(key).to_numpy(), frontier, side="right"))
+            if n:
+                taken.append(h.slice(0, n))
+                heads[i] = h.slice(n)
+        block = pa.concat_tables(taken, promote_options="permissive")
+        yield block.take(pc.sort_indices(block, order))
 
 
 # -- partitions against the coordinator -----------------------------------------------------------

@@ -17,8 +17,6 @@ from typing import Any
 
 from replay.findings import finding
 
-BLOCK_ROWS = 65_536  # commit-timeline rows a group's replay hands on at a time
-
 
 def _owners(members: list[dict] | None) -> dict[tuple[str, int], list[str]]:
     out: dict[tuple[str, int], list[str]] = {}
@@ -37,32 +35,32 @@ def replay_group(
     ``declared_broadcast``: the configuration says the group's assignor hands every member
     every partition; its commits are judged as a broadcast group's even where the group
     metadata that would show it is gone (expired, compacted, or outside the dump)."""
-    timeline: list[dict] = []
-    g = GroupReplay(group_id, declared_broadcast, timeline.extend)
+    out: dict[str, list[dict]] = {"generation": [], "timeline": [], "finding": []}
+    g = GroupReplay(group_id, declared_broadcast, lambda kind, row: out[kind].append(row))
     for e in events:
         g.event(e)
-    findings = g.finish()
-    return {"generations": g.generations, "timeline": timeline, "findings": findings}
+    g.finish()
+    return {"generations": out["generation"], "timeline": out["timeline"],
+            "findings": out["finding"]}  # fmt: skip
 
 
 class GroupReplay:
-    """One group's replay, fed its events one at a time in log order (:func:`replay_group`
-    over a list). Its commit timeline leaves in blocks of :data:`BLOCK_ROWS` rows through
-    ``emit`` and is judged as it goes (:class:`_Judge`), so a group with a long history (an
-    exactly-once app commits its offsets with every transaction: millions of commits) is
-    never held as Python rows whole."""
+    """One group's replay, fed its events one at a time in log order. Its rows leave through
+    ``emit(kind, row)`` as they come (kind ``generation``, ``timeline`` or ``finding``) and
+    its commit timeline is judged as it goes (:class:`_Judge`), so a group with a long history
+    (an exactly-once app commits its offsets with every transaction: millions of commits) is
+    never held: what it keeps is the group's current offsets and generation, and the
+    transactional commits waiting for their producer's marker."""
 
     def __init__(
         self,
         group_id: str,
         declared_broadcast: bool = False,
-        emit: Callable[[list[dict]], None] | None = None,
+        emit: Callable[[str, dict], None] | None = None,
     ) -> None:
         self.group_id, self.declared = group_id, declared_broadcast
-        self.emit = emit or (lambda rows: None)
-        self.generations: list[dict] = []
-        self.block: list[dict] = []
-        self.judge = _Judge(group_id)
+        self.emit = emit or (lambda kind, row: None)
+        self.judge = _Judge(group_id, self.emit)
         self.gen = {"generation": None, "state": "Empty", "broadcast": False, "owners": {}}
         self.offsets: dict[tuple[str, int], int] = {}
         self.pending: dict[int, list[dict]] = {}
@@ -78,7 +76,8 @@ class GroupReplay:
                 "broadcast": bool(shared),
                 "owners": owners,
             }
-            self.generations.append(
+            self.emit(
+                "generation",
                 {
                     "group_id": self.group_id,
                     "generation": e["generation"],
@@ -95,7 +94,7 @@ class GroupReplay:
                     "timestamp": e["record_timestamp"],
                     "log_partition": e["log_partition"],
                     "log_offset": e["log_offset"],
-                }
+                },
             )
         elif kind == "commit":
             if e["is_transactional"]:
@@ -119,17 +118,42 @@ class GroupReplay:
 
     def _timeline(self, row: dict) -> None:
         self.judge.row(row)
-        self.block.append(row)
-        if len(self.block) >= BLOCK_ROWS:
-            self.emit(self.block)
-            self.block = []
+        self.emit("timeline", row)
 
-    def finish(self) -> list[dict]:
-        """The last timeline rows out; the group's findings."""
-        if self.block:
-            self.emit(self.block)
-            self.block = []
-        return self.judge.findings()
+    def finish(self) -> None:
+        """The findings that need the group's whole timeline (broadcast overwrites)."""
+        self.judge.finish()
+
+
+class GroupsReplay:
+    """Every group of one `__consumer_offsets` partition, fed the partition's events in log
+    order (commits, group metadata, and the partition's COMMIT/ABORT markers, ``group_id``
+    null), as GroupMetadataManager.loadGroupsAndOffsets loads a partition: a marker completes
+    the transactional offset commits its producer left pending in any group of the partition
+    (docs/formats.md 6.8). ``broadcast``: the groups declared broadcast-style. What it keeps is
+    every group's current state, never a group's history (:class:`GroupReplay`)."""
+
+    def __init__(self, broadcast: frozenset[str] | set[str], emit: Callable[[str, dict], None]):
+        self.broadcast, self.emit = broadcast, emit
+        self.groups: dict[str, GroupReplay] = {}
+        self.waiting: dict[int, set[str]] = {}  # producer id -> groups with pending commits
+
+    def event(self, e: dict[str, Any]) -> None:
+        if e["event"] == "marker":
+            for group in sorted(self.waiting.pop(e["producer_id"], ())):
+                self.groups[group].event(e)
+            return
+        group = e["group_id"]
+        g = self.groups.get(group)
+        if g is None:
+            g = self.groups[group] = GroupReplay(group, group in self.broadcast, self.emit)
+        if e["event"] == "commit" and e["is_transactional"]:
+            self.waiting.setdefault(e["producer_id"], set()).add(group)
+        g.event(e)
+
+    def finish(self) -> None:
+        for group in sorted(self.groups):
+            self.groups[group].finish()
 
 
 def _apply(group_id, c, effective_ts, effective_at, gen, offsets) -> dict:
@@ -164,13 +188,11 @@ def _apply(group_id, c, effective_ts, effective_at, gen, offsets) -> dict:
 
 
 class _Tp:
-    """What judging one partition's commit timeline keeps: its offset regressions (findings),
-    and of the regressions in broadcast generations only the figures the overwrite finding
-    gives."""
+    """What judging one partition's commit timeline keeps: of the regressions in broadcast
+    generations, only the figures the overwrite finding gives (the others are findings at once)."""
 
     def __init__(self) -> None:
         self.run = self.longest = 1
-        self.regressions: list[dict] = []
         self.overwrites = 0
         self.reread = 0
         self.committers = 0
@@ -180,11 +202,12 @@ class _Tp:
 
 
 class _Judge:
-    """The commit timeline's findings, judged row by row in log order (per partition: runs of
-    regressions in broadcast generations, each regression elsewhere)."""
+    """The commit timeline's findings, judged row by row in log order: each regression outside
+    broadcast generations at once, the runs of regressions in broadcast generations per
+    partition at :meth:`finish`."""
 
-    def __init__(self, group_id: str) -> None:
-        self.group_id = group_id
+    def __init__(self, group_id: str, emit: Callable[[str, dict], None]) -> None:
+        self.group_id, self.emit = group_id, emit
         self.tps: dict[tuple[str, int], _Tp] = {}
 
     def row(self, r: dict) -> None:
@@ -213,7 +236,8 @@ class _Judge:
             return
         group_id = self.group_id
         stable = r["group_state"] == "Stable"
-        st.regressions.append(
+        self.emit(
+            "finding",
             finding(
                 "offset_regression",
                 f"group {group_id!r} moved {topic}-{partition} back from {prev} to {new} "
@@ -238,16 +262,17 @@ class _Judge:
                 first_offset=new,
                 last_offset=prev - 1,
                 record_count=prev - new,
-            )
+            ),
         )
 
-    def findings(self) -> list[dict]:
-        findings: list[dict] = []
+    def finish(self) -> None:
+        """The overwrites of each partition's commits in broadcast generations, one finding a
+        partition (its figures need the whole timeline)."""
         for (topic, partition), st in sorted(self.tps.items()):
-            findings += st.regressions
             if not st.overwrites:
                 continue
-            findings.append(
+            self.emit(
+                "finding",
                 finding(
                     "offset_overwrite",
                     f"members of broadcast-style group {self.group_id!r} overwrote each other's "
@@ -267,6 +292,5 @@ class _Judge:
                     first_offset=st.lowest,
                     last_offset=st.highest - 1,
                     record_count=st.reread,
-                )
+                ),
             )
-        return findings

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from replay.findings import finding
+
+# the outcomes of transactions whose records a read_committed consumer never returns
+NOT_COMMITTED = ("ABORT", "OPEN")
 
 
 def judge_partition(
@@ -27,7 +32,7 @@ def judge_partition(
 ) -> list[dict]:
     """transactions: this partition's rows (COMMIT, ABORT, OPEN); commits: effective commit
     timeline rows of every group on this partition; declared: group -> isolation level."""
-    bad = [t for t in transactions if t["outcome"] in ("ABORT", "OPEN")]
+    bad = [t for t in transactions if t["outcome"] in NOT_COMMITTED]
     if not bad or not commits:
         return []
     by_group: dict[str, list[dict]] = {}
@@ -104,17 +109,30 @@ def judge_partition(
 
 
 def _proof(transactions: list[dict], commits: list[dict], skew_ms: int) -> dict | None:
-    """A commit beyond a transaction's first offset, made before its marker: past the LSO."""
+    """A commit beyond a transaction's first offset, made before its marker: past the LSO.
+    The first such commit in time, with the first such transaction in the partition's order.
+    Which commits have one is found over arrays (the latest "marker less tolerance" among the
+    transactions starting below each offset), not by comparing every commit with every
+    transaction: a partition holds millions of both over a long history."""
+    bounds = []  # (first offset, marker timestamp less the tolerance) of each transaction
+    for t in transactions:
+        marker_ts = _marker_or_copy_end(t)
+        if marker_ts is not None:
+            bounds.append((t["first_offset"], marker_ts - skew_ms))
+    if not bounds:
+        return None
+    bounds.sort()
+    firsts = np.array([b[0] for b in bounds], np.int64)
+    latest = np.maximum.accumulate(np.array([b[1] for b in bounds], np.int64))
     for c in sorted(commits, key=lambda c: c["effective_timestamp"]):
+        below = int(np.searchsorted(firsts, c["committed_offset"], side="left"))
+        if not below or latest[below - 1] <= c["effective_timestamp"]:
+            continue
         for t in transactions:
-            # no marker in this copy: if one comes, it comes after the copy's end
-            marker_ts = t["marker_timestamp"]
-            if marker_ts is None:
-                marker_ts = t.get("copy_end_timestamp")
-            if marker_ts is None:
-                continue
+            marker_ts = _marker_or_copy_end(t)
             if (
-                c["committed_offset"] > t["first_offset"]
+                marker_ts is not None
+                and c["committed_offset"] > t["first_offset"]
                 and c["effective_timestamp"] < marker_ts - skew_ms
             ):
                 return {
@@ -126,3 +144,10 @@ def _proof(transactions: list[dict], commits: list[dict], skew_ms: int) -> dict 
                     "marker_timestamp": t["marker_timestamp"],
                 }
     return None
+
+
+def _marker_or_copy_end(t: dict) -> int | None:
+    """When the transaction stopped being open: its marker, or with no marker in this copy the
+    copy's end (if one comes, it comes after); None: unknown."""
+    marker_ts = t["marker_timestamp"]
+    return t.get("copy_end_timestamp") if marker_ts is None else marker_ts

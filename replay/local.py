@@ -26,7 +26,7 @@ from replay.grouped import (
     MARKER_COLUMNS,
     METADATA_COLUMNS,
     cleaned_upto,
-    coordinator_partition_tables,
+    coordinator_tables,
     crosslog_tables,
     group_partition_tables,
     partition_tables,
@@ -157,7 +157,7 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
     for (cluster, topic, partition), broker in sorted(chosen.items()):
         if topic == TRANSACTION_STATE_TOPIC:
             rows = _of_replica(arrow["txn_log"], broker, partition, COORDINATOR_COLUMNS)
-            out = coordinator_partition_tables(rows, {partition: complete[(cluster, partition)]})
+            out = coordinator_tables(rows, {partition: complete[(cluster, partition)]})
             coord_txns += [{**r, "cluster": cluster} for r in _split(out, "coord_txn")]
             findings += [{**r, "cluster": cluster} for r in _split(out, "finding")]
         elif topic == CONSUMER_OFFSETS_TOPIC:

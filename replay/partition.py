@@ -10,7 +10,7 @@ Arrow: no Spark here; :mod:`replay.plan` runs it per partition.
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,10 +27,10 @@ from decoders.constants import (
 )
 from replay.config import default
 from replay.findings import finding
+from replay.tables import BLOCK_ROWS
 
 NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 RECENT_RANGES = 4096  # sequence ranges remembered per producer to tell duplicates apart
-CHUNK_ROWS = 65_536  # batches turned into Python rows at a time by the replay
 COORDINATOR_TOPICS = {CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC}
 
 BATCH_COLUMNS = (
@@ -168,15 +168,27 @@ class PartitionReplay:
     fast = True
 
     def __init__(
-        self, topic: str, partition: int, config: Config | None = None, cleaned_upto: int = 0
+        self,
+        topic: str,
+        partition: int,
+        config: Config | None = None,
+        cleaned_upto: int = 0,
+        emit: Callable[[str, dict], None] | None = None,
     ) -> None:
         self.topic, self.partition = topic, partition
         self.config = config or Config()
         self.coordinator_topic = topic in COORDINATOR_TOPICS
         self.producers: dict[int, Producer] = {}
+        # closed transactions, LSO changes and findings leave through ``emit`` as they happen
+        # (kind "transaction", "lso", "finding"): a partition's history is not held; without
+        # it they are kept in these lists
         self.findings: list[dict] = []
         self.transactions: list[dict] = []
-        self.lso_changes: list[tuple[int, int, int]] = []  # (timestamp, offset, lso)
+        self.lso_changes: list[dict] = []
+        self.emit = emit or self._keep
+        # the ABORTs that closed data outside the cleaned range, for the aborted-transaction
+        # index (9.3): (producer id, first offset, marker offset, the marker's log file)
+        self.aborted: list[tuple[int, int, int, str | None]] = []
         self.log_start = None
         self.log_end = 0
         self.last_timestamp = -1
@@ -251,9 +263,9 @@ class PartitionReplay:
 
     def _one_by_one(self, t: pa.Table, pending: list[int]) -> None:
         """Each batch of ``t`` through :meth:`batch`; the producer states at the snapshot
-        offsets passed on the way. A slice at a time: Python objects for CHUNK_ROWS batches, not
+        offsets passed on the way. A slice at a time: Python objects for BLOCK_ROWS batches, not
         for the whole partition."""
-        for chunk in t.to_batches(max_chunksize=CHUNK_ROWS):
+        for chunk in t.to_batches(max_chunksize=BLOCK_ROWS):
             for b in chunk.to_pylist():
                 while pending and b["base_offset"] >= pending[0]:
                     self.snapshot_states[pending.pop(0)] = self.states()
@@ -358,13 +370,14 @@ class PartitionReplay:
         epoch, first_seq, last_seq = b["producer_epoch"], b["base_sequence"], b["last_sequence"]
         if p is not None and epoch < p.epoch:
             # 10.2 step 2: the leader rejects an older epoch; on disk it is a zombie's write
-            self.findings.append(
+            self.emit(
+                "finding",
                 finding(
                     "fenced_epoch_write",
                     f"producer {pid} wrote with epoch {epoch} after epoch {p.epoch}",
                     {**self._evidence(b), "current_epoch": p.epoch},
                     **self._where(pid, b),
-                )
+                ),
             )
             return  # the leader appended nothing: the state stays as it was
         if p is None:
@@ -407,14 +420,15 @@ class PartitionReplay:
             p.txn["record_count"] += b["record_count"]
             p.txn["batches"] += 1
         elif p.txn is not None:
-            self.findings.append(
+            self.emit(
+                "finding",
                 finding(
                     "non_transactional_write_in_txn",
                     f"producer {pid} wrote a non-transactional batch while its transaction "
                     f"from offset {p.txn['first_offset']} was open",
                     {**self._evidence(b), "txn_first_offset": p.txn["first_offset"]},
                     **self._where(pid, b),
-                )
+                ),
             )
 
     def _check_sequence(self, pid: int, p: Producer, b: dict) -> None:
@@ -422,25 +436,27 @@ class PartitionReplay:
         epoch, first_seq, last_seq = b["producer_epoch"], b["base_sequence"], b["last_sequence"]
         if epoch != p.epoch:
             if first_seq != 0 and p.epoch != NO_PRODUCER_EPOCH:
-                self.findings.append(
+                self.emit(
+                    "finding",
                     finding(
                         "invalid_epoch_start",
                         f"producer {pid} started epoch {epoch} at sequence {first_seq}, not 0",
                         {**self._evidence(b), "previous_epoch": p.epoch},
                         **self._where(pid, b),
-                    )
+                    ),
                 )
             return
         original = p.recent.get((first_seq, last_seq))
         if original is not None:
-            self.findings.append(
+            self.emit(
+                "finding",
                 finding(
                     "duplicate_sequence",
                     f"producer {pid} epoch {epoch} wrote sequences {first_seq}..{last_seq} "
                     f"again (first at offset {original})",
                     {**self._evidence(b), "original_offset": original},
                     **self._where(pid, b),
-                )
+                ),
             )
             return
         expected = next_sequence(p.batches[-1][1]) if p.batches else 0
@@ -453,13 +469,14 @@ class PartitionReplay:
             if kind == "sequence_gap"
             else f"went back to sequence {first_seq}"
         )
-        self.findings.append(
+        self.emit(
+            "finding",
             finding(
                 kind,
                 f"producer {pid} epoch {epoch} {what}: expected {expected}, got {first_seq}",
                 {**self._evidence(b), "expected_sequence": expected},
                 **self._where(pid, b),
-            )
+            ),
         )
 
     # -- markers (10.4) ---------------------------------------------------------------------------
@@ -470,18 +487,19 @@ class PartitionReplay:
         epoch, coord = b["producer_epoch"], b["coordinator_epoch"]
         common = self._where(pid, b)
         if coord is not None and coord < p.coordinator_epoch:
-            self.findings.append(
+            self.emit(
+                "finding",
                 finding(
                     "fenced_epoch_write",
                     f"marker of producer {pid} from coordinator epoch {coord} after "
                     f"{p.coordinator_epoch}: a zombie transaction coordinator",
                     {**self._evidence(b), "coordinator_epoch_before": p.coordinator_epoch},
                     **common,
-                )
+                ),
             )
         if p.txn is not None:
             t = p.txn
-            self.transactions.append(
+            self._closed(
                 {
                     "topic": self.topic,
                     "partition": self.partition,
@@ -508,7 +526,7 @@ class PartitionReplay:
             # no open transaction: a partition the coordinator added without data, or a marker
             # written again after a coordinator failover; the coordinator's log decides
             # (replay.crosslog), so it is kept as a transaction without data
-            self.transactions.append(
+            self._closed(
                 {
                     "topic": self.topic,
                     "partition": self.partition,
@@ -560,7 +578,22 @@ class PartitionReplay:
     def _lso_changed(self, ts: int) -> None:
         # every open and close: the LSO value may stay (a transaction opening right at the
         # log end) while whether it lags the log end changes
-        self.lso_changes.append((ts, self.log_end, self.lso()))
+        self.emit("lso", {"topic": self.topic, "partition": self.partition, "timestamp": ts,
+                          "log_end_offset": self.log_end, "lso": self.lso()})  # fmt: skip
+
+    def _keep(self, kind: str, row: dict) -> None:
+        {"finding": self.findings, "transaction": self.transactions, "lso": self.lso_changes}[
+            kind
+        ].append(row)
+
+    def _closed(self, t: dict) -> None:
+        """A transaction its marker closed (or a marker without data), out through ``emit``."""
+        marker_file = t.pop("marker_file", None)
+        if t["outcome"] == "ABORT" and t["record_count"] and not t["in_cleaned_range"]:
+            self.aborted.append(
+                (t["producer_id"], t["first_offset"], t["marker_offset"], marker_file)
+            )
+        self.emit("transaction", t)
 
     def open_transactions(self) -> list[dict]:
         """Transactions without a marker at the end of the log (outcome OPEN), with the data

@@ -46,7 +46,7 @@ from replay.grouped import (
     partition_tables,
     with_shares,
 )
-from replay.leakage import judge_partition
+from replay.leakage import NOT_COMMITTED, judge_partition
 from replay.replicas import (
     REPLAY_TABLES,
     REPLICA_BROKER,
@@ -627,6 +627,10 @@ class Audit:
 
         def judge(key, txns, commits):  # no hints: Spark infers its UDF type from them
             cluster = key[0].as_py()
+            uncommitted = pc.is_in(txns.column("outcome"), pa.array(NOT_COMMITTED))
+            if not commits.num_rows or not pc.any(uncommitted).as_py():
+                # nothing aborted or open here (most partitions): no rows turned into Python
+                return keyed(T.FINDINGS.empty_table(), cluster)
             rows = judge_partition(
                 key[1].as_py(),
                 key[2].as_py(),

@@ -19,7 +19,7 @@ import contextlib
 import os
 import tempfile
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,15 +34,22 @@ from replay.grouped import (
     COORDINATOR_COLUMNS,
     COORDINATOR_SCHEMA,
     GROUP_SCHEMA,
+    LOG_ORDER,
     MARKER_COLUMNS,
     METADATA_COLUMNS,
     PARTITION_SCHEMA,
+    TXN_LOG_ORDER,
     Facts,
     InOrder,
     cleaned_upto,
-    coordinator_partition_tables,
-    group_partition_tables,
-    partition_tables,
+    commit_events,
+    marker_events,
+    merged_in_order,
+    metadata_events,
+    replay_coordinator,
+    replay_groups,
+    replay_partition,
+    txn_latest_epochs,
 )
 from replay.partition import BATCH_COLUMNS, cleaner_leftovers_end
 
@@ -123,31 +130,37 @@ def _holding(batch: pa.RecordBatch, columns) -> pa.RecordBatch:
 
 class ReplicaReplay:
     """Collects one replica's decoded rows (batch headers, snapshot entries, `.txnindex`
-    files and entries; of an internal topic, the records of :data:`HELD_RECORDS`), then
-    replays it. Holds the batch columns the replay reads (~70-80 bytes a batch), at most
-    :data:`HOLD_BYTES` of them in memory: beyond, they go to a local spill file (Arrow IPC,
-    in Spark's local directories) that the replay reads back a piece at a time, so a task's
-    memory does not grow with its partition (a 2 GB partition of small batches, 1.6 M of
-    them, held 580 MB before). Of the internal topics it holds the record columns the
-    coordinator's and the groups' replays read; never a user topic's records."""
+    files and entries; of an internal topic, the records of :data:`HELD_RECORDS` and the
+    markers of `__consumer_offsets`), then replays it (:meth:`replay`). Each kind of row is a
+    :class:`_Stream` in the order read, holding only the columns its replay reads (~70-80
+    bytes a batch header); past :data:`HOLD_BYTES` held in all, every stream goes to a local
+    spill file (Arrow IPC, in Spark's local directories) that the replay reads back a piece at
+    a time, so a task's memory does not grow with its partition: a 2 GB partition of small
+    batches, 1.6 M of them, held 580 MB before; the `__consumer_offsets` partition of an
+    exactly-once app's group (a commit with every transaction) and the `__transaction_state`
+    partition of its transactional id grow by ~300 bytes an event, 0.5 M events in the 17.67 GB
+    benchmark dump. Never a user topic's records."""
 
     def __init__(self, spec: ReplaySpec, broker: str, topic: str, partition: int) -> None:
         self.spec, self.broker, self.topic, self.partition = spec, broker, topic, partition
         self.key = (broker, topic, partition)
-        self.records: dict[str, list[pa.RecordBatch]] = {t: [] for t in HELD_RECORDS}
         self.side: list[dict] = []
-        self.held: list[pa.RecordBatch] = []  # the latest batch columns, in the order read
-        self.held_bytes = 0
-        self.spill: _Spill | None = None  # the earlier ones, once past HOLD_BYTES
+        self.batches = _Stream()  # the batch columns the partition's replay reads
+        self.records = {t: _Stream() for t in HELD_RECORDS}  # an internal topic's
+        self.markers = _Stream()  # a `__consumer_offsets` replica's COMMIT/ABORT batches
+        self.held_bytes = 0  # in memory, over every stream
         self.batch_rows = 0
         # what the replay needs before its first piece, and the replica's row, as they come
         self.in_order = True  # every base offset at or after the one before it
+        self.records_in_order = True  # every record's offset after the one before it
+        self.last_record: dict[str, int] = {}
         self.first_offset: int | None = None
         self.last_base: int | None = None
         self.end: int | None = None  # the largest last offset
         self.crc_valid = 0
         self.leftovers_end = 0
-        self.markers: list[pa.Table] = []  # of a `__consumer_offsets` replica
+        # of a `__transaction_state` replica: (transactional id, producer id) -> highest epoch
+        self.latest_epoch: dict[tuple[str, int], int] = {}
 
     def add(self, table: str, batch: pa.RecordBatch) -> None:
         """A decoded batch of one of the scan's tables, from a file of this replica."""
@@ -156,7 +169,7 @@ class ReplicaReplay:
         if table == "batches":
             self._batches(_holding(batch, BATCH_COLUMNS))
         elif table in HELD_RECORDS:
-            self.records[table].append(_holding(batch, HELD_RECORDS[table]))
+            self._records(table, _holding(batch, HELD_RECORDS[table]))
         elif table == "producer_snapshots":
             self._side("snapshot", batch)
         elif table == "aborted_txns":
@@ -190,29 +203,39 @@ class ReplicaReplay:
             pc.sum(pc.cast(pc.fill_null(b.column("crc_valid"), False), pa.int64())).as_py() or 0
         )
         self.leftovers_end = max(self.leftovers_end, cleaner_leftovers_end(b))
+        self.batch_rows += b.num_rows
+        self._hold(self.batches, b)
         if self.topic == CONSUMER_OFFSETS_TOPIC:
             control = pc.and_(pc.fill_null(b.column("is_control"), False),
                               pc.greater(pc.fill_null(b.column("record_count"), 0), 0))  # fmt: skip
-            self.markers.append(
-                pa.Table.from_batches([b.filter(control)]).select(list(MARKER_COLUMNS))
-            )
-        self.batch_rows += b.num_rows
-        self.held.append(b)
-        self.held_bytes += b.nbytes
-        if self.held_bytes > HOLD_BYTES:
-            if self.spill is None:
-                self.spill = _Spill()
-            for h in self.held:
-                self.spill.write(h)
-            self.held, self.held_bytes = [], 0
+            markers = b.filter(control).select(list(MARKER_COLUMNS))
+            if markers.num_rows:
+                self._hold(self.markers, markers)
 
-    def _pieces(self) -> Iterator[pa.Table]:
-        """The held batch columns in the order read: the spilled ones, then the rest."""
-        if self.spill is not None:
-            for b in self.spill.read():
-                yield pa.Table.from_batches([b])
-        for b in self.held:
-            yield pa.Table.from_batches([b])
+    def _records(self, table: str, b: pa.RecordBatch) -> None:
+        offsets = b.column("log_offset")
+        if offsets.null_count:
+            self.records_in_order = False
+        else:
+            values = offsets.to_numpy()
+            last = self.last_record.get(table)
+            if (last is not None and values[0] <= last) or (np.diff(values) <= 0).any():
+                self.records_in_order = False
+            self.last_record[table] = int(values[-1])
+        if table == "txn_log":
+            for k, epoch in txn_latest_epochs(b).items():
+                self.latest_epoch[k] = max(self.latest_epoch.get(k, -1), epoch)
+        self._hold(self.records[table], b)
+
+    def _hold(self, stream: _Stream, b: pa.RecordBatch) -> None:
+        self.held_bytes += stream.add(b)
+        if self.held_bytes > HOLD_BYTES:
+            for s in self._streams():
+                s.spill_out()
+            self.held_bytes = 0
+
+    def _streams(self) -> list[_Stream]:
+        return [self.batches, self.markers, *self.records.values()]
 
     def _side(self, row: str, batch: pa.RecordBatch) -> None:
         have = set(batch.schema.names)
@@ -231,62 +254,90 @@ class ReplicaReplay:
     def cluster(self) -> str:
         return self.spec.clusters.get(self.broker, "")
 
-    def _records(self, table: str) -> pa.Table:
-        held, self.records[table] = self.records[table], []
-        if not held:  # none: the columns' types as held
-            from decoders.schemas import TABLES
+    def replay(self, write: Callable[[str, pa.Table], None]) -> dict | None:
+        """Replay the replica: its rows go to ``write(scratch table, rows)`` a block at a time
+        (:data:`REPLAY_TABLES`; the coordinator's and the groups' for an internal topic's
+        replica). Returns the replica's row (its cluster, topic, partition, broker,
+        ``end_offset`` and ``crc_valid_batches``, what :func:`chosen_replicas` reads); None for
+        a replica without batches (the audit has no partition to replay there)."""
+        try:
+            if not self.batch_rows:
+                return None
+            return self._replay(write)
+        finally:
+            for s in self._streams():
+                s.close()
+            self.held_bytes = 0
 
-            empty = pa.RecordBatch.from_pylist([], schema=TABLES[table])
-            held = [_holding(empty, HELD_RECORDS[table])]
-        return pa.Table.from_batches(held)
+    def _replay(self, write: Callable[[str, pa.Table], None]) -> dict:
+        def to(table: str) -> Callable[[pa.Table], None]:
+            return lambda rows: write(table, self._keyed(rows, table))
 
-    def result(self) -> tuple[dict[str, pa.Table], dict] | None:
-        """The replay's rows by scratch table (:data:`REPLAY_TABLES`; the coordinator's and the
-        groups' for an internal topic's replica) and the replica's row (its cluster, topic,
-        partition, broker, ``end_offset`` and ``crc_valid_batches``, what
-        :func:`chosen_replicas` reads); None for a replica without batches (the audit has no
-        partition to replay there)."""
-        if not self.batch_rows:
-            return None
         end = self.end
         upto = cleaned_upto(
             self.spec.cleaned, set(self.spec.compacted), self.broker, self.topic, self.partition,
             None if end is None else end + 1,
         )  # fmt: skip
-        try:
-            if self.in_order:  # as the scan reads a log: a piece at a time
-                source = InOrder(self._pieces, self.broker, self.first_offset, self.leftovers_end)
-            else:  # out of order (a damaged log): all of it, sorted by the replay
-                pieces = [_plain_files(p) for p in self._pieces()]
-                bt = pa.concat_tables(pieces)
-                source = bt.append_column(
-                    "broker", pa.array([self.broker] * bt.num_rows, pa.string())
-                )
-            t = partition_tables(
-                self.topic, self.partition, source, self.side, self.spec.facts, upto
+        if self.in_order:  # as the scan reads a log: a piece at a time
+            source = InOrder(
+                self.batches.pieces, self.broker, self.first_offset, self.leftovers_end
             )
-        finally:
-            self.held, self.held_bytes = [], 0
-            if self.spill is not None:
-                self.spill.close()
-        out = {"replayed": self._keyed(t, "replayed")}
+        else:  # out of order (a damaged log): all of it, sorted by the replay
+            bt = pa.concat_tables([_plain_files(p) for p in self.batches.pieces()])
+            source = bt.append_column("broker", pa.array([self.broker] * bt.num_rows, pa.string()))
+        summary = replay_partition(
+            self.topic, self.partition, source, self.side, self.spec.facts, upto, to("replayed")
+        )
         if self.topic == TRANSACTION_STATE_TOPIC:
             # where this partition's whole history starts: its own replay's summary
-            summary = t.filter(pc.equal(t.column("out"), "partition"))
-            whole = {self.partition: summary.column("complete_from")[0].as_py()}
-            coord = coordinator_partition_tables(self._records("txn_log"), whole)
-            out["coordinated"] = self._keyed(coord, "coordinated")
+            replay_coordinator(
+                self._in_log_order(self.records["txn_log"], TXN_LOG_ORDER),
+                {self.partition: summary["complete_from"]},
+                self.latest_epoch,
+                to("coordinated"),
+            )
         elif self.topic == CONSUMER_OFFSETS_TOPIC:
-            markers = pa.concat_tables(self.markers)
-            groups = group_partition_tables(
-                self.partition, self._records("offset_commits"),
-                self._records("group_metadata"), markers, self.spec.broadcast,
-            )  # fmt: skip
-            out["grouped"] = self._keyed(groups, "grouped")
-        replica = {CLUSTER: self.cluster, "topic": self.topic, "partition": self.partition,
-                   "broker": self.broker, "end_offset": end,
-                   "crc_valid_batches": self.crc_valid}  # fmt: skip
-        return out, replica
+            replay_groups(self._group_events(), self.spec.broadcast, to("grouped"))
+        return {CLUSTER: self.cluster, "topic": self.topic, "partition": self.partition,
+                "broker": self.broker, "end_offset": end,
+                "crc_valid_batches": self.crc_valid}  # fmt: skip
+
+    def _in_log_order(self, stream: _Stream, order) -> Iterator[pa.Table]:
+        """A stream's pieces in log order: as read, or (records out of order: a damaged log)
+        all of them sorted."""
+        if self.records_in_order:
+            return stream.pieces()
+        whole = pa.concat_tables(list(stream.pieces()))
+        return iter([whole.take(pc.sort_indices(whole, order))] if whole.num_rows else [])
+
+    def _group_events(self) -> Iterator[pa.Table]:
+        """The partition's commits, group metadata and markers as events in log order: three
+        streams each in log order merged a piece at a time (or, out of order, sorted whole)."""
+        streams = [
+            (commit_events(p) for p in self.records["offset_commits"].pieces()),
+            (metadata_events(p) for p in self.records["group_metadata"].pieces()),
+            (marker_events(self.partition, p) for p in self.markers.pieces()),
+        ]
+        if self.records_in_order and self.in_order:
+            return merged_in_order(streams)
+        parts = [p for s in streams for p in s if p.num_rows]
+        if not parts:
+            return iter([])
+        whole = pa.concat_tables(parts, promote_options="permissive")
+        return iter([whole.take(pc.sort_indices(whole, LOG_ORDER))])
+
+    def result(self) -> tuple[dict[str, pa.Table], dict] | None:
+        """:meth:`replay`'s rows as one table per scratch table (for tests)."""
+        parts: dict[str, list[pa.Table]] = {}
+        row = self.replay(lambda table, rows: parts.setdefault(table, []).append(rows))
+        if row is None:
+            return None
+        wanted = ["replayed"] + {TRANSACTION_STATE_TOPIC: ["coordinated"],
+                                 CONSUMER_OFFSETS_TOPIC: ["grouped"]}.get(self.topic, [])  # fmt: skip
+        return {
+            t: pa.concat_tables(parts[t]) if t in parts else REPLAY_TABLES[t].empty_table()
+            for t in wanted
+        }, row
 
     def _keyed(self, t: pa.Table, table: str) -> pa.Table:
         """Rows of the replay with the replica they come from."""
@@ -299,6 +350,43 @@ class ReplicaReplay:
         }
         rows = pa.table({**keys, **{c: t.column(c) for c in t.schema.names}})
         return rows.cast(REPLAY_TABLES[table])
+
+
+class _Stream:
+    """One kind of a replica's rows in the order read: in memory, or, once the replica spills
+    (:meth:`ReplicaReplay._hold`), in a spill file followed by what came after."""
+
+    def __init__(self) -> None:
+        self.memory: list[pa.RecordBatch] = []
+        self.spill: _Spill | None = None
+
+    def add(self, b: pa.RecordBatch) -> int:
+        """Hold ``b``; the bytes it holds."""
+        self.memory.append(b)
+        return b.nbytes
+
+    def spill_out(self) -> None:
+        if not self.memory:
+            return
+        if self.spill is None:
+            self.spill = _Spill()
+        for b in self.memory:
+            self.spill.write(b)
+        self.memory = []
+
+    def pieces(self) -> Iterator[pa.Table]:
+        """What was added, in order: the spilled pieces, then the rest."""
+        if self.spill is not None:
+            for b in self.spill.read():
+                yield pa.Table.from_batches([b])
+        for b in self.memory:
+            yield pa.Table.from_batches([b])
+
+    def close(self) -> None:
+        self.memory = []
+        if self.spill is not None:
+            self.spill.close()
+            self.spill = None
 
 
 class _Spill:

@@ -7,6 +7,7 @@ Timestamps are int64 milliseconds inside the replay functions and become
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 
 import pyarrow as pa
 
@@ -232,3 +233,38 @@ def union(*schemas: pa.Schema) -> pa.Schema:
 
 def rows_table(schema: pa.Schema, out: str, rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist([{**r, "out": out} for r in rows], schema=schema)
+
+
+BLOCK_ROWS = 8_192  # rows a replay holds as Python objects at a time, in or out
+
+
+class RowBlocks:
+    """A replay's output rows (one :func:`union` schema, ``out`` naming each row's table) handed
+    to ``flush`` as Arrow tables of at most ``block`` rows: a replay of a long history holds
+    one block of Python rows, never its whole output."""
+
+    def __init__(
+        self, schema: pa.Schema, flush: Callable[[pa.Table], None], block: int = BLOCK_ROWS
+    ) -> None:
+        self.schema, self.flush, self.block = schema, flush, block
+        self.rows: dict[str, list[dict]] = {}
+        self.count = 0
+
+    def add(self, out: str, row: dict) -> None:
+        self.rows.setdefault(out, []).append(row)
+        self.count += 1
+        if self.count >= self.block:
+            self.close()
+
+    def close(self) -> None:
+        """Hand on the rows held (at the end, or when a block is full)."""
+        rows, self.rows, self.count = self.rows, {}, 0
+        for out, these in rows.items():
+            self.flush(rows_table(self.schema, out, these))
+
+
+def collected(schema: pa.Schema, run: Callable[[Callable[[pa.Table], None]], None]) -> pa.Table:
+    """The output of a replay that hands on its rows (``run(flush)``) as one table."""
+    parts: list[pa.Table] = []
+    run(parts.append)
+    return pa.concat_tables(parts) if parts else schema.empty_table()

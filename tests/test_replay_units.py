@@ -327,6 +327,56 @@ def test_leak_needs_proof_or_a_declaration():
     assert all(f["record_count"] == 5 for f in out)
 
 
+def _proof_by_every_pair(transactions, commits, skew_ms):
+    """The leak's proof as its rule reads (every commit in time order against every
+    transaction in the partition's order): the reference replay.leakage._proof must equal."""
+    for c in sorted(commits, key=lambda c: c["effective_timestamp"]):
+        for t in transactions:
+            marker_ts = t["marker_timestamp"]
+            if marker_ts is None:
+                marker_ts = t.get("copy_end_timestamp")
+            if marker_ts is None:
+                continue
+            if (c["committed_offset"] > t["first_offset"]
+                    and c["effective_timestamp"] < marker_ts - skew_ms):  # fmt: skip
+                return (c["effective_log_offset"], t["first_offset"], t["producer_id"])
+    return None
+
+
+def test_the_leak_proof_over_arrays_finds_what_every_pair_finds():
+    """The proof search over sorted arrays (a partition holds millions of commits and
+    transactions: every pair would be quadratic) picks the same commit and transaction as
+    comparing every pair, over random partitions with open, aborted and committed ones."""
+    import random
+
+    from replay.leakage import _proof
+
+    rng = random.Random(7)
+    found = 0
+    for _ in range(400):
+        txns = []
+        for pid in range(rng.randint(0, 30)):
+            first = rng.randint(0, 1000)
+            open_ = rng.random() < 0.15
+            txns.append({
+                "producer_id": pid, "first_offset": first, "last_offset": first + 5,
+                "marker_timestamp": None if open_ else T0 + rng.randint(0, 100_000),
+                "copy_end_timestamp": rng.choice([None, T0 + 100_000]),
+            })  # fmt: skip
+        commits = [
+            {"committed_offset": rng.randint(0, 1100),
+             "effective_timestamp": T0 + rng.randint(0, 100_000), "effective_log_offset": n}
+            for n in range(rng.randint(0, 40))
+        ]  # fmt: skip
+        skew = rng.choice([0, 1000, 30_000])
+        want = _proof_by_every_pair(txns, commits, skew)
+        got = _proof(txns, commits, skew)
+        assert (None if got is None else (got["commit_log_offset"],
+                got["open_transaction_first_offset"], got["open_transaction_producer_id"])) == want  # fmt: skip
+        found += want is not None
+    assert 20 <= found <= 380  # both outcomes well represented
+
+
 def test_a_log_starting_mid_stream_is_seeded_from_its_snapshot():
     log = Log()
     log.next = 100  # older segments deleted by retention
