@@ -34,9 +34,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from numba import njit
 
 from decoders.kernels import NUMBA_CACHE
+from replay import tables as T
 from replay.findings import finding
 
 INF = 1 << 40
@@ -77,134 +80,203 @@ class Coordinator:
 
 # -- the per-partition sequences -------------------------------------------------------------------
 
-
-def _b_entries(txns: list[dict]) -> list[dict]:
-    """The partition's transactions of one producer in offset order; marker-only entries (a
-    partition added with no data, or a retried marker) included, flagged ``retry`` when they
-    repeat the previous marker with nothing in between."""
-    out = []
-    prev = None
-    for t in sorted(txns, key=_position):
-        e = dict(t)
-        e["retry"] = bool(
-            prev is not None
-            and not t["record_count"]
-            and t["outcome"] != "OPEN"
-            and prev["outcome"] == t["outcome"]
-            and prev.get("marker_epoch") == t.get("marker_epoch")
-        )
-        out.append(e)
-        prev = e
-    return out
+# the columns the judgement reads, as the audit's tables give them (replay.tables)
+PARTITION_TXN_COLUMNS = (
+    "topic", "partition", "producer_epoch", "marker_epoch", "first_offset", "last_offset",
+    "marker_offset", "outcome", "record_count", "first_timestamp", "marker_timestamp",
+    "coordinator_epoch", "in_cleaned_range", "bound_timestamp",
+)  # fmt: skip
+COORDINATOR_TXN_COLUMNS = (
+    "transactional_id", "data_epoch", "marker_epoch", "outcome", "partitions", "start_timestamp",
+    "prepare_timestamp", "complete_timestamp", "maybe",
+)  # fmt: skip
 
 
-def _position(t: dict) -> int:
-    return t["first_offset"] if t["first_offset"] is not None else t["marker_offset"]
+def _ints(t: pa.Table, name: str) -> np.ndarray:
+    """An integer (or timestamp) column as int64, null as -1 (every value the rules compare
+    is a non-negative offset, epoch or epoch-millisecond)."""
+    c = t.column(name)
+    if pa.types.is_timestamp(c.type):
+        c = c.cast(pa.int64())
+    return pc.fill_null(c.cast(pa.int64()), -1).to_numpy()
+
+
+def _flags(t: pa.Table, name: str) -> np.ndarray:
+    return pc.fill_null(t.column(name).cast(pa.bool_()), False).to_numpy(zero_copy_only=False)
+
+
+def _outcomes(t: pa.Table) -> np.ndarray:
+    """:data:`OUTCOME` of each row: 0 none or open, 1 commit, 2 abort."""
+    return pc.fill_null(pc.add(pc.index_in(t.column("outcome"), pa.array(OUTCOMES)), 1),
+                        0).to_numpy().astype(np.int64)  # fmt: skip
+
+
+def _same_text(column: pa.ChunkedArray) -> np.ndarray:
+    """Whether each row's value equals the previous row's (from the second row; nulls equal)."""
+    now, before = column.slice(1), column.slice(0, len(column) - 1)
+    equal = pc.fill_null(pc.equal(now, before), False)
+    both_null = pc.and_(pc.is_null(now), pc.is_null(before))
+    return np.asarray(pc.or_(equal, both_null))
+
+
+class _Entries:
+    """One producer's entries in one partition in offset order, as arrays (marker-only
+    entries included: a partition added with no data, or a retried marker, flagged ``retry``
+    when it repeats the previous marker with nothing in between)."""
+
+    def __init__(self, t: pa.Table) -> None:
+        self.t = t
+        self.outcome = _outcomes(t)
+        self.records = _ints(t, "record_count")
+        self.epoch = _ints(t, "producer_epoch")
+        self.marker_epoch = _ints(t, "marker_epoch")
+        opened = np.asarray(pc.fill_null(pc.equal(t.column("outcome"), "OPEN"), False))
+        self.open = opened
+        self.marker_ts = _ints(t, "marker_timestamp")
+        self.first_ts = _ints(t, "first_timestamp")
+        self.bound_ts = _ints(t, "bound_timestamp")
+        self.cleaned = _flags(t, "in_cleaned_range")
+        self.retry = np.zeros(t.num_rows, bool)
+        if t.num_rows > 1:
+            # the previous entry's outcome and marker epoch (None equal to None, as in rows)
+            same = self.outcome[1:] == self.outcome[:-1]
+            same &= _same_text(t.column("outcome"))
+            same &= self.marker_epoch[1:] == self.marker_epoch[:-1]
+            self.retry[1:] = (self.records[1:] <= 0) & ~opened[1:] & same
+
+    def __len__(self) -> int:
+        return self.t.num_rows
+
+
+class _Listed:
+    """The coordinator's transactions of one producer (in its log order) as arrays, and which
+    partitions each lists."""
+
+    def __init__(self, t: pa.Table) -> None:
+        self.t = t
+        self.outcome = _outcomes(t)
+        self.data_epoch = _ints(t, "data_epoch")
+        self.marker_epoch = _ints(t, "marker_epoch")
+        start, prepare = _ints(t, "start_timestamp"), _ints(t, "prepare_timestamp")
+        complete = _ints(t, "complete_timestamp")
+        self.start = np.where(start >= 0, start, prepare)
+        self.end = np.where(complete >= 0, complete, prepare)
+        self.complete = complete
+        self.maybe = _flags(t, "maybe")
+        self.decided = t.column("outcome").is_valid().to_numpy(zero_copy_only=False)
+        # partition -> the transactions listing it, in order
+        listed = t.column("partitions")
+        if isinstance(listed, pa.ChunkedArray):
+            listed = listed.combine_chunks()
+        flat = pc.list_flatten(listed)
+        owners = pc.list_parent_indices(listed).to_numpy()
+        self.listing: dict[tuple[str, int], np.ndarray] = {}
+        if len(flat):
+            topics, codes = _topic_codes(flat.field("topic"))
+            parts = pc.fill_null(flat.field("partition").cast(pa.int64()), -1).to_numpy()
+            order = np.lexsort((owners, parts, codes))
+            codes, parts, owners = codes[order], parts[order], owners[order]
+            cuts = np.flatnonzero((codes[1:] != codes[:-1]) | (parts[1:] != parts[:-1])) + 1
+            for run in np.split(np.arange(len(order)), cuts):
+                a = int(run[0])
+                self.listing[(topics[codes[a]], int(parts[a]))] = np.unique(owners[run])
+        self.maybes = np.flatnonzero(self.maybe)
+
+    def of(self, tp: tuple[str, int]) -> np.ndarray:
+        """The transactions listing ``tp``, and those whose partitions are unknown, in order."""
+        return np.union1d(self.listing.get(tp, np.zeros(0, np.int64)), self.maybes)
 
 
 class _Costs:
-    """The cost of each alignment step for one (producer, partition): the rules, in Python,
-    then laid out as arrays for the dynamic programme (:func:`_align`, :func:`_programme`)."""
+    """The cost of each alignment step for one (producer, partition), over arrays: the
+    coordinator's transactions ``A`` (indices ``ks`` of :class:`_Listed`) against the
+    partition's entries ``B`` (:class:`_Entries`), laid out for the dynamic programme
+    (:func:`_align`, :func:`_programme`). A skip's cost depends on its position only through
+    "first", "last" or "in between"."""
 
-    def __init__(self, A, B, side: Side, coord: Coordinator, bounds: Bounds) -> None:
-        self.A, self.B, self.side, self.coord, self.bounds = A, B, side, coord, bounds
+    def __init__(self, listed: _Listed, ks: np.ndarray, B: _Entries, side: Side,
+                 coord: Coordinator, bounds: Bounds) -> None:  # fmt: skip
+        self.listed, self.ks, self.B = listed, ks, B
+        self.side, self.coord, self.bounds = side, coord, bounds
 
-    def _partition_reaches_past(self, ts: int | None) -> bool:
+    def _partition_reaches_past(self, ts: np.ndarray) -> np.ndarray:
         e = self.side.copy_end_ts
-        return ts is not None and e is not None and e > ts + self.bounds.tolerance_ms
+        if e is None:
+            return np.zeros(len(ts), bool)
+        return (ts >= 0) & (e > ts + self.bounds.tolerance_ms)
 
-    def _coordinator_reaches_past(self, ts: int | None) -> bool:
+    def _coordinator_reaches_past(self, ts: np.ndarray) -> np.ndarray:
         e = self.coord.copy_end_ts
-        return ts is not None and ts >= 0 and e is not None and e > ts + self.bounds.tolerance_ms
+        if e is None:
+            return np.zeros(len(ts), bool)
+        return (ts >= 0) & (e > ts + self.bounds.tolerance_ms)
 
-    def skip_a(self, k: int, i: int) -> tuple[int, str | None]:
-        """A coordinator transaction listing the partition without an entry there; ``i``
-        entries of the partition lie before it."""
-        a = self.A[k]
-        if a["maybe"]:
-            return ASSUME, None
-        if i == 0 and not self.side.complete_from_start:
-            return ASSUME, None  # before the partition's surviving history
-        if i == len(self.B):  # nothing after it in the partition: a copy taken earlier?
-            if a["outcome"] is not None and self._partition_reaches_past(
-                a["complete_timestamp"] or a["prepare_timestamp"]
-            ):
-                return ANOMALY, "missing_marker"
-            return ASSUME, None
-        if a["outcome"] is None:
-            return ASSUME, None  # in flight: its partitions may still be written
-        return ANOMALY, "missing_marker"  # markers of later transactions are there, not this
+    def skip_a(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A coordinator transaction listing the partition without an entry there, with no
+        entry of the partition before it (first), all of them (last), or some (in between)."""
+        L, ks, m = self.listed, self.ks, len(self.B)
+        maybe, decided = L.maybe[ks], L.decided[ks]
+        n = len(ks)
 
-    def skip_b(self, i: int, k: int) -> tuple[int, str | None]:
-        """A partition entry no coordinator transaction listing the partition explains; ``k``
-        coordinator transactions lie before it."""
-        b = self.B[i]
-        if b["retry"]:
-            return ASSUME, None  # a marker written again after a coordinator failover
-        kind = "write_outside_transaction" if b["record_count"] else "orphan_marker"
-        if b["in_cleaned_range"]:
-            return ASSUME, None
-        if k == 0 and not self.coord.complete_from_start:
-            return ASSUME, None  # before the coordinator's surviving history
-        if k == len(self.A):  # after everything the coordinator's copy lists here
-            if b["record_count"] and b["producer_epoch"] < self.coord.latest_epoch:
-                return ANOMALY, kind  # the producer moved to a newer epoch since
-            ts = b["marker_timestamp"] if b["outcome"] != "OPEN" else b.get("bound_timestamp")
-            if self._coordinator_reaches_past(ts):
-                return ANOMALY, kind
-            return ASSUME, None  # the coordinator's copy may predate its transaction
-        return ANOMALY, kind
+        def at(first: bool, last: bool) -> np.ndarray:
+            cost = np.full(n, ANOMALY, np.int64)  # markers of later transactions are there
+            if first and not self.side.complete_from_start:
+                return np.full(n, ASSUME, np.int64)  # before the partition's surviving history
+            if last:  # nothing after it in the partition: a copy taken earlier?
+                ended = np.where(L.complete[ks] >= 0, L.complete[ks], L.end[ks])
+                reached = decided & self._partition_reaches_past(ended)
+                cost = np.where(reached, ANOMALY, ASSUME)
+            else:
+                cost = np.where(decided, cost, ASSUME)  # in flight: it may still be written
+            return np.where(maybe, ASSUME, cost).astype(np.int64)
+
+        first = at(True, m == 0)
+        last = at(m == 0, True)
+        mid = at(False, False) if m > 1 else np.full(n, INF, np.int64)
+        return first, last, mid
+
+    def skip_b(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A partition entry no coordinator transaction listing the partition explains, with
+        no coordinator transaction before it (first), all of them (last), or some."""
+        B, n = self.B, len(self.ks)
+        m = len(B)
+        excused = B.retry | B.cleaned  # a marker written again; history the cleaner left
+
+        def at(first: bool, last: bool) -> np.ndarray:
+            if first and not self.coord.complete_from_start:
+                cost = np.full(m, ASSUME, np.int64)  # before the coordinator's history
+            elif last:  # after everything the coordinator's copy lists here
+                newer = (B.records > 0) & (B.epoch >= 0) & (B.epoch < self.coord.latest_epoch)
+                ts = np.where(B.open, B.bound_ts, B.marker_ts)
+                reached = newer | self._coordinator_reaches_past(ts)
+                cost = np.where(reached, ANOMALY, ASSUME)  # its copy may predate it
+            else:
+                cost = np.full(m, ANOMALY, np.int64)
+            return np.where(excused, ASSUME, cost).astype(np.int64)
+
+        first = at(True, n == 0)
+        last = at(n == 0, True)
+        mid = at(False, False) if n > 1 else np.full(m, INF, np.int64)
+        return first, last, mid
 
     def arrays(self) -> tuple:
-        """Everything the programme needs, as numpy arrays. Skip costs depend on the position
-        only through "first", "last" or "in between"; a match's cost (:func:`_match`) on
-        identity (epochs), the coarse window and the outcomes."""
-        A, B = self.A, self.B
-        n, m = len(A), len(B)
-
-        def skips(f, count, other):
-            first = [f(x, 0)[0] for x in range(count)]
-            last = [f(x, other)[0] for x in range(count)]
-            mid = [f(x, 1)[0] if other > 1 else INF for x in range(count)]
-            return (np.array(first, np.int64), np.array(last, np.int64), np.array(mid, np.int64))
-
-        def opt(v) -> int:
-            return -1 if v is None else int(v)
-
-        a = np.array(
-            [
-                [
-                    opt(x["data_epoch"]),
-                    opt(x["marker_epoch"]),
-                    opt(x["start_timestamp"] if x["start_timestamp"] is not None
-                        else x["prepare_timestamp"]),
-                    opt(x["complete_timestamp"] if x["complete_timestamp"] is not None
-                        else x["prepare_timestamp"]),
-                    OUTCOME[x["outcome"]],
-                    int(bool(x["maybe"])),
-                    int(x["complete_timestamp"] is not None),
-                    int(self._partition_reaches_past(x["complete_timestamp"])),
-                ]
-                for x in A
-            ] or np.zeros((0, 8)),
-            np.int64,
-        ).reshape(n, 8)  # fmt: skip
-        b = np.array(
-            [
-                [
-                    OUTCOME[x["outcome"]],
-                    int(bool(x["record_count"])),
-                    opt(x["producer_epoch"]),
-                    opt(x["marker_epoch"]),
-                    opt(x["marker_timestamp"] if x["outcome"] != "OPEN" else x["first_timestamp"]),
-                ]
-                for x in B
-            ] or np.zeros((0, 5)),
-            np.int64,
-        ).reshape(m, 5)  # fmt: skip
-        return (a, b, *skips(self.skip_a, n, m), *skips(self.skip_b, m, n), self.bounds.window_ms)
+        """Everything the programme needs, as numpy arrays; a match's cost (:func:`_match`)
+        rests on identity (epochs), the coarse window and the outcomes."""
+        L, ks, B = self.listed, self.ks, self.B
+        a = np.stack([
+            L.data_epoch[ks], L.marker_epoch[ks], L.start[ks], L.end[ks], L.outcome[ks],
+            L.maybe[ks].astype(np.int64), (L.complete[ks] >= 0).astype(np.int64),
+            self._partition_reaches_past(L.complete[ks]).astype(np.int64),
+        ], axis=1) if len(ks) else np.zeros((0, 8), np.int64)  # fmt: skip
+        b = np.stack([
+            B.outcome, (B.records > 0).astype(np.int64), B.epoch, B.marker_epoch,
+            np.where(B.open, B.first_ts, B.marker_ts),
+        ], axis=1) if len(B) else np.zeros((0, 5), np.int64)  # fmt: skip
+        return (a.astype(np.int64), b.astype(np.int64), *self.skip_a(), *self.skip_b(),
+                self.bounds.window_ms)  # fmt: skip
 
 
+OUTCOMES = ("COMMIT", "ABORT")  # OUTCOME codes 1 and 2
 OUTCOME = {None: 0, "OPEN": 0, "COMMIT": 1, "ABORT": 2}
 
 
@@ -361,8 +433,8 @@ def _align(arrays: tuple, half_width: int = BAND) -> tuple:
 
 def judge_producer(
     producer_id: int,
-    partition_txns: list[dict[str, Any]],
-    coordinator_txns: list[dict[str, Any]],
+    partition_txns: pa.Table | list[dict[str, Any]],
+    coordinator_txns: pa.Table | list[dict[str, Any]],
     sides: dict[tuple[str, int], Side],
     coordinator: Coordinator | None,
     bounds: Bounds,
@@ -370,53 +442,101 @@ def judge_producer(
     """partition_txns: this producer's rows of the `transactions` table in every partition
     (COMMIT, ABORT, OPEN and marker-only rows with ``bound_timestamp`` for OPEN ones);
     coordinator_txns: its coordinator transactions in log order, with ``maybe`` (partitions
-    unknown: history compacted); sides: what each partition's copy covers.
+    unknown: history compacted); sides: what each partition's copy covers. Arrow tables (of
+    :data:`PARTITION_TXN_COLUMNS` and :data:`COORDINATOR_TXN_COLUMNS` at least), or rows.
+
+    The sequences are read as arrays: a Streams app under TV0/1 keeps one producer id for its
+    whole life, and its transactions in every partition it writes are one call; only the rows
+    of findings become Python objects.
 
     Returns the findings and counts: ``judged`` (partition transactions aligned with the
     coordinator's), ``undecidable`` (either explanation fits), ``unjudged`` (no coordinator
     history for this producer)."""
+    ptx = _table(partition_txns, PARTITION_TXNS)
+    ctx = _table(coordinator_txns, COORDINATOR_TXNS)
     stats = {"judged": 0, "undecidable": 0, "unjudged": 0}
-    data = [t for t in partition_txns if t["outcome"] != "OPEN" or t["record_count"]]
-    if coordinator is None or not coordinator_txns:
-        stats["unjudged"] = sum(1 for t in data if t["record_count"])
+    records = pc.fill_null(ptx.column("record_count"), 0)
+    is_open = pc.fill_null(pc.equal(ptx.column("outcome"), "OPEN"), False)
+    data = ptx.filter(pc.or_(pc.invert(is_open), pc.greater(records, 0)))
+    if coordinator is None or not ctx.num_rows:
+        stats["unjudged"] = int(pc.sum(pc.greater(records, 0).cast(pa.int64())).as_py() or 0)
         return [], stats
-    tid = next((a["transactional_id"] for a in coordinator_txns if a["transactional_id"]), None)
-    by_partition: dict[tuple[str, int], list[dict]] = {}
-    for t in data:
-        by_partition.setdefault((t["topic"], t["partition"]), []).append(t)
-    listing: dict[tuple[str, int], list[int]] = {}
-    for k, a in enumerate(coordinator_txns):
-        for tp in a["partitions"] or []:
-            listing.setdefault((tp["topic"], tp["partition"]), []).append(k)
-    maybes = [k for k, a in enumerate(coordinator_txns) if a["maybe"]]
+    tid = next((v for v in ctx.column("transactional_id").to_pylist() if v), None)
+    # the partition's entries in offset order (a marker-only entry at its marker), grouped
+    position = pc.coalesce(data.column("first_offset"), data.column("marker_offset"))
+    data = data.append_column("_position", position)
+    data = data.take(pc.sort_indices(data, [("topic", "ascending"), ("partition", "ascending"),
+                                            ("_position", "ascending")]))  # fmt: skip
+    slices = _slices(data)
+    listed = _Listed(ctx)
     findings: list[dict] = []
-    for tp in sorted(set(by_partition) | set(listing)):
+    for tp in sorted(set(slices) | set(listed.listing)):
         side = sides.get(tp)
         if side is None:
             continue  # the partition is not in the dump: cannot tell
-        ks = sorted(set(listing.get(tp, [])) | set(maybes))
-        A = [coordinator_txns[k] for k in ks]
-        B = _b_entries(by_partition.get(tp, []))
-        costs = _Costs(A, B, side, coordinator, bounds)
+        ks = listed.of(tp)
+        a0, a1 = slices.get(tp, (0, 0))
+        B = _Entries(data.slice(a0, a1 - a0))
+        costs = _Costs(listed, ks, B, side, coordinator, bounds)
         total, a_free, a_bad, b_free, b_bad = _align(costs.arrays())
         if total >= INF:
             stats["undecidable"] += len(B)
             continue
-        stats["judged"] += sum(1 for b in B if b["record_count"])
+        stats["judged"] += int((B.records > 0).sum())
         stats["undecidable"] += int((b_free & (b_bad > 0)).sum() + (a_free & a_bad).sum())
-        for i in np.flatnonzero((b_bad > 0) & ~b_free):
-            b = B[i]
+        bad_b = np.flatnonzero((b_bad > 0) & ~b_free)
+        bad_a = np.flatnonzero(a_bad & ~a_free)
+        if not len(bad_b) and not len(bad_a):
+            continue
+        listing = int((~listed.maybe[ks]).sum())
+        for i in bad_b.tolist():
+            b = B.t.slice(i, 1).to_pylist()[0]
             if b_bad[i] == 1:
                 kind = "missing_marker" if b["outcome"] == "OPEN" else "split_outcome"
             else:
                 kind = "write_outside_transaction" if b["record_count"] else "orphan_marker"
-            findings.append(_b_finding(kind, b, tp, producer_id, tid, A, bounds))
-        for k in np.flatnonzero(a_bad & ~a_free):
-            findings.append(_a_finding("missing_marker", A[k], tp, producer_id, tid))
+            findings.append(_b_finding(kind, b, tp, producer_id, tid, listing, bounds))
+        for k in bad_a.tolist():
+            a = ctx.slice(int(ks[k]), 1).to_pylist()[0]
+            findings.append(_a_finding("missing_marker", a, tp, producer_id, tid))
     return findings, stats
 
 
-def _b_finding(kind, b, tp, pid, tid, A, bounds) -> dict:
+PARTITION_TXNS = pa.schema([f for f in T.TRANSACTIONS if f.name in PARTITION_TXN_COLUMNS])
+COORDINATOR_TXNS = pa.schema([f for f in T.COORDINATOR_TXNS
+                              if f.name in COORDINATOR_TXN_COLUMNS])  # fmt: skip
+
+
+def _table(rows: pa.Table | list[dict], schema: pa.Schema) -> pa.Table:
+    """The judgement's columns of a table, or of rows (timestamps as epoch milliseconds)."""
+    if isinstance(rows, pa.Table):
+        return rows.select(schema.names)
+    return pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in rows],
+                                schema=schema)  # fmt: skip
+
+
+def _slices(t: pa.Table) -> dict[tuple[str, int], tuple[int, int]]:
+    """(topic, partition) -> the rows [start, stop) of ``t``, sorted by them."""
+    if not t.num_rows:
+        return {}
+    topics, indices = _topic_codes(t.column("topic"))
+    parts = _ints(t, "partition")
+    cuts = np.flatnonzero((indices[1:] != indices[:-1]) | (parts[1:] != parts[:-1])) + 1
+    starts = np.concatenate(([0], cuts)).tolist()
+    stops = np.concatenate((cuts, [t.num_rows])).tolist()
+    return {(topics[indices[a]], int(parts[a])): (a, b)
+            for a, b in zip(starts, stops, strict=True)}  # fmt: skip
+
+
+def _topic_codes(column: pa.Array | pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
+    """A string column as (its distinct values, each row's index among them)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    encoded = pc.dictionary_encode(column)
+    return encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False)
+
+
+def _b_finding(kind, b, tp, pid, tid, listing: int, bounds) -> dict:
     topic, partition = tp
     evidence = {
         k: b.get(k)
@@ -434,7 +554,7 @@ def _b_finding(kind, b, tp, pid, tid, A, bounds) -> dict:
         )  # fmt: skip
     }
     evidence["clock_tolerance_ms"] = bounds.tolerance_ms
-    evidence["coordinator_transactions_listing_partition"] = sum(1 for a in A if not a["maybe"])
+    evidence["coordinator_transactions_listing_partition"] = listing
     where = {
         "topic": topic,
         "partition": partition,

@@ -494,29 +494,48 @@ def merged_in_order(streams: list[Iterator[pa.Table]], key: str = "log_offset",
 # -- partitions against the coordinator -----------------------------------------------------------
 
 
+# what the cross-log judgement of one producer id reads: its partition transactions (``_row``
+# txn) and what each partition's copy covers (``_row`` side); its coordinator transactions
+# with the end of their `__transaction_state` partition's copy
+CROSSLOG_LEFT = pa.schema([
+    pa.field("_row", pa.string()), *T.TRANSACTIONS,
+    pa.field("complete_from", pa.int64()), pa.field("copy_end_timestamp", pa.int64()),
+])  # fmt: skip
+CROSSLOG_COORD = pa.schema([*T.COORDINATOR_TXNS, pa.field("copy_end_ts", pa.int64())])
+
+
 def crosslog_tables(
-    producer_id: int, left: list[dict], coord: list[dict], facts: Facts
+    producer_id: int,
+    left: pa.Table | list[dict],
+    coord: pa.Table | list[dict],
+    facts: Facts,
 ) -> pa.Table:
     """One producer id: its partition transactions (``_row`` txn) and what each partition's copy
     covers (``_row`` side), against its coordinator transactions (with ``copy_end_ts``, the end
-    of their `__transaction_state` partition's copy). Findings: split_outcome, missing_marker,
-    write_outside_transaction, orphan_marker (replay.crosslog) and hanging_transaction."""
-    txns = [r for r in left if r["_row"] == "txn"]
+    of their `__transaction_state` partition's copy); Arrow tables (:data:`CROSSLOG_LEFT`,
+    :data:`CROSSLOG_COORD`) or rows. Findings: split_outcome, missing_marker,
+    write_outside_transaction, orphan_marker (replay.crosslog) and hanging_transaction. Read
+    as columns: only the sides and the findings' rows become Python objects."""
+    left, coord = _as_table(left, CROSSLOG_LEFT), _as_table(coord, CROSSLOG_COORD)
+    is_txn = pc.fill_null(pc.equal(left.column("_row"), "txn"), False)
+    txns = left.filter(is_txn)
     sides = {
         (r["topic"], r["partition"]): Side(
             complete_from_start=r["complete_from"] == 0, copy_end_ts=r["copy_end_timestamp"]
         )
-        for r in left
-        if r["_row"] == "side"
+        for r in left.filter(pc.invert(is_txn))
+        .select(["topic", "partition", "complete_from", "copy_end_timestamp"])
+        .to_pylist()
     }
-    coord = sorted(coord, key=lambda a: (a["log_partition"] or 0, a["first_log_offset"] or 0))
+    by = [pc.fill_null(coord.column(c), 0) for c in ("log_partition", "first_log_offset")]
+    coord = coord.take(pc.sort_indices(pa.table({"p": by[0], "o": by[1]}),
+                                       [("p", "ascending"), ("o", "ascending")]))  # fmt: skip
     coordinator = None
-    if coord:
-        ends = [a["copy_end_ts"] for a in coord if a.get("copy_end_ts") is not None]
+    if coord.num_rows:
         coordinator = Coordinator(
-            complete_from_start=bool(coord[0]["history_from_start"]),
-            copy_end_ts=max(ends) if ends else None,
-            latest_epoch=max(a["latest_epoch"] for a in coord),
+            complete_from_start=bool(coord.column("history_from_start")[0].as_py()),
+            copy_end_ts=pc.max(coord.column("copy_end_ts")).as_py(),
+            latest_epoch=pc.max(coord.column("latest_epoch")).as_py(),
         )
     findings, stats = judge_producer(producer_id, txns, coord, sides, coordinator, facts.bounds)
     findings += _hanging(producer_id, txns, coord, facts)
@@ -531,18 +550,31 @@ def crosslog_tables(
     ])  # fmt: skip
 
 
-def _hanging(pid: int, txns: list[dict], coord: list[dict], facts: Facts) -> list[dict]:
+def _as_table(rows: pa.Table | list[dict], schema: pa.Schema) -> pa.Table:
+    if isinstance(rows, pa.Table):
+        return rows
+    return pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in rows],
+                                schema=schema)  # fmt: skip
+
+
+def _hanging(pid: int, txns: pa.Table, coord: pa.Table, facts: Facts) -> list[dict]:
     """An open transaction older than the transaction timeout (plus the clock tolerance: its
     age compares different clients' clocks) that holds later records behind the LSO (10.6)."""
-    tid = next((a["transactional_id"] for a in coord if a["transactional_id"]), None)
-    known = [a["timeout_ms"] for a in coord if a.get("timeout_ms") is not None]
+    opened = pc.and_(
+        pc.fill_null(pc.equal(txns.column("outcome"), "OPEN"), False),
+        pc.invert(pc.fill_null(txns.column("in_cleaned_range"), False)),
+    )
+    pinning = pc.and_(opened, pc.greater(pc.fill_null(txns.column("pinned_records"), 0), 0))
+    candidates = txns.filter(pinning)
+    if not candidates.num_rows:
+        return []
+    tid = next((v for v in coord.column("transactional_id").to_pylist() if v), None)
+    known = pc.max(coord.column("timeout_ms")).as_py() if coord.num_rows else None
     out = []
-    for t in txns:
-        if t["outcome"] != "OPEN" or t["in_cleaned_range"] or not (t["pinned_records"] or 0) > 0:
-            continue
+    for t in candidates.to_pylist():
         timeout = (
-            max(known)
-            if known
+            known
+            if known is not None
             else facts.topic_timeouts.get(t["topic"], facts.default_transaction_timeout_ms)
         )
         if (t["open_ms"] or 0) <= timeout + facts.bounds.tolerance_ms:

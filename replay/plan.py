@@ -517,7 +517,7 @@ class Audit:
 
         def judge(key, left, coord):  # no hints: Spark infers its UDF type from them
             cluster, pid = key[0].as_py(), key[1].as_py()
-            t = crosslog_tables(pid, left.to_pylist(), coord.to_pylist(), facts)
+            t = crosslog_tables(pid, left, coord, facts)
             return keyed(t, cluster)
 
         txn_cols = [f.name for f in T.TRANSACTIONS]

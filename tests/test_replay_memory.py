@@ -35,12 +35,16 @@ from replay.grouped import (
 T0 = 1_700_000_000_000
 PIECE = 4096  # rows of each piece a stream hands on (a spill file's or a decoded window's)
 FACTS = Facts(86_400_000, 900_000, Bounds(2000, 600_000))
+# the proxy pools of the measurements, alive as long as the process: a buffer allocated from
+# one (kept by a cache, freed late) calls back into its pool when it is freed
+_POOLS: list[pa.MemoryPool] = []
 
 
 def _peak(run: Callable[[Callable[[pa.Table], None]], None]) -> tuple[int, int]:
     """(peak bytes of Python and Arrow allocations while ``run(flush)`` ran, rows flushed)."""
-    pool = pa.proxy_memory_pool(pa.default_memory_pool())
     previous = pa.default_memory_pool()
+    pool = pa.proxy_memory_pool(previous)
+    _POOLS.append(pool)
     rows = [0]
 
     def flush(t: pa.Table) -> None:
