@@ -18,7 +18,10 @@ each size (:mod:`prodshape`: small batches of 5 records, an exactly-once Streams
   tuned ones) with the source registered, rows/s of ``.load().count()`` of the records table,
   the first query of the session and the same query again, and of ``.write.parquet``, per core
   against the single-process decode of the records table of the same files (rows per CPU
-  second).
+  second); its peer, in the same session: Spark's own Parquet source over the same records
+  (those ``logreplay decode`` wrote), counted and written to Parquet again;
+- with ``--small-driver MEM``, each production-shaped dump audited again with
+  ``spark.driver.memory`` MEM: whether a larger dump needs a larger driver.
 
 The machine is shared: compare figures within one run, not across runs.
 """
@@ -107,8 +110,10 @@ def logreplay(args: list[str]) -> measure.Measured:
     return m
 
 
-def child(kind: str, dump: str, out: str) -> None:
-    """Run inside a measured subprocess: Spark's start-up floor, or the data source's rates."""
+def child(kind: str, dump: str, out: str, decoded: str = "") -> None:
+    """Run inside a measured subprocess: Spark's start-up floor, or the data source's rates
+    (and, given the records ``logreplay decode`` wrote, Spark's own Parquet rates over the
+    same rows: the peer of a query that writes Parquet)."""
     t0 = time.perf_counter()
     if kind == "startup":
         from jobs.session import spark_session
@@ -135,8 +140,16 @@ def child(kind: str, dump: str, out: str) -> None:
             res["rows"] = df.count()
             res[name] = time.perf_counter() - t
         t = time.perf_counter()
-        df.write.mode("overwrite").parquet(out)
+        df.write.mode("overwrite").parquet(os.path.join(out, "source"))
         res["write"] = time.perf_counter() - t
+        if decoded:  # the peer: Spark's own Parquet reader and writer over the same rows
+            parquet = spark.read.parquet(decoded)
+            t = time.perf_counter()
+            res["parquet_rows"] = parquet.count()
+            res["parquet_count"] = time.perf_counter() - t
+            t = time.perf_counter()
+            parquet.write.mode("overwrite").parquet(os.path.join(out, "parquet"))
+            res["parquet_write"] = time.perf_counter() - t
     print(json.dumps(res))
 
 
@@ -160,9 +173,9 @@ def user_session(app_name: str):
     return spark
 
 
-def spawn_child(kind: str, dump: str, out: str) -> tuple[dict, measure.Measured]:
+def spawn_child(kind: str, dump: str, out: str, decoded: str = "") -> tuple[dict, measure.Measured]:
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    m = measure.run([sys.executable, __file__, "--child", kind, dump, out], env)
+    m = measure.run([sys.executable, __file__, "--child", kind, dump, out, decoded], env)
     if m.returncode:
         print(m.stderr[-3000:], file=sys.stderr)
         raise SystemExit(f"{kind} failed")
@@ -180,7 +193,13 @@ def main() -> None:
     ap.add_argument("--data", default="/tmp/perf-data")
     ap.add_argument("--jobs", nargs="*", default=["audit", "decode"])
     ap.add_argument("--source", action="store_true", help="also measure the data source alone")
-    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--small-driver",
+        metavar="MEM",
+        help="also audit each production-shaped dump with spark.driver.memory=MEM (e.g. 512m): "
+        "whether a larger dump needs a larger driver",
+    )
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(*args.child)
@@ -223,9 +242,16 @@ def main() -> None:
         for name in ("header scan", "deep decode", "deep decode, records"):
             f = fl[name]
             row(f"floor: {name}, 1 process", f["wall"], "", f["cpu"])
-        for job in args.jobs:
+        runs = [(job, []) for job in args.jobs]
+        if args.small_driver and shape == "production" and "audit" in args.jobs:
+            small = os.path.join(scratch, "small-driver.yaml")
+            with open(small, "w") as f:
+                f.write(f"spark:\n  config:\n    spark.driver.memory: {args.small_driver}\n")
+            runs.append(("audit", ["--conf", small]))
+        decoded = ""  # the records `logreplay decode` wrote: the data source's Parquet peer
+        for job, extra in runs:
             out = os.path.join(scratch, f"{job}-{os.path.basename(dump)}")
-            m = logreplay([job, dump, "--out", out])
+            m = logreplay([job, dump, "--out", out, *extra])
             roles = {
                 r: sum(p.cpu for p in m.procs.values() if p.role == r)
                 for r in ("jvm", "python_driver", "python_worker")
@@ -234,6 +260,8 @@ def main() -> None:
             if job == "audit":  # a clean production-shaped dump must give no finding
                 summary = json.loads(m.stdout.strip().splitlines()[-1])
                 found = f", {summary['findings']['total']} findings"
+            if extra:
+                found += f", spark.driver.memory {args.small_driver}"
             row(
                 f"logreplay {job}"
                 + (" (all tables)" if job == "decode" else found)
@@ -245,9 +273,12 @@ def main() -> None:
                 mb(m.peak("jvm") + m.peak("python_driver")),
                 mb(m.peak("python_worker")),
             )
-            shutil.rmtree(out, ignore_errors=True)
+            if job == "decode" and args.source:
+                decoded = os.path.join(out, "records")
+            else:
+                shutil.rmtree(out, ignore_errors=True)
         if args.source:
-            res, _m = spawn_child("source", dump, os.path.join(scratch, "source"))
+            res, _m = spawn_child("source", dump, os.path.join(scratch, "source"), decoded)
             single = (
                 fl["deep decode, records"]["rows"]["records"] / fl["deep decode, records"]["cpu"]
             )
@@ -267,7 +298,20 @@ def main() -> None:
                 "|  |  |  |  |  |  |  |  |",
                 flush=True,
             )
+            if "parquet_write" in res:  # the same rows through Spark's own Parquet source
+                peer = res["parquet_rows"] / res["parquet_write"]
+                print(
+                    f"| {shape} | {gb:.2f} | {mbat:.3f} | peer: the same records read from "
+                    f"`logreplay decode`'s Parquet, same session: .count() "
+                    f"{res['parquet_rows'] / res['parquet_count'] / 1e6:.2f} M rows/s, "
+                    f".write.parquet {peer / 1e6:.2f} M rows/s; the data source's .write.parquet "
+                    f"is {rates['write'] / peer:.2f} of Spark's own Parquet-to-Parquet "
+                    f"| {res['parquet_write']:.1f} |  |  |  |  |  |  |  |  |",
+                    flush=True,
+                )
             shutil.rmtree(os.path.join(scratch, "source"), ignore_errors=True)
+            if decoded:
+                shutil.rmtree(os.path.dirname(decoded), ignore_errors=True)
     shutil.rmtree(scratch, ignore_errors=True)
     print(f"\nload average at end {os.getloadavg()[0]:.2f} (2 cores, shared)")
 

@@ -19,7 +19,14 @@ import pyarrow.compute as pc
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from replay import tables as T
 from replay.coordinator import CoordinatorReplay
-from replay.crosslog import Bounds, Coordinator, Side, judge_producer
+from replay.crosslog import (
+    COORDINATOR_TXN_COLUMNS,
+    PARTITION_TXN_COLUMNS,
+    Bounds,
+    Coordinator,
+    Side,
+    judge_producer,
+)
 from replay.findings import finding
 from replay.groups import GroupsReplay
 from replay.partition import Config, PartitionReplay
@@ -498,10 +505,18 @@ def merged_in_order(streams: list[Iterator[pa.Table]], key: str = "log_offset",
 # txn) and what each partition's copy covers (``_row`` side); its coordinator transactions
 # with the end of their `__transaction_state` partition's copy
 CROSSLOG_LEFT = pa.schema([
-    pa.field("_row", pa.string()), *T.TRANSACTIONS,
+    pa.field("_row", pa.string()),
+    *(f for f in T.TRANSACTIONS
+      if f.name in PARTITION_TXN_COLUMNS or f.name in ("pinned_records", "open_ms")),
     pa.field("complete_from", pa.int64()), pa.field("copy_end_timestamp", pa.int64()),
 ])  # fmt: skip
-CROSSLOG_COORD = pa.schema([*T.COORDINATOR_TXNS, pa.field("copy_end_ts", pa.int64())])
+CROSSLOG_COORD = pa.schema([
+    *(f for f in T.COORDINATOR_TXNS
+      if f.name in COORDINATOR_TXN_COLUMNS or f.name in ("timeout_ms", "log_partition",
+                                                         "first_log_offset", "history_from_start",
+                                                         "latest_epoch")),
+    pa.field("copy_end_ts", pa.int64()),
+])  # fmt: skip
 
 
 def crosslog_tables(
@@ -516,7 +531,8 @@ def crosslog_tables(
     :data:`CROSSLOG_COORD`) or rows. Findings: split_outcome, missing_marker,
     write_outside_transaction, orphan_marker (replay.crosslog) and hanging_transaction. Read
     as columns: only the sides and the findings' rows become Python objects."""
-    left, coord = _as_table(left, CROSSLOG_LEFT), _as_table(coord, CROSSLOG_COORD)
+    left = _as_table(left, CROSSLOG_LEFT)
+    coord = _as_table(coord, CROSSLOG_COORD)
     is_txn = pc.fill_null(pc.equal(left.column("_row"), "txn"), False)
     txns = left.filter(is_txn)
     sides = {
@@ -552,7 +568,7 @@ def crosslog_tables(
 
 def _as_table(rows: pa.Table | list[dict], schema: pa.Schema) -> pa.Table:
     if isinstance(rows, pa.Table):
-        return rows
+        return rows.select(schema.names)
     return pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in rows],
                                 schema=schema)  # fmt: skip
 

@@ -33,6 +33,8 @@ from replay.grouped import (
     CLUSTER,
     COORDINATOR_COLUMNS,
     COORDINATOR_SCHEMA,
+    CROSSLOG_COORD,
+    CROSSLOG_LEFT,
     CROSSLOG_SCHEMA,
     GROUP_EVENT_COLUMNS,
     GROUP_SCHEMA,
@@ -520,9 +522,10 @@ class Audit:
             t = crosslog_tables(pid, left, coord, facts)
             return keyed(t, cluster)
 
-        txn_cols = [f.name for f in T.TRANSACTIONS]
+        # only the columns the judgement reads (replay.grouped.CROSSLOG_LEFT, CROSSLOG_COORD)
         side_cols = ["complete_from", "copy_end_timestamp"]
-        txns = pt.select(F.lit("txn").alias("_row"), CLUSTER, *txn_cols)
+        txn_cols = [c for c in CROSSLOG_LEFT.names if c != "_row" and c not in side_cols]
+        txns = pt.select(F.lit("txn").alias("_row"), CLUSTER, "producer_id", *txn_cols)
         for c in side_cols:
             txns = txns.withColumn(c, F.lit(None).cast("long"))
         listed = ct.select(CLUSTER, "producer_id", F.explode("partitions").alias("tp")).select(
@@ -534,7 +537,7 @@ class Audit:
             [CLUSTER, "topic", "partition"],
         )
         sides = sides.select(
-            F.lit("side").alias("_row"), CLUSTER,
+            F.lit("side").alias("_row"), CLUSTER, "producer_id",
             *[(F.col(c) if c in sides.columns else F.lit(None)).cast(pt.schema[c].dataType).alias(c)
               for c in txn_cols],
             *side_cols,
@@ -544,7 +547,9 @@ class Audit:
             F.col("partition").alias("log_partition"),
             F.col("copy_end_timestamp").alias("copy_end_ts"),
         )
-        coord = ct.join(ends, [CLUSTER, "log_partition"], "left")
+        read = [c for c in CROSSLOG_COORD.names if c != "copy_end_ts"]
+        coord = ct.select(CLUSTER, "producer_id", *read).join(ends, [CLUSTER, "log_partition"],
+                                                              "left")  # fmt: skip
         return (
             txns.unionByName(sides)
             .groupBy(CLUSTER, "producer_id")
