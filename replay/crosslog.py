@@ -147,6 +147,21 @@ class _Entries:
     def __len__(self) -> int:
         return self.t.num_rows
 
+    @property
+    def ts(self) -> np.ndarray:
+        """Each entry's time as a match's window reads it: its marker's, or an open one's
+        first batch's; -1 unknown."""
+        return np.where(self.open, self.first_ts, self.marker_ts)
+
+    def after(self, p: int) -> _Entries:
+        """The entries from the ``p``-th on (their retry flags as in the whole sequence)."""
+        if not p:
+            return self
+        out = object.__new__(_Entries)
+        for name, value in vars(self).items():
+            setattr(out, name, value.slice(p) if name == "t" else value[p:])
+        return out
+
 
 class _Listed:
     """The coordinator's transactions of one producer (in its log order) as arrays, and which
@@ -195,9 +210,14 @@ class _Costs:
     "first", "last" or "in between"."""
 
     def __init__(self, listed: _Listed, ks: np.ndarray, B: _Entries, side: Side,
-                 coord: Coordinator, bounds: Bounds) -> None:  # fmt: skip
+                 coord: Coordinator, bounds: Bounds, before: tuple[int, int] = (0, 0)
+                 ) -> None:  # fmt: skip
         self.listed, self.ks, self.B = listed, ks, B
         self.side, self.coord, self.bounds = side, coord, bounds
+        # (partition entries, coordinator transactions) left out before these
+        # (:func:`_before_history`): a skip at the start of these is not at the start of the
+        # sequences
+        self.b_before, self.a_before = before
 
     def _partition_reaches_past(self, ts: np.ndarray) -> np.ndarray:
         e = self.side.copy_end_ts
@@ -230,8 +250,9 @@ class _Costs:
                 cost = np.where(decided, cost, ASSUME)  # in flight: it may still be written
             return np.where(maybe, ASSUME, cost).astype(np.int64)
 
-        first = at(True, m == 0)
-        last = at(m == 0, True)
+        start = not self.b_before  # no partition entry before the first of these
+        first = at(start, m == 0)
+        last = at(start and m == 0, True)
         mid = at(False, False) if m > 1 else np.full(n, INF, np.int64)
         return first, last, mid
 
@@ -254,8 +275,9 @@ class _Costs:
                 cost = np.full(m, ANOMALY, np.int64)
             return np.where(excused, ASSUME, cost).astype(np.int64)
 
-        first = at(True, n == 0)
-        last = at(n == 0, True)
+        start = not self.a_before  # no coordinator transaction before the first of these
+        first = at(start, n == 0)
+        last = at(start and n == 0, True)
         mid = at(False, False) if n > 1 else np.full(m, INF, np.int64)
         return first, last, mid
 
@@ -316,84 +338,146 @@ def _step(first, last, mid, x, pos, end):  # pragma: no cover (compiled)
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _programme(a, b, sa0, sa1, sa2, sb0, sb1, sb2, window, dlo, dhi):  # pragma: no cover (compiled)
+def _forward_row(f_row, f_next, k, n, m, a, b, sa0, sa1, sa2, sb0, sb1, sb2, window, dlo,
+                 dhi):  # pragma: no cover (compiled)  # fmt: skip
+    """Row ``k`` of the forward costs F (band offsets j = i - k + dhi): its skips of a
+    partition entry relaxed within it (so the row is final as it is read, in increasing i), its
+    matches and coordinator skips pushed into row ``k + 1``."""
+    W = dhi - dlo + 1
+    for i in range(max(0, k - dhi), min(m, k - dlo) + 1):
+        j = i - k + dhi
+        f = f_row[j]
+        if f >= INF:
+            continue
+        if k < n and i < m:  # a match keeps k - i: the same offset in the next row
+            c = _match(a, b, k, i, window)
+            if f + c < f_next[j]:
+                f_next[j] = f + c
+        if k < n and j > 0:  # skip a coordinator transaction: (k + 1, i)
+            c = _step(sa0, sa1, sa2, k, i, m)
+            if f + c < f_next[j - 1]:
+                f_next[j - 1] = f + c
+        if i < m and j + 1 < W:  # skip a partition entry: (k, i + 1)
+            c = _step(sb0, sb1, sb2, i, k, n)
+            if f + c < f_row[j + 1]:
+                f_row[j + 1] = f + c
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _backward_row(g_row, g_next, k, n, m, a, b, sa0, sa1, sa2, sb0, sb1, sb2, window, dlo,
+                  dhi):  # pragma: no cover (compiled)  # fmt: skip
+    """Row ``k`` of the backward costs G from row ``k + 1`` (and itself, in decreasing i)."""
+    W = dhi - dlo + 1
+    for i in range(min(m, k - dlo), max(0, k - dhi) - 1, -1):
+        j = i - k + dhi
+        g = g_row[j]
+        if k < n and i < m:
+            g = min(g, _match(a, b, k, i, window) + g_next[j])
+        if k < n and j > 0:
+            g = min(g, _step(sa0, sa1, sa2, k, i, m) + g_next[j - 1])
+        if i < m and j + 1 < W:
+            g = min(g, _step(sb0, sb1, sb2, i, k, n) + g_row[j + 1])
+        g_row[j] = g
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _mark_row(f_row, g_row, g_next, k, n, m, a, b, sa0, sa1, sa2, sb0, sb1, sb2, window, dlo,
+              dhi, total, a_free, a_bad, b_free, b_first):  # pragma: no cover  # fmt: skip
+    """The steps leaving row ``k`` that lie on a cheapest alignment (F + step + G = total).
+    ``b_first[i]``: the first anomaly of entry i in the order (row, then match before skip),
+    as 3 * row + 0 for an anomalous match, + 2 for an anomalous skip."""
+    W = dhi - dlo + 1
+    for i in range(max(0, k - dhi), min(m, k - dlo) + 1):
+        j = i - k + dhi
+        f = f_row[j]
+        if f >= INF:
+            continue
+        if k < n and i < m:
+            c = _match(a, b, k, i, window)
+            if c < INF and f + c + g_next[j] == total:
+                a_free[k] = True  # a match frees the coordinator's side; an anomaly is B's
+                if c < ANOMALY:
+                    b_free[i] = True
+                elif 3 * k < b_first[i]:
+                    b_first[i] = 3 * k
+        if k < n and j > 0:
+            c = _step(sa0, sa1, sa2, k, i, m)
+            if f + c + g_next[j - 1] == total:
+                if c < ANOMALY:
+                    a_free[k] = True
+                else:
+                    a_bad[k] = True
+        if i < m and j + 1 < W:
+            c = _step(sb0, sb1, sb2, i, k, n)
+            if f + c + g_row[j + 1] == total:
+                if c < ANOMALY:
+                    b_free[i] = True
+                elif 3 * k + 2 < b_first[i]:
+                    b_first[i] = 3 * k + 2
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
+def _programme(a, b, sa0, sa1, sa2, sb0, sb1, sb2, window, dlo, dhi,
+               every=0):  # pragma: no cover (compiled)  # fmt: skip
     """Forward (F) and backward (G) cheapest costs, then which steps lie on a cheapest
-    alignment: per entry, whether a cheap step does (free) and whether an anomaly does.
+    alignment: per entry, whether a cheap step does (free) and whether an anomaly does
+    (``b_bad``: 1 an anomalous match, 2 an anomalous skip, whichever comes first).
 
     Only the cells (k, i) with ``dlo <= k - i <= dhi`` (a band around the diagonal) are
-    computed, stored by their offset in the band: memory and time grow with n times the band's
-    width, not with n times m (:func:`_align` chooses a band that holds every cheapest
-    alignment)."""
+    computed, by their offset in the band (:func:`_align` chooses a band that holds every
+    cheapest alignment). Memory does not grow with n times the band either: F is computed
+    row by row keeping every ``every``-th row (about sqrt(n + 1) by default), and rebuilt a
+    block of rows at a time from those while G is computed backwards and the steps are
+    marked: two passes of F and one of G, in (n / every + every) rows of the band."""
     n, m = a.shape[0], b.shape[0]
     W = dhi - dlo + 1
-    F = np.full((n + 1, W), INF, np.int64)
-    F[0, dhi] = 0  # cell (0, 0): d = 0, at offset i - k + dhi
+    if every <= 0:
+        every = max(1, int(np.sqrt(n + 1)))
+    blocks = n // every + 1
+    kept = np.full((blocks, W), INF, np.int64)
+    row = np.full(W, INF, np.int64)
+    nxt = np.full(W, INF, np.int64)
+    row[dhi] = 0  # cell (0, 0): d = 0, at offset i - k + dhi
     for k in range(n + 1):
-        for i in range(max(0, k - dhi), min(m, k - dlo) + 1):
-            j = i - k + dhi
-            f = F[k, j]
-            if f >= INF:
-                continue
-            if k < n and i < m:  # a match keeps k - i: the same offset in the next row
-                c = _match(a, b, k, i, window)
-                if f + c < F[k + 1, j]:
-                    F[k + 1, j] = f + c
-            if k < n and j > 0:  # skip a coordinator transaction: (k + 1, i)
-                c = _step(sa0, sa1, sa2, k, i, m)
-                if f + c < F[k + 1, j - 1]:
-                    F[k + 1, j - 1] = f + c
-            if i < m and j + 1 < W:  # skip a partition entry: (k, i + 1)
-                c = _step(sb0, sb1, sb2, i, k, n)
-                if f + c < F[k, j + 1]:
-                    F[k, j + 1] = f + c
-    G = np.full((n + 1, W), INF, np.int64)
-    G[n, m - n + dhi] = 0
-    for k in range(n, -1, -1):
-        for i in range(min(m, k - dlo), max(0, k - dhi) - 1, -1):
-            j = i - k + dhi
-            g = G[k, j]
-            if k < n and i < m:
-                g = min(g, _match(a, b, k, i, window) + G[k + 1, j])
-            if k < n and j > 0:
-                g = min(g, _step(sa0, sa1, sa2, k, i, m) + G[k + 1, j - 1])
-            if i < m and j + 1 < W:
-                g = min(g, _step(sb0, sb1, sb2, i, k, n) + G[k, j + 1])
-            G[k, j] = g
-    total = F[n, m - n + dhi]
+        _forward_row(row, nxt, k, n, m, a, b, sa0, sa1, sa2, sb0, sb1, sb2, window, dlo, dhi)
+        if k % every == 0:
+            kept[k // every, :] = row
+        if k < n:
+            row, nxt = nxt, row
+            nxt[:] = INF
+    total = row[m - n + dhi]
     a_free = np.zeros(n, np.bool_)
     a_bad = np.zeros(n, np.bool_)
     b_free = np.zeros(m, np.bool_)
-    b_bad = np.zeros(m, np.int64)  # 1: an anomalous match, 2: an anomalous skip
-    for k in range(n + 1):
-        for i in range(max(0, k - dhi), min(m, k - dlo) + 1):
-            j = i - k + dhi
-            f = F[k, j]
-            if f >= INF:
-                continue
-            if k < n and i < m:
-                c = _match(a, b, k, i, window)
-                if c < INF and f + c + G[k + 1, j] == total:
-                    if c < ANOMALY:
-                        b_free[i] = True
-                        a_free[k] = True
-                    else:
-                        a_free[k] = True  # the finding is the partition entry's
-                        if b_bad[i] == 0:
-                            b_bad[i] = 1
-            if k < n and j > 0:
-                c = _step(sa0, sa1, sa2, k, i, m)
-                if f + c + G[k + 1, j - 1] == total:
-                    if c < ANOMALY:
-                        a_free[k] = True
-                    else:
-                        a_bad[k] = True
-            if i < m and j + 1 < W:
-                c = _step(sb0, sb1, sb2, i, k, n)
-                if f + c + G[k, j + 1] == total:
-                    if c < ANOMALY:
-                        b_free[i] = True
-                    elif b_bad[i] == 0:
-                        b_bad[i] = 2
+    b_first = np.full(m, 3 * (n + 1), np.int64)
+    f_block = np.full((every, W), INF, np.int64)
+    scratch = np.full(W, INF, np.int64)
+    g_row = np.full(W, INF, np.int64)
+    g_next = np.full(W, INF, np.int64)
+    for block in range(blocks - 1, -1, -1):
+        r0 = block * every
+        r1 = min(r0 + every, n + 1)
+        f_block[0, :] = kept[block]
+        for t in range(r1 - r0 - 1):  # the block's rows again, from its first
+            f_block[t + 1, :] = INF
+            _forward_row(f_block[t], f_block[t + 1], r0 + t, n, m, a, b, sa0, sa1, sa2, sb0,
+                         sb1, sb2, window, dlo, dhi)  # fmt: skip
+        scratch[:] = INF  # the last row's own skips (its pushes into the next are not kept)
+        _forward_row(f_block[r1 - r0 - 1], scratch, r1 - 1, n, m, a, b, sa0, sa1, sa2, sb0,
+                     sb1, sb2, window, dlo, dhi)  # fmt: skip
+        for k in range(r1 - 1, r0 - 1, -1):
+            g_row[:] = INF
+            if k == n:
+                g_row[m - n + dhi] = 0
+            _backward_row(g_row, g_next, k, n, m, a, b, sa0, sa1, sa2, sb0, sb1, sb2, window,
+                          dlo, dhi)  # fmt: skip
+            _mark_row(f_block[k - r0], g_row, g_next, k, n, m, a, b, sa0, sa1, sa2, sb0, sb1,
+                      sb2, window, dlo, dhi, total, a_free, a_bad, b_free, b_first)  # fmt: skip
+            g_row, g_next = g_next, g_row
+    b_bad = np.zeros(m, np.int64)
+    for i in range(m):
+        if b_first[i] < 3 * (n + 1):
+            b_bad[i] = 1 if b_first[i] % 3 == 0 else 2
     return total, a_free, a_bad, b_free, b_bad
 
 
@@ -477,7 +561,11 @@ def judge_producer(
         ks = listed.of(tp)
         a0, a1 = slices.get(tp, (0, 0))
         B = _Entries(data.slice(a0, a1 - a0))
-        costs = _Costs(listed, ks, B, side, coordinator, bounds)
+        listing = int((~listed.maybe[ks]).sum())
+        p, q = _before_history(listed, ks, B, side, coordinator, bounds)
+        stats["unjudged"] += int((B.records[:p] > 0).sum())
+        ks, B = ks[q:], B.after(p)
+        costs = _Costs(listed, ks, B, side, coordinator, bounds, (p, q))
         total, a_free, a_bad, b_free, b_bad = _align(costs.arrays())
         if total >= INF:
             stats["undecidable"] += len(B)
@@ -488,7 +576,6 @@ def judge_producer(
         bad_a = np.flatnonzero(a_bad & ~a_free)
         if not len(bad_b) and not len(bad_a):
             continue
-        listing = int((~listed.maybe[ks]).sum())
         for i in bad_b.tolist():
             b = B.t.slice(i, 1).to_pylist()[0]
             if b_bad[i] == 1:
@@ -500,6 +587,41 @@ def judge_producer(
             a = ctx.slice(int(ks[k]), 1).to_pylist()[0]
             findings.append(_a_finding("missing_marker", a, tp, producer_id, tid))
     return findings, stats
+
+
+def _before_history(listed: _Listed, ks: np.ndarray, B: _Entries, side: Side,
+                    coord: Coordinator, bounds: Bounds) -> tuple[int, int]:  # fmt: skip
+    """How many of the partition's first entries, and of the coordinator's first transactions
+    listing it, lie before anything the other log's surviving history could align them with.
+
+    `__transaction_state` is compacted: below the cleaner's point only each transactional
+    id's latest record survives, so the coordinator's history of a producer usually starts
+    long after its partitions' (a week of markers against a few hours of records). A
+    partition entry older than the order window before every coordinator transaction listing
+    the partition whose start is known can match none of them (nor could it be judged by one
+    whose partitions are unknown), and the coordinator's
+    history does not reach back to the producer's start: such entries lie before it, cannot
+    be judged and are counted as without coordinator history. Likewise a coordinator
+    transaction that ended more than the window before every entry of a partition whose
+    surviving history does not reach back to its start (retention, cleaning). Left in, they
+    made the alignment's band as wide as the history before the other log's start: its cells
+    grew with the product of the two logs' lengths."""
+    window = bounds.window_ms
+    n, m = len(ks), len(B)
+    if not n or not m:
+        return 0, 0
+    p = q = 0
+    ts = B.ts
+    lo = listed.start[ks]
+    known = lo >= 0  # unknown only where the partitions are too (maybe): they judge nothing
+    if not coord.complete_from_start and known.any() and (known | listed.maybe[ks]).all():
+        early = (ts >= 0) & (ts < lo[known].min() - window)
+        p = m if early.all() else int(np.argmin(early))
+    if not side.complete_from_start and (ts >= 0).all():
+        hi = listed.end[ks]
+        ended = (hi >= 0) & (hi + window < ts.min())
+        q = n if ended.all() else int(np.argmin(ended))
+    return p, q
 
 
 PARTITION_TXNS = pa.schema([f for f in T.TRANSACTIONS if f.name in PARTITION_TXN_COLUMNS])

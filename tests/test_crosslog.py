@@ -4,9 +4,13 @@ coordinator history, retried markers, TV2 epochs. Pure Python: no Spark."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from replay.crosslog import Bounds, Coordinator, Side, judge_producer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PID, TID = 4000, "app-1-thread-0"
 X = ("out", 0)
@@ -240,17 +244,83 @@ def test_coordinator_history_that_compaction_left():
     assert all(t["history_from_start"] for t in whole)
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_the_banded_programme_equals_the_whole_table(seed):
-    """crosslog._align computes only a band of cells around the diagonal; on random
-    sequences (every kind of match and skip cost, lengths that differ) its total and its
-    marks equal the programme's over the whole table."""
+def _whole_table(a, b, sa0, sa1, sa2, sb0, sb1, sb2, window):
+    """The alignment over the whole (n+1) x (m+1) table, as its rule reads (docs/cross-log.md),
+    in plain Python: forward and backward cheapest costs, then the steps on a cheapest path.
+    The reference crosslog._programme (banded, row by row, from kept rows) must equal."""
+    from replay.crosslog import ANOMALY, INF, _match
+
+    n, m = a.shape[0], b.shape[0]
+
+    def step(first, last, mid, x, pos, end):
+        return int(first[x] if pos == 0 else last[x] if pos == end else mid[x])
+
+    def match(k, i):
+        return int(_match.py_func(a, b, k, i, window))
+
+    F = [[INF] * (m + 1) for _ in range(n + 1)]
+    F[0][0] = 0
+    for k in range(n + 1):
+        for i in range(m + 1):
+            f = F[k][i]
+            if f >= INF:
+                continue
+            if k < n and i < m:
+                F[k + 1][i + 1] = min(F[k + 1][i + 1], f + match(k, i))
+            if k < n:
+                F[k + 1][i] = min(F[k + 1][i], f + step(sa0, sa1, sa2, k, i, m))
+            if i < m:
+                F[k][i + 1] = min(F[k][i + 1], f + step(sb0, sb1, sb2, i, k, n))
+    G = [[INF] * (m + 1) for _ in range(n + 1)]
+    G[n][m] = 0
+    for k in range(n, -1, -1):
+        for i in range(m, -1, -1):
+            g = G[k][i]
+            if k < n and i < m:
+                g = min(g, match(k, i) + G[k + 1][i + 1])
+            if k < n:
+                g = min(g, step(sa0, sa1, sa2, k, i, m) + G[k + 1][i])
+            if i < m:
+                g = min(g, step(sb0, sb1, sb2, i, k, n) + G[k][i + 1])
+            G[k][i] = g
+    total = F[n][m]
+    a_free, a_bad = [False] * n, [False] * n
+    b_free, b_bad = [False] * m, [0] * m
+    for k in range(n + 1):
+        for i in range(m + 1):
+            f = F[k][i]
+            if f >= INF:
+                continue
+            if k < n and i < m:
+                c = match(k, i)
+                if c < INF and f + c + G[k + 1][i + 1] == total:
+                    a_free[k] = True
+                    if c < ANOMALY:
+                        b_free[i] = True
+                    elif b_bad[i] == 0:
+                        b_bad[i] = 1
+            if k < n:
+                c = step(sa0, sa1, sa2, k, i, m)
+                if f + c + G[k + 1][i] == total:
+                    a_free[k] |= c < ANOMALY
+                    a_bad[k] |= c >= ANOMALY
+            if i < m:
+                c = step(sb0, sb1, sb2, i, k, n)
+                if f + c + G[k][i + 1] == total:
+                    if c < ANOMALY:
+                        b_free[i] = True
+                    elif b_bad[i] == 0:
+                        b_bad[i] = 2
+    return total, a_free, a_bad, b_free, b_bad
+
+
+def _random_arrays(seed):
     import numpy as np
 
-    from replay.crosslog import ANOMALY, ASSUME, INF, _align, _programme
+    from replay.crosslog import ANOMALY, ASSUME, INF
 
     rng = np.random.default_rng(seed)
-    n, m = int(rng.integers(0, 40)), int(rng.integers(0, 40))
+    n, m = int(rng.integers(0, 30)), int(rng.integers(0, 30))
     ts = np.sort(rng.integers(0, 2_000, max(n, m) + 1))
     a = np.zeros((n, 8), np.int64)
     for k in range(n):
@@ -267,12 +337,30 @@ def test_the_banded_programme_equals_the_whole_table(seed):
             rng.choice([ASSUME, ASSUME, ANOMALY, INF], count).astype(np.int64) for _ in range(3)
         )
 
-    arrays = (a, b, *skips(n), *skips(m), int(rng.choice([20, 200, 5_000])))
-    whole = _programme(*arrays, -m, n)
-    banded = _align(arrays, half_width=int(rng.integers(0, 4)))
-    assert int(banded[0]) == int(whole[0])
-    for x, y in zip(banded[1:], whole[1:], strict=True):
-        assert np.array_equal(x, y)
+    return (a, b, *skips(n), *skips(m), int(rng.choice([20, 200, 5_000]))), rng
+
+
+def _same(got, want):
+    import numpy as np
+
+    assert int(got[0]) == int(want[0])
+    for x, y in zip(got[1:], want[1:], strict=True):
+        assert np.array_equal(np.asarray(x), np.asarray(y))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_banded_programme_equals_the_whole_table(seed):
+    """crosslog._align computes only a band of cells around the diagonal, row by row from
+    kept rows; on random sequences (every kind of match and skip cost, lengths that differ)
+    its total and its marks equal the whole table's, whatever rows it keeps."""
+    from replay.crosslog import _align, _programme
+
+    arrays, rng = _random_arrays(seed)
+    n, m = arrays[0].shape[0], arrays[1].shape[0]
+    whole = _whole_table(*arrays)
+    _same(_align(arrays, half_width=int(rng.integers(0, 4))), whole)
+    for every in (1, 2, 3, 7, 0):  # a row kept every ... (0: about sqrt(n))
+        _same(_programme(*arrays, -m, n, every), whole)
 
 
 def test_a_day_of_a_streams_app_aligns_in_memory_linear_in_its_transactions():
@@ -285,3 +373,91 @@ def test_a_day_of_a_streams_app_aligns_in_memory_linear_in_its_transactions():
     findings, stats = judge(ptx, ctx)
     assert kinds(findings) == [("split_outcome", 41_234 * 3, 2)]
     assert stats == {"judged": n, "undecidable": 0, "unjudged": 0}
+
+
+WEEK = 40_000  # a partition's transactions of a producer, 100 ms apart: ~67 minutes
+TAIL = 1_000  # what a compacted `__transaction_state` kept of them: the last ~100 s
+
+
+def _compacted(split: int | None = None):
+    """A partition holding a long history of the producer, a coordinator log holding only its
+    tail (the cleaner kept nothing older of this transactional id): as Arrow tables."""
+    import pyarrow as pa
+
+    from replay.crosslog import COORDINATOR_TXNS, PARTITION_TXNS
+
+    ptx = [part_txn(k, "ABORT" if k == split else "COMMIT", step=100) for k in range(WEEK)]
+    ctx = [coord_txn(k, step=100, history_from_start=False) for k in range(WEEK - TAIL, WEEK)]
+    return (
+        pa.Table.from_pylist([{c: r.get(c) for c in PARTITION_TXNS.names} for r in ptx],
+                             schema=PARTITION_TXNS),
+        pa.Table.from_pylist([{c: r.get(c) for c in COORDINATOR_TXNS.names} for r in ctx],
+                             schema=COORDINATOR_TXNS),
+        Coordinator(False, ctx[-1]["complete_timestamp"] + 5_000, 0),
+    )  # fmt: skip
+
+
+def test_a_compacted_coordinator_log_judges_only_what_it_covers():
+    """`__transaction_state` keeps the latest record per transactional id below the cleaner's
+    point: the coordinator's history of a long-lived producer starts long after its
+    partition's. The entries older than the order window before its first transaction are
+    without coordinator history (not aligned, not findings); what the tail covers is judged,
+    a split outcome there still found."""
+    ptx, ctx, coordinator = _compacted()
+    findings, stats = judge_producer(
+        PID, ptx, ctx, {X: Side(True, None)}, coordinator, Bounds(2_000, 600_000)
+    )
+    # without coordinator history: the entries whose marker is more than the order window
+    # before the tail's first transaction started
+    first = ctx.column("start_timestamp")[0].as_py()
+    older = sum(ts < first - 600_000 for ts in ptx.column("marker_timestamp").to_pylist())
+    assert findings == [] and 30_000 < older < WEEK - TAIL
+    assert stats == {"judged": WEEK - older, "undecidable": 0, "unjudged": older}
+    # an ABORT marker where the coordinator committed: the finding the whole alignment gives
+    # (order places it as data no coordinator transaction explains; 1 GB of table before)
+    ptx, ctx, coordinator = _compacted(split=WEEK - 10)
+    findings, _ = judge_producer(
+        PID, ptx, ctx, {X: Side(True, None)}, coordinator, Bounds(2_000, 600_000)
+    )
+    assert kinds(findings) == [("write_outside_transaction", (WEEK - 10) * 3, 2)]
+
+
+def test_a_partition_shorter_than_the_coordinators_history_judges_its_own():
+    """The partition's retention kept less than the coordinator's log holds (its history does
+    not reach back to its start): the coordinator's transactions that ended more than the
+    window before the partition's first entry are not aligned; the rest is judged."""
+    n = WEEK // 4
+    ctx = [coord_txn(k, step=100) for k in range(n)]
+    ptx = [part_txn(k, step=100) for k in range(n - TAIL, n)]
+    # the coordinator's copy reaches past the partition's last marker
+    later = Coordinator(True, ctx[-1]["complete_timestamp"] + 10_000, 0)
+    findings, stats = judge(ptx, ctx, side=Side(False, None), coordinator=later)
+    assert findings == [] and stats == {"judged": TAIL, "undecidable": 0, "unjudged": 0}
+    ptx[TAIL // 2] = part_txn(n - TAIL // 2, "ABORT", step=100)
+    findings, _ = judge(ptx, ctx, side=Side(False, None), coordinator=later)
+    assert kinds(findings) == [("split_outcome", (n - TAIL // 2) * 3, 2)]
+
+
+def test_the_alignment_of_a_compacted_history_holds_rows_not_the_table():
+    """The band of the compacted case above is as wide as the window's transactions (6,000
+    cells) and the programme keeps a row every ~sqrt(n) rows: its memory is a few MB where
+    the two whole tables of the band took 2 x (n + 1) x width x 8 bytes (100 MB here, and
+    ~1 GB before the entries older than the window were left out). Peak RSS of a process
+    judging it, against one that only builds the same inputs."""
+    import subprocess
+    import sys
+
+    script = (
+        "import resource, sys; sys.path.insert(0, 'tests'); import test_crosslog as t\n"
+        "from replay.crosslog import judge_producer, Side, Bounds\n"
+        "ptx, ctx, c = t._compacted(); base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "if sys.argv[1] == 'judge':\n"
+        "    judge_producer(t.PID, ptx, ctx, {t.X: Side(True, None)}, c, Bounds(2000, 600000))\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    peaks = {}
+    for what in ("build", "judge"):
+        out = subprocess.run([sys.executable, "-c", script, what], capture_output=True,
+                             text=True, check=True, cwd=ROOT)  # fmt: skip
+        peaks[what] = int(out.stdout.split()[-1]) << 10
+    assert peaks["judge"] - peaks["build"] < 60 << 20, peaks
