@@ -30,6 +30,7 @@ event is counted as undecidable, never guessed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -219,17 +220,18 @@ class _Costs:
         # sequences
         self.b_before, self.a_before = before
 
-    def _partition_reaches_past(self, ts: np.ndarray) -> np.ndarray:
-        e = self.side.copy_end_ts
-        if e is None:
+    def _reaches_past(self, end: int | None, ts: np.ndarray) -> np.ndarray:
+        """Whether a copy ending at ``end`` extends past each time by more than the clock
+        tolerance (an unknown time or end: no)."""
+        if end is None:
             return np.zeros(len(ts), bool)
-        return (ts >= 0) & (e > ts + self.bounds.tolerance_ms)
+        return (ts >= 0) & (end > ts + self.bounds.tolerance_ms)
+
+    def _partition_reaches_past(self, ts: np.ndarray) -> np.ndarray:
+        return self._reaches_past(self.side.copy_end_ts, ts)
 
     def _coordinator_reaches_past(self, ts: np.ndarray) -> np.ndarray:
-        e = self.coord.copy_end_ts
-        if e is None:
-            return np.zeros(len(ts), bool)
-        return (ts >= 0) & (e > ts + self.bounds.tolerance_ms)
+        return self._reaches_past(self.coord.copy_end_ts, ts)
 
     def skip_a(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A coordinator transaction listing the partition without an entry there, with no
@@ -250,11 +252,7 @@ class _Costs:
                 cost = np.where(decided, cost, ASSUME)  # in flight: it may still be written
             return np.where(maybe, ASSUME, cost).astype(np.int64)
 
-        start = not self.b_before  # no partition entry before the first of these
-        first = at(start, m == 0)
-        last = at(start and m == 0, True)
-        mid = at(False, False) if m > 1 else np.full(n, INF, np.int64)
-        return first, last, mid
+        return _by_position(at, not self.b_before, m, n)  # no partition entry left out before
 
     def skip_b(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A partition entry no coordinator transaction listing the partition explains, with
@@ -275,11 +273,7 @@ class _Costs:
                 cost = np.full(m, ANOMALY, np.int64)
             return np.where(excused, ASSUME, cost).astype(np.int64)
 
-        start = not self.a_before  # no coordinator transaction before the first of these
-        first = at(start, n == 0)
-        last = at(start and n == 0, True)
-        mid = at(False, False) if n > 1 else np.full(m, INF, np.int64)
-        return first, last, mid
+        return _by_position(at, not self.a_before, n, m)  # no coordinator one left out before
 
     def arrays(self) -> tuple:
         """Everything the programme needs, as numpy arrays; a match's cost (:func:`_match`)
@@ -291,11 +285,21 @@ class _Costs:
             self._partition_reaches_past(L.complete[ks]).astype(np.int64),
         ], axis=1) if len(ks) else np.zeros((0, 8), np.int64)  # fmt: skip
         b = np.stack([
-            B.outcome, (B.records > 0).astype(np.int64), B.epoch, B.marker_epoch,
-            np.where(B.open, B.first_ts, B.marker_ts),
+            B.outcome, (B.records > 0).astype(np.int64), B.epoch, B.marker_epoch, B.ts,
         ], axis=1) if len(B) else np.zeros((0, 5), np.int64)  # fmt: skip
         return (a.astype(np.int64), b.astype(np.int64), *self.skip_a(), *self.skip_b(),
                 self.bounds.window_ms)  # fmt: skip
+
+
+def _by_position(at: Callable[[bool, bool], np.ndarray], start: bool, others: int,
+                 size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """A skip's costs with no entry of the other sequence before it (first: ``at(first=True,
+    ...)`` unless ``start`` is false, as when entries were left out before), all of the
+    ``others`` before it (last), or some (in between; INF where there is no such place)."""
+    first = at(start, others == 0)
+    last = at(start and others == 0, True)
+    mid = at(False, False) if others > 1 else np.full(size, INF, np.int64)
+    return first, last, mid
 
 
 OUTCOMES = ("COMMIT", "ABORT")  # OUTCOME codes 1 and 2

@@ -255,62 +255,43 @@ def _whole_table(a, b, sa0, sa1, sa2, sb0, sb1, sb2, window):
     def step(first, last, mid, x, pos, end):
         return int(first[x] if pos == 0 else last[x] if pos == end else mid[x])
 
-    def match(k, i):
-        return int(_match.py_func(a, b, k, i, window))
+    def steps(k, i):
+        """(what, cost, the cell it leads to) of every step leaving cell (k, i)."""
+        if k < n and i < m:
+            yield "match", int(_match.py_func(a, b, k, i, window)), (k + 1, i + 1)
+        if k < n:
+            yield "skip A", step(sa0, sa1, sa2, k, i, m), (k + 1, i)
+        if i < m:
+            yield "skip B", step(sb0, sb1, sb2, i, k, n), (k, i + 1)
 
-    F = [[INF] * (m + 1) for _ in range(n + 1)]
-    F[0][0] = 0
-    for k in range(n + 1):
-        for i in range(m + 1):
-            f = F[k][i]
-            if f >= INF:
-                continue
-            if k < n and i < m:
-                F[k + 1][i + 1] = min(F[k + 1][i + 1], f + match(k, i))
-            if k < n:
-                F[k + 1][i] = min(F[k + 1][i], f + step(sa0, sa1, sa2, k, i, m))
-            if i < m:
-                F[k][i + 1] = min(F[k][i + 1], f + step(sb0, sb1, sb2, i, k, n))
-    G = [[INF] * (m + 1) for _ in range(n + 1)]
-    G[n][m] = 0
-    for k in range(n, -1, -1):
-        for i in range(m, -1, -1):
-            g = G[k][i]
-            if k < n and i < m:
-                g = min(g, match(k, i) + G[k + 1][i + 1])
-            if k < n:
-                g = min(g, step(sa0, sa1, sa2, k, i, m) + G[k + 1][i])
-            if i < m:
-                g = min(g, step(sb0, sb1, sb2, i, k, n) + G[k][i + 1])
-            G[k][i] = g
-    total = F[n][m]
+    cells = [(k, i) for k in range(n + 1) for i in range(m + 1)]
+    F = {c: INF for c in cells}
+    F[0, 0] = 0
+    for k, i in cells:  # every step goes down or right: a cell is final when it is reached
+        for _, c, to in steps(k, i):
+            F[to] = min(F[to], F[k, i] + c)
+    G = {c: INF for c in cells}
+    G[n, m] = 0
+    for k, i in reversed(cells):
+        for _, c, to in steps(k, i):
+            G[k, i] = min(G[k, i], c + G[to])
+    total = F[n, m]
     a_free, a_bad = [False] * n, [False] * n
     b_free, b_bad = [False] * m, [0] * m
-    for k in range(n + 1):
-        for i in range(m + 1):
-            f = F[k][i]
-            if f >= INF:
+    for k, i in cells:  # in this order the first anomaly of an entry sets its kind
+        for what, c, to in steps(k, i):
+            if F[k, i] >= INF or c >= INF or F[k, i] + c + G[to] != total:
                 continue
-            if k < n and i < m:
-                c = match(k, i)
-                if c < INF and f + c + G[k + 1][i + 1] == total:
-                    a_free[k] = True
-                    if c < ANOMALY:
-                        b_free[i] = True
-                    elif b_bad[i] == 0:
-                        b_bad[i] = 1
-            if k < n:
-                c = step(sa0, sa1, sa2, k, i, m)
-                if f + c + G[k + 1][i] == total:
-                    a_free[k] |= c < ANOMALY
-                    a_bad[k] |= c >= ANOMALY
-            if i < m:
-                c = step(sb0, sb1, sb2, i, k, n)
-                if f + c + G[k][i + 1] == total:
-                    if c < ANOMALY:
-                        b_free[i] = True
-                    elif b_bad[i] == 0:
-                        b_bad[i] = 2
+            if what == "skip A":
+                a_free[k] |= c < ANOMALY
+                a_bad[k] |= c >= ANOMALY
+                continue
+            if what == "match":
+                a_free[k] = True
+            if c < ANOMALY:
+                b_free[i] = True
+            elif b_bad[i] == 0:
+                b_bad[i] = 1 if what == "match" else 2
     return total, a_free, a_bad, b_free, b_bad
 
 
