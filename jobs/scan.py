@@ -210,8 +210,12 @@ def scan_ranges(ranges, opts: ScanOptions, base: str, key: str, task: int, attem
     def replayed() -> None:
         if replica is None:
             return
-        # the replay's rows are written a block at a time as it goes
-        row = replica.replay(lambda table, rows: [write(table, b) for b in rows.to_batches()])
+
+        def written(table: str, rows) -> None:  # a block of the replay's rows, as it goes
+            for b in rows.to_batches():
+                write(table, b)
+
+        row = replica.replay(written)
         if row is not None:
             reports.append({"kind": "replica", **row})  # the driver chooses replicas from these
 

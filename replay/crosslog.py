@@ -540,8 +540,8 @@ def judge_producer(
     Returns the findings and counts: ``judged`` (partition transactions aligned with the
     coordinator's), ``undecidable`` (either explanation fits), ``unjudged`` (no coordinator
     history for this producer)."""
-    ptx = _table(partition_txns, PARTITION_TXNS)
-    ctx = _table(coordinator_txns, COORDINATOR_TXNS)
+    ptx = columns_of(partition_txns, PARTITION_TXNS)
+    ctx = columns_of(coordinator_txns, COORDINATOR_TXNS)
     stats = {"judged": 0, "undecidable": 0, "unjudged": 0}
     records = pc.fill_null(ptx.column("record_count"), 0)
     is_open = pc.fill_null(pc.equal(ptx.column("outcome"), "OPEN"), False)
@@ -633,8 +633,9 @@ COORDINATOR_TXNS = pa.schema([f for f in T.COORDINATOR_TXNS
                               if f.name in COORDINATOR_TXN_COLUMNS])  # fmt: skip
 
 
-def _table(rows: pa.Table | list[dict], schema: pa.Schema) -> pa.Table:
-    """The judgement's columns of a table, or of rows (timestamps as epoch milliseconds)."""
+def columns_of(rows: pa.Table | list[dict], schema: pa.Schema) -> pa.Table:
+    """``schema``'s columns of a table, or of rows (timestamps as epoch milliseconds): the
+    judgement's inputs either way."""
     if isinstance(rows, pa.Table):
         return rows.select(schema.names)
     return pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in rows],

@@ -25,6 +25,7 @@ from replay.crosslog import (
     Bounds,
     Coordinator,
     Side,
+    columns_of,
     judge_producer,
 )
 from replay.findings import finding
@@ -531,8 +532,8 @@ def crosslog_tables(
     :data:`CROSSLOG_COORD`) or rows. Findings: split_outcome, missing_marker,
     write_outside_transaction, orphan_marker (replay.crosslog) and hanging_transaction. Read
     as columns: only the sides and the findings' rows become Python objects."""
-    left = _as_table(left, CROSSLOG_LEFT)
-    coord = _as_table(coord, CROSSLOG_COORD)
+    left = columns_of(left, CROSSLOG_LEFT)
+    coord = columns_of(coord, CROSSLOG_COORD)
     is_txn = pc.fill_null(pc.equal(left.column("_row"), "txn"), False)
     txns = left.filter(is_txn)
     sides = {
@@ -564,13 +565,6 @@ def crosslog_tables(
         T.rows_table(CROSSLOG_SCHEMA, "finding", findings),
         T.rows_table(CROSSLOG_SCHEMA, "count", counts),
     ])  # fmt: skip
-
-
-def _as_table(rows: pa.Table | list[dict], schema: pa.Schema) -> pa.Table:
-    if isinstance(rows, pa.Table):
-        return rows.select(schema.names)
-    return pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in rows],
-                                schema=schema)  # fmt: skip
 
 
 def _hanging(pid: int, txns: pa.Table, coord: pa.Table, facts: Facts) -> list[dict]:

@@ -506,8 +506,8 @@ class Audit:
         t = txn_log.filter(F.col("transactional_id").isNotNull()).select(
             CLUSTER, *_millis(txn_log, COORDINATOR_COLUMNS)
         )
-        # per id in its partition: the coordinator loads each partition by itself
-        # (replay.grouped.coordinator_partition_tables)
+        # per id in its partition (replay.grouped.coordinator_tables, the same replay the scan
+        # runs over a whole partition)
         by = (CLUSTER, "log_partition", "transactional_id")
         return t.groupBy(*by).applyInArrow(replay, struct_type(schema))
 
