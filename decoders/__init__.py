@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from decoders import faults, schemas
+from decoders import schemas, seams
 from decoders.accounting import Accounting, FileInfo
 from decoders.errors import ErrorRow
 from decoders.indexes import read_offset_index, read_time_index, read_txn_index
@@ -91,7 +91,7 @@ def iter_file(
             wanted, deep, verify_crc, max_rows, window_bytes, start, stop, memory_budget
         )
         try:
-            faults.inject(info.file)
+            seams.reached(seams.DECODING, info.file)
             acct, errors = yield from _dispatch(src, info, opts)
             errors = errors + _changed(src, info)
         except OSError as e:  # the file went away or changed size while it was read

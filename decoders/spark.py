@@ -279,6 +279,22 @@ def _spark_safe(batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=batch.schema) if changed else batch
 
 
+def spark_batch(
+    batch: pa.RecordBatch, table: str, target: pa.Schema, avro_topics: dict | None = None
+) -> pa.Table:
+    """A decoded batch of ``table`` as Spark holds it, in ``target`` (the Arrow form of its
+    Spark schema, ``to_arrow_schema(..., timezone="UTC")``): Avro columns decoded, timestamps
+    Spark cannot hold nulled, types as Spark gives them (no unsigned ints, UTC microseconds).
+    Columns an audit adds after the decoders' (the cluster of the broker) are kept."""
+    with_avro = table == "records" and bool(avro_topics)
+    if with_avro:
+        batch = avro.decode_batch(batch, avro_topics)
+    decoded = table_schema(table, with_avro)
+    fields = [pa.field(f.name, arrow_for_spark(f.type)) for f in decoded]
+    fields += [batch.schema.field(n) for n in batch.schema.names if n not in decoded.names]
+    return pa.Table.from_batches([_spark_safe(batch).cast(pa.schema(fields))]).cast(target)
+
+
 class KafkaSegmentsDataSource(DataSource):
     """Decoded Kafka log-segment dumps as Spark tables."""
 

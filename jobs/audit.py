@@ -17,6 +17,8 @@ import json
 import os
 import sys
 
+from decoders import seams
+
 TOP_FINDINGS = 30  # the worst findings printed at the end of a run
 WRITERS = 4  # tables written at once (threads of the driver, each submitting its Spark jobs)
 # a table's files: one per this many bytes of dump (its rows grow with the dump's batches)
@@ -50,107 +52,120 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    import decoders
     from jobs import progress
     from jobs.exits import FAILED, OK, USAGE
-    from jobs.session import job_conf
+    from jobs.output import SUMMARY, commit, start_run
+    from jobs.resilience import run_resilient
+    from jobs.session import dump_files, job_conf
 
     conf = job_conf(args)
-    missing = [p for p in args.inputs if "://" not in p and not os.path.exists(p)]
-    if missing:
-        print(f"logreplay audit: no such path: {', '.join(missing)}", file=sys.stderr)
-        return USAGE
-    files = decoders.discover(args.inputs)
-    if not files:
-        print(f"logreplay audit: no Kafka files under {', '.join(args.inputs)}", file=sys.stderr)
+    files = dump_files("audit", args.inputs)
+    if files is None:
         return USAGE
     progress.total_bytes(sum(f.size for f in files))
     progress.phase("starting Spark")
-
-    from jobs.copies import copy_tables
-    from jobs.output import (
-        LAYOUT_VERSION,
-        SUMMARY,
-        commit,
-        kill_point,
-        read_rows,
-        redacted,
-        start_run,
-        versions,
-        write_table,
-    )
-    from jobs.resilience import run_resilient
-    from jobs.scan import decoded_once
-    from replay.plan import CLUSTER, REPLAY_SCAN_TABLES, audit_session, replay_spec, summary_of
-
-    spark, run_id, out, previous, key = start_run(args, conf, "logreplay-audit", SUMMARY)
-    spread = output_files(sum(f.size for f in files), spark)
-    from concurrent.futures import ThreadPoolExecutor
-
-    def attempt(skip: dict[str, str]):
-        progress.phase("decoding: one scan of the dump, then the replay")
-        # the dump is decoded once, by one scan writing every table the audit reads into the
-        # run's scratch area; the audit's stages read those back; what the audit cached is
-        # released once its tables are written and summarised
-        # the scan's tasks replay every partition replica they read (replay.replicas)
-        spec = replay_spec(args.inputs, conf)
-        with (
-            decoded_once(
-                spark, files, REPLAY_SCAN_TABLES, conf["decode"], out, key, skip, spec
-            ) as scratch,
-            audit_session(
-                spark,
-                args.inputs,
-                conf,
-                scratch.decoded,
-                skip,
-                scratch.stash,
-                spec,
-                scratch.replicas,
-            ) as tables,
-        ):
-            progress.phase("replay: writing tables")
-
-            def files_of(name: str) -> int:
-                return 1 if name in SINGLE_FILE else spread
-
-            def write(name: str) -> dict:
-                df = tables[name]
-                entry = write_table(df, out, name, files_of(name), None, key, "audit:writing")
-                kill_point("audit:staged-table")
-                return entry
-
-            def copy() -> dict:
-                # the tables that are the scan's rows, in one job of pyarrow copies
-                wanted = {n: (how, files_of(n)) for n, how in tables.copies.items()}
-                entries = copy_tables(spark, scratch, wanted, out, key, "audit:writing")
-                kill_point("audit:staged-table")
-                return entries
-
-            # the tables are written concurrently: most are small, and a small table's job is
-            # mostly the driver's planning and scheduling, which leaves the executors idle
-            # unless other jobs are running (Spark schedules the jobs of several threads)
-            queried = [n for n in tables if n not in tables.copies]
-            with ThreadPoolExecutor(WRITERS) as pool:
-                copied = pool.submit(copy)
-                entries = dict(zip(queried, pool.map(write, queried), strict=True))
-                entries |= copied.result()
-            # the summary from the files just written (a few rows: one per check, the clusters
-            # of the partitions), read here rather than by running their queries again
-            checks = read_rows(out, entries["checks"])
-            clusters = {r[CLUSTER] for r in read_rows(out, entries["partitions"], [CLUSTER])}
-            return {n: entries[n] for n in tables}, summary_of(checks, clusters)
-
+    started = start_run(args, conf, "logreplay-audit", SUMMARY)
     # a file whose decoding fails the job after every task attempt is left out, reported as
     # a decode_failed error (an error finding: a gate fails), and the run finishes
     (entries, checked), skipped = run_resilient(
-        spark, files, attempt, decode_options=conf["decode"]
+        started.spark,
+        files,
+        lambda skip: audited(started, files, conf, args.inputs, skip),
+        decode_options=conf.decode,
     )
+    summary, top = summarised(args, started, files, conf, entries, checked, skipped)
+    verdict, gate_files = None, None
+    if args.gate:
+        from jobs.gate import GATE, validate
+
+        progress.phase("gate")
+        verdict, written = validate(
+            started.spark, started.out, summary, conf, started.run_id, args.logical_date
+        )
+        summary["gate"] = verdict.summary()
+        gate_files = (GATE, written)
+    seams.reached("audit:staged")
+    progress.phase("commit")
+    commit(started.out, SUMMARY, summary, started.previous, gate_files)
+    _print(summary, top)
+    if getattr(args, "report", False):
+        from jobs.report import build
+
+        progress.phase("report")
+        path, _ = build(started.spark, started.out.uri, args.include_payloads, args.cards_per_kind)
+        print(f"report: {path}", file=sys.stderr)
+    if verdict is not None:
+        print(verdict.verdict(), file=sys.stderr)
+        return OK if verdict.success else FAILED
+    return OK
+
+
+def audited(started, files, conf, inputs: list[str], skip: dict[str, str]) -> tuple[dict, dict]:
+    """One attempt of the audit (jobs.resilience): the dump decoded once, by one scan whose
+    tasks replay every replica they read (replay.scan_task) and write what the audit's stages
+    read into the run's scratch area; the tables written; the scratch area gone once they are
+    written and summarised. (the tables' entries, the summary's clusters and checks)"""
+    from jobs import progress
+    from jobs.output import read_rows
+    from jobs.scan import decoded_once
+    from replay.plan import CLUSTER, Audit, replay_spec, summary_of
+
+    progress.phase("decoding: one scan of the dump, then the replay")
+    spark, out = started.spark, started.out
+    spec = replay_spec(inputs, conf.audit)
+    with decoded_once(spark, files, conf.decode, out, started.key, skip, spec) as scratch:
+        tables = Audit(spark, conf.audit, scratch).run()
+        progress.phase("replay: writing tables")
+        spread = output_files(sum(f.size for f in files), spark)
+        entries = write_tables(spark, tables, scratch, out, started.key, spread)
+        # the summary from the files just written (a few rows: one per check, the clusters
+        # of the partitions), read here rather than by running their queries again
+        checks = read_rows(out, entries["checks"])
+        clusters = {r[CLUSTER] for r in read_rows(out, entries["partitions"], [CLUSTER])}
+        return {n: entries[n] for n in tables}, summary_of(checks, clusters)
+
+
+def write_tables(spark, tables, scratch, out, key: str, spread: int) -> dict:
+    """Every table of the audit written (their entries for the commit record): the ones that
+    are the scan's rows copied in one job of pyarrow copies (jobs.copies), the others written
+    from their queries, concurrently: most are small, and a small table's job is mostly the
+    driver's planning and scheduling, which leaves the executors idle unless other jobs are
+    running (Spark schedules the jobs of several threads)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from jobs.copies import copy_tables
+    from jobs.output import write_table
+
+    def files_of(name: str) -> int:
+        return 1 if name in SINGLE_FILE else spread
+
+    def write(name: str) -> dict:
+        entry = write_table(tables[name], out, name, files_of(name), None, key, "audit:writing")
+        seams.reached("audit:staged-table")
+        return entry
+
+    def copy() -> dict:
+        wanted = {n: (how, files_of(n)) for n, how in tables.copies.items()}
+        entries = copy_tables(spark, scratch, wanted, out, key, "audit:writing")
+        seams.reached("audit:staged-table")
+        return entries
+
+    queried = [n for n in tables if n not in tables.copies]
+    with ThreadPoolExecutor(WRITERS) as pool:
+        copied = pool.submit(copy)
+        entries = dict(zip(queried, pool.map(write, queried), strict=True))
+        return entries | copied.result()
+
+
+def summarised(args, started, files, conf, entries: dict, checked: dict, skipped) -> tuple:
+    """The run's summary (summary.json, before the gate's verdict) and its worst findings."""
+    from jobs.output import LAYOUT_VERSION, redacted, versions
+
     rows = {name: e["rows"] for name, e in entries.items()}
-    by_kind, top = findings_overview(out, entries["findings"], TOP_FINDINGS)
+    by_kind, top = findings_overview(started.out, entries["findings"], TOP_FINDINGS)
     summary = {
-        "run_id": run_id,
-        "run_key": key,
+        "run_id": started.run_id,
+        "run_key": started.key,
         "layout": LAYOUT_VERSION,
         "logical_date": args.logical_date,
         "inputs": args.inputs,
@@ -161,32 +176,11 @@ def run(args) -> int:
         "findings": _counts(by_kind, rows["findings"]),
         **checked,
         "conf": redacted(conf),
-        "versions": versions(spark),
+        "versions": versions(started.spark),
         "gate": None,
         "tables": entries,
     }
-    verdict, gate_files = None, None
-    if args.gate:
-        from jobs.gate import GATE, validate
-
-        progress.phase("gate")
-        verdict, written = validate(spark, out, summary, conf, run_id, args.logical_date)
-        summary["gate"] = verdict.summary()
-        gate_files = (GATE, written)
-    kill_point("audit:staged")
-    progress.phase("commit")
-    commit(out, SUMMARY, summary, previous, gate_files)
-    _print(summary, top)
-    if getattr(args, "report", False):
-        from jobs.report import build
-
-        progress.phase("report")
-        path, _ = build(spark, out.uri, args.include_payloads, args.cards_per_kind)
-        print(f"report: {path}", file=sys.stderr)
-    if verdict is not None:
-        print(verdict.verdict(), file=sys.stderr)
-        return OK if verdict.success else FAILED
-    return OK
+    return summary, top
 
 
 def output_files(dump_bytes: int, spark) -> int:

@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from replay.plan import CLUSTER, Copied
+from replay.plan import Copied
+from replay.tables import CLUSTER
 
 BATCH_ROWS = 65_536
 
@@ -123,7 +124,8 @@ def copy_task(task: CopyTask, area: str, base: str, key: str, attempt: int,
     """One task: its scratch files' rows, kept and projected, into one output file."""
     import pyarrow.parquet as pq
 
-    from jobs.output import OutputDir, _TaskFiles, kill_point
+    from decoders import seams
+    from jobs.output import OutputDir, _TaskFiles
 
     scratch = OutputDir(area)
     sink = _TaskFiles(base, task.table, task.part, attempt, key, task.schema, None)
@@ -136,7 +138,7 @@ def copy_task(task: CopyTask, area: str, base: str, key: str, attempt: int,
                     if rows.num_rows:
                         sink.write(rows)
                         if first and kill:
-                            kill_point(kill)
+                            seams.reached(kill)
                         first = False
     except BaseException:
         sink.abort()
@@ -180,23 +182,10 @@ def project(batch, task: CopyTask, partition_value):
     for field in task.schema:
         if field.name == task.partition_by and field.name not in batch.schema.names:
             col = const(partition_value, n, pa.string())
-        elif field.name == CLUSTER and copied.clusters is not None:
-            col = _clusters(batch.column("broker"), copied.clusters)
         else:
             col = batch.column(field.name)
         columns.append(_as(col, field.type))
     return pa.Table.from_arrays(columns, schema=task.schema)
-
-
-def _clusters(brokers, clusters: dict):
-    """Each row's cluster from its broker directory ("" for none, as replay.plan gives it)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    names = sorted(clusters)
-    at = pc.index_in(brokers, value_set=pa.array(names, pa.string()))
-    found = pc.take(pa.array([clusters[b] for b in names], pa.string()), at)
-    return pc.fill_null(found, "")
 
 
 def _as(col, target):

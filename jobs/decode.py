@@ -14,6 +14,8 @@ import json
 import os
 import sys
 
+from decoders import seams
+
 DEFAULT_TABLES = (
     "segments",
     "errors",
@@ -51,12 +53,51 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    import decoders
-    from decoders.schemas import TABLES
+    from jobs import progress
     from jobs.exits import OK, USAGE
-    from jobs.session import job_conf
+    from jobs.output import MANIFEST, commit, start_run
+    from jobs.resilience import run_resilient
+    from jobs.session import dump_files, job_conf
 
     conf = job_conf(args)
+    tables = _tables(args)
+    if tables is None:
+        return USAGE
+    files = dump_files("decode", args.inputs)
+    if files is None:
+        return USAGE
+    progress.total_bytes(sum(f.size for f in files))
+    progress.phase("starting Spark")
+    started = start_run(args, conf, "logreplay-decode", MANIFEST)
+    opts = _scan_options(tables, not args.header_only, conf)
+    # one pass: each task decodes its byte ranges once and writes every table from them; its
+    # ranges are fixed byte ranges decoded in order, so rows come out in the same order on
+    # every run and no shuffle is needed for stable bytes, only stable file names
+    range_bytes = args.range_bytes or conf.decode["range_bytes"]
+
+    def attempt(skip: dict[str, str]):
+        from jobs.scan import scan_tables
+
+        progress.phase(f"decoding {', '.join(tables)}")
+        return scan_tables(started.spark, files, opts, started.out.uri, started.key,
+                           range_bytes, "decode:decoding", skipped=skip)  # fmt: skip
+
+    # a file whose decoding fails the job after every task attempt is left out and reported
+    # as a decode_failed error row; the run finishes
+    scanned, skipped = run_resilient(started.spark, files, attempt, decode_options=conf.decode)
+    seams.reached("decode:staged")
+    manifest = _manifest(args, started, files, scanned, skipped)
+    commit(started.out, MANIFEST, manifest, started.previous)
+    progress.result(json.dumps({"out": started.out.uri, "run_id": started.run_id,
+                                "rows": manifest["rows"], "bytes": scanned.accounting}))  # fmt: skip
+    return OK
+
+
+def _tables(args) -> list[str] | None:
+    """The tables asked for (records tables left out of a header-only run, said); None, said on
+    stderr, when one is unknown."""
+    import decoders
+    from decoders.schemas import TABLES
 
     unknown = [t for t in args.tables if t not in TABLES]
     if unknown:
@@ -64,57 +105,33 @@ def run(args) -> int:
             f"logreplay decode: unknown table(s) {', '.join(unknown)}; known: {', '.join(TABLES)}",
             file=sys.stderr,
         )
-        return USAGE
-    if args.header_only:
-        dropped = [t for t in args.tables if t in decoders.RECORD_TABLES]
-        args.tables = [t for t in args.tables if t not in decoders.RECORD_TABLES]
-        if dropped:
-            print(f"--header-only: skipping {', '.join(dropped)}", file=sys.stderr)
-    files = decoders.discover(args.inputs)  # names and sizes only: a small listing
-    if not files:
-        print(f"logreplay decode: no Kafka files under {', '.join(args.inputs)}", file=sys.stderr)
-        return USAGE
-    from jobs import progress
+        return None
+    if not args.header_only:
+        return list(args.tables)
+    dropped = [t for t in args.tables if t in decoders.RECORD_TABLES]
+    if dropped:
+        print(f"--header-only: skipping {', '.join(dropped)}", file=sys.stderr)
+    return [t for t in args.tables if t not in decoders.RECORD_TABLES]
 
-    progress.total_bytes(sum(f.size for f in files))
-    progress.phase("starting Spark")
-    from jobs.output import LAYOUT_VERSION, MANIFEST, commit, kill_point, start_run, versions
-    from jobs.resilience import run_resilient
-    from jobs.scan import scan_options, scan_tables
 
-    spark, run_id, out, previous, key = start_run(args, conf, "logreplay-decode", MANIFEST)
-    decode = conf["decode"]
+def _scan_options(tables: list[str], deep: bool, conf):
     from decoders.avro import load_topics
     from decoders.spark import _struct, table_schema
+    from jobs.scan import scan_options
 
-    avro_topics = load_topics(conf["topics"])
-    opts = scan_options(
-        lambda t, with_avro: _struct(table_schema(t, with_avro)),
-        args.tables,
-        not args.header_only,
-        decode,
-        avro_topics,
-    )
-    # one pass: each task decodes its byte ranges once and writes every table from them; its
-    # ranges are fixed byte ranges decoded in order, so rows come out in the same order on
-    # every run and no shuffle is needed for stable bytes, only stable file names
-    range_bytes = args.range_bytes or decode["range_bytes"]
+    def spark_schema(table: str, with_avro: bool):
+        return _struct(table_schema(table, with_avro))
 
-    def attempt(skip: dict[str, str]):
-        progress.phase(f"decoding {', '.join(args.tables)}")
-        return scan_tables(
-            spark, files, opts, out.uri, key, range_bytes, "decode:decoding", skipped=skip
-        )
+    return scan_options(spark_schema, tables, deep, conf.decode, load_topics(conf["topics"]))
 
-    # a file whose decoding fails the job after every task attempt is left out and reported
-    # as a decode_failed error row; the run finishes
-    scanned, skipped = run_resilient(spark, files, attempt, decode_options=decode)
-    tables, accounting = scanned.tables, scanned.accounting
-    counts = {t: e["rows"] for t, e in tables.items()}
-    kill_point("decode:staged")
-    manifest = {
-        "run_id": run_id,
-        "run_key": key,
+
+def _manifest(args, started, files, scanned, skipped) -> dict:
+    """The run's commit record (_manifest.json)."""
+    from jobs.output import LAYOUT_VERSION, versions
+
+    return {
+        "run_id": started.run_id,
+        "run_key": started.key,
         "layout": LAYOUT_VERSION,
         "logical_date": args.logical_date,
         "inputs": args.inputs,
@@ -122,18 +139,13 @@ def run(args) -> int:
             {"file": f.info.file, "kind": f.kind, "broker": f.info.broker, "size": f.size}
             for f in files
         ],
-        "bytes": accounting,
+        "bytes": scanned.accounting,
         "files_left_out": skipped,
-        "rows": counts,
+        "rows": {t: e["rows"] for t, e in scanned.tables.items()},
         "deep": not args.header_only,
-        "versions": versions(spark),
-        "tables": tables,
+        "versions": versions(started.spark),
+        "tables": scanned.tables,
     }
-    commit(out, MANIFEST, manifest, previous)
-    progress.result(
-        json.dumps({"out": out.uri, "run_id": run_id, "rows": counts, "bytes": accounting})
-    )
-    return OK
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,6 +30,7 @@ import re
 import uuid
 from typing import Any, NamedTuple
 
+from decoders import seams
 from decoders.filesystems import export_s3_settings, filesystem
 
 LAYOUT_VERSION = 2
@@ -39,7 +40,6 @@ SAFE = re.compile(r"[^A-Za-z0-9._=-]")
 PART = re.compile(r"^\.?part-\d{5}-(?P<key>[0-9a-f]{12})-\d+\.parquet(\.tmp)?$")
 # schemes Spark's own Parquet reader handles in pip's PySpark; others are read by pyarrow
 SPARK_READABLE = ("", "file", "hdfs")
-KILL_AT, KILL_PID = "LOGREPLAY_TEST_KILL_AT", "LOGREPLAY_TEST_KILL_PID"
 
 
 # -- run identity ------------------------------------------------------------------------------
@@ -67,20 +67,14 @@ def run_dir(out: str, run_id: str, layout: str) -> str:
     return f"{out}/{run_id}" if layout == "per_run" else out
 
 
-# -- storage settings and the test-only kill hook ----------------------------------------------
+# -- storage settings ----------------------------------------------
 
 
 def prepare_storage(conf: dict) -> dict[str, str]:
     """Before the Spark session starts: export `storage.s3` keys into the AWS variables (local
-    mode's Python workers inherit them) and arm the kill hook; returns the variables to forward
-    to Spark's Python workers (:func:`forward_env`)."""
-    if os.environ.get(KILL_AT):
-        os.environ.setdefault(KILL_PID, str(os.getpid()))
-    env = export_s3_settings((conf.get("storage") or {}).get("s3"))
-    for var in (KILL_AT, KILL_PID):
-        if os.environ.get(var):
-            env[var] = os.environ[var]
-    return env
+    mode's Python workers inherit them) and arm the test seams (decoders.seams); returns the
+    variables to forward to Spark's Python workers (:func:`forward_env`)."""
+    return export_s3_settings((conf.get("storage") or {}).get("s3")) | seams.armed()
 
 
 def forward_env(spark, env: dict[str, str]) -> None:
@@ -91,16 +85,6 @@ def forward_env(spark, env: dict[str, str]) -> None:
     except Exception:  # a Spark Connect client has none: its server's workers need the env
         return
     context.environment.update(env)
-
-
-def kill_point(name: str) -> None:
-    """Test-only: SIGKILL the job's driver here when ``LOGREPLAY_TEST_KILL_AT`` names this
-    point (from a Spark task too: it kills the driver and lets the task run on, as a lost
-    driver does). Kill tests reach named points instead of racing timers."""
-    if os.environ.get(KILL_AT) == name:
-        import signal
-
-        os.kill(int(os.environ.get(KILL_PID) or os.getpid()), signal.SIGKILL)
 
 
 # -- a job's run -------------------------------------------------------------------------------
@@ -177,7 +161,7 @@ class OutputDir:
         self.fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
         if not self.renames:  # an upload becomes visible when it completes
             if kill:
-                kill_point(kill)
+                seams.reached(kill)
             with self.fs.open_output_stream(final) as f:
                 f.write(data)
             return
@@ -186,7 +170,7 @@ class OutputDir:
         with self.fs.open_output_stream(tmp) as f:
             f.write(data)
         if kill:
-            kill_point(kill)
+            seams.reached(kill)
         if self.fs.type_name == "hdfs" and self.fs.get_file_info(final).size is not None:
             self.fs.delete_file(final)  # HDFS's rename does not replace
         self.fs.move(tmp, final)
@@ -218,7 +202,7 @@ class OutputDir:
                     self.write_bytes(target, f.read())
                 written.append(target)
                 if kill and len(written) == 1:
-                    kill_point(kill)
+                    seams.reached(kill)
         return written
 
     def delete(self, rel: str) -> None:
@@ -282,7 +266,7 @@ def write_table(
             for i, batch in enumerate(batches):
                 sink.write(pa.Table.from_batches([batch]).cast(schema))
                 if i == 0:
-                    kill_point(kill)
+                    seams.reached(kill)
         except BaseException:
             sink.abort()
             raise
@@ -400,7 +384,7 @@ def commit(
     the replaced commit) and, given ``gate`` = (folder, files kept), older gate files."""
     doc = {**doc, "layout": LAYOUT_VERSION}
     out.write_json(name, doc, kill="commit:manifest")
-    kill_point("commit:done")
+    seams.reached("commit:done")
     listed = {f["path"] for t in doc.get("tables", {}).values() for f in t["files"]}
     before, before_time = previous
     key = doc.get("run_key")
@@ -421,7 +405,7 @@ def commit(
     for i, rel in enumerate(sorted(stale)):
         out.delete(rel)
         if i == 0:
-            kill_point("commit:cleanup")
+            seams.reached("commit:cleanup")
 
 
 def committed(out: OutputDir) -> tuple[str | None, dict | None]:

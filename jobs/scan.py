@@ -21,42 +21,37 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from decoders.planning import SPLITTABLE, ByteRange, pack, pack_units, split
-from replay.replicas import REPLAY_READS, REPLAY_TABLES
+from decoders.planning import SPLITTABLE, ByteRange, pack, split
+from replay.replicas import REPLAY_TABLES
+from replay.scan_task import (
+    ByteTotals,
+    DecodeOptions,
+    ReplicaRow,
+    ScanTask,
+    TaskReport,
+    left_out_rows,
+    merge_split,
+    replica_tasks,
+)
 
-CHANGED = "file changed size from"  # the reason decoders give a file that changed while read
 # a task's decoded rows of one table wait for these many rows or bytes before being written
 FLUSH_ROWS = 65_536
 FLUSH_BYTES = 8 << 20
-SUMMED = ("size", "bytes_valid", "bytes_padding", "bytes_corrupt", "entries", "records")
 
 
 @dataclass
 class ScanOptions:
-    """What every task needs besides its ranges (pickled into the tasks)."""
+    """A scan's decoding (:class:`replay.scan_task.DecodeOptions`) and how its tables are
+    laid out as Parquet (pickled into the tasks)."""
 
-    tables: list[str]
-    deep: bool
-    verify_crc: bool
-    window_bytes: int | None
-    memory_budget: int | None
-    avro: dict | None
+    decode: DecodeOptions
     # table -> (its Spark schema, the Arrow schema of its Parquet files)
     schemas: dict = field(default_factory=dict)
     partition_by: dict = field(default_factory=dict)  # table -> partition column or None
-    # the audit's: replay every partition replica in the task that reads it (its files all in
-    # one task), writing the replay.replicas.REPLAY_TABLES too
-    replay: object | None = None
 
     @property
-    def decoded(self) -> list[str]:
-        """The decoders' tables the run writes (the others come from the replay)."""
-        return [t for t in self.tables if t not in REPLAY_TABLES]
-
-    @property
-    def decoding(self) -> set[str]:
-        """The decoders' tables the tasks decode: the written ones and what the replay reads."""
-        return set(self.decoded) | (set(REPLAY_READS) if self.replay is not None else set())
+    def tables(self) -> tuple[str, ...]:
+        return self.decode.tables
 
 
 def plan_scan(files, tables, range_bytes: int, min_tasks: int = 1,
@@ -67,11 +62,7 @@ def plan_scan(files, tables, range_bytes: int, min_tasks: int = 1,
     one partition directory in one task, in the order discovered (logs by base offset), none
     split: the task replays the replica (a partition's replay is sequential by nature)."""
     if whole_replicas:
-        units: dict[object, list[ByteRange]] = {}
-        for f in files:
-            key = replica_of(f) or ("file", f.path)
-            units.setdefault(key, []).append(ByteRange(f, 0, f.size))
-        return [t.ranges for t in pack_units(list(units.values()), range_bytes, min_tasks)]
+        return replica_tasks(files, range_bytes, min_tasks)
     indexes = {
         (f.log_dir, f.info.topic, f.info.partition, f.info.base_offset): f
         for f in files
@@ -88,40 +79,42 @@ def plan_scan(files, tables, range_bytes: int, min_tasks: int = 1,
     return [t.ranges for t in pack(ranges, range_bytes, min_tasks)]
 
 
-def replica_of(f) -> tuple[str, str, int] | None:
-    """(broker, topic, partition) of a file in a partition directory; None for the others."""
-    if f.info.topic is None or f.info.partition is None:
-        return None
-    return (f.info.broker or "", f.info.topic, f.info.partition)
-
-
-def scan_options(spark_schema_of, tables, deep, decode_conf, avro_topics) -> ScanOptions:
-    """The options of a scan (a decode's, deep; an audit's, header-only); ``spark_schema_of(table,
-    with_avro)`` gives a table's Spark schema (the Parquet files get the Arrow schema Spark's own
-    writer path gave them)."""
+def scan_options(spark_schema_of, tables, deep, decode_conf, avro_topics,
+                 replay=None) -> ScanOptions:  # fmt: skip
+    """The options of a scan (a decode's, deep; an audit's, header-only, with the ``replay``
+    spec its tasks replay every replica with); ``spark_schema_of(table, with_avro)`` gives a
+    table's Spark schema (the Parquet files get the Arrow schema Spark's own writer path gave
+    them)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     opts = ScanOptions(
-        tables=list(tables),
-        deep=deep,
-        verify_crc=bool(decode_conf["verify_crc"]),
-        window_bytes=int(decode_conf["window_bytes"]) if decode_conf.get("window_bytes") else None,
-        memory_budget=int(decode_conf["memory_budget_mb"]) << 20
-        if decode_conf.get("memory_budget_mb")
-        else None,
-        avro=avro_topics or None,
+        DecodeOptions(
+            tables=tuple(tables),
+            deep=deep,
+            verify_crc=bool(decode_conf["verify_crc"]),
+            window_bytes=int(decode_conf["window_bytes"])
+            if decode_conf.get("window_bytes")
+            else None,
+            memory_budget=int(decode_conf["memory_budget_mb"]) << 20
+            if decode_conf.get("memory_budget_mb")
+            else None,
+            avro=avro_topics or None,
+            replay=replay,
+        )
     )
     for t in tables:
         schema = spark_schema_of(t, t == "records" and bool(avro_topics))
         opts.schemas[t] = (schema, to_arrow_schema(schema, timezone="UTC"))
-        opts.partition_by[t] = "topic" if "topic" in schema.fieldNames() else None
+        # a replay's tables hold a few rows per partition: one file per task, unpartitioned
+        by = "topic" if "topic" in schema.fieldNames() and t not in REPLAY_TABLES else None
+        opts.partition_by[t] = by
     return opts
 
 
 def run_scan(spark, tasks: list[list[ByteRange]], opts: ScanOptions, base: str, key: str,
-             kill: str) -> list[dict]:  # fmt: skip
+             kill: str | None) -> list[TaskReport]:  # fmt: skip
     """Decode every task's ranges in Spark tasks, each writing its tables under ``base``; the
-    small reports of the tasks (files written, accounting) come back."""
+    small reports of the tasks (files written, accounting, replicas) come back."""
     n = len(tasks)
     done = _byte_counter(spark)
 
@@ -132,18 +125,18 @@ def run_scan(spark, tasks: list[list[ByteRange]], opts: ScanOptions, base: str, 
         attempt = TaskContext.get().attemptNumber()
         for b in batches:
             for i in b.column(0).to_pylist():
-                reports = scan_ranges(tasks[i], opts, base, key, i, attempt, kill)
+                report = scan_ranges(tasks[i], opts, base, key, i, attempt, kill)
                 if done is not None:
                     done.add(sum(r.size for r in tasks[i]))
                 yield pa.RecordBatch.from_arrays(
-                    [pa.array([json.dumps(r) for r in reports], pa.string())], names=["report"]
+                    [pa.array([json.dumps(report.to_json())], pa.string())], names=["report"]
                 )
 
     from jobs.output import described
 
     with described(spark, f"logreplay: scan ({', '.join(opts.tables)})"):
         rows = spark.range(0, n, 1, n).mapInArrow(scan, "report string").collect()
-    return [json.loads(r["report"]) for r in rows]
+    return [TaskReport.from_json(json.loads(r["report"])) for r in rows]
 
 
 def _byte_counter(spark):
@@ -159,174 +152,77 @@ def _byte_counter(spark):
     return counter
 
 
-def scan_ranges(ranges, opts: ScanOptions, base: str, key: str, task: int, attempt: int,
-                kill: str | None = None) -> list[dict]:  # fmt: skip
-    """One task: decode ``ranges`` once, write every requested table; the reports."""
-    import decoders
-    from jobs.output import _TaskFiles, kill_point
+class TaskTables:
+    """One task attempt's Parquet files of every table, the decoded batches of a table held
+    until enough rows or bytes wait (:data:`FLUSH_ROWS`, :data:`FLUSH_BYTES`) and converted
+    and written together: a dump of many small files gives a few rows per file, and one
+    conversion and one row group per file cost more than decoding them (13,966 writes: 9 of
+    the 23 CPU s of the every-scenario dump's scan)."""
 
-    sinks: dict[str, _TaskFiles] = {}
-    reports: list[dict] = []
-    totals = dict.fromkeys(("files", "size", "valid", "padding", "corrupt", "errors"), 0)
-    first = [True]
-    # decoded batches wait per table and go to Parquet together: a dump of many small files
-    # gives a few rows per file, and one conversion and one row group per file cost more than
-    # decoding them (13,966 writes: 9 of the 23 CPU s of the every-scenario dump's scan)
-    pending: dict[str, list] = {}
-    held = {t: [0, 0] for t in opts.tables}  # rows, bytes
-    limit = min(FLUSH_BYTES, opts.memory_budget // 16) if opts.memory_budget else FLUSH_BYTES
+    def __init__(self, opts: ScanOptions, base: str, key: str, task: int, attempt: int,
+                 kill: str | None) -> None:  # fmt: skip
+        self.opts, self.base, self.key, self.task, self.attempt = opts, base, key, task, attempt
+        self.kill = kill  # the test-only kill point reached at the first write (jobs.output)
+        self.sinks: dict = {}
+        self.pending: dict[str, list] = {}
+        self.held = {t: [0, 0] for t in opts.tables}  # rows, bytes
+        budget = opts.decode.memory_budget
+        self.limit = min(FLUSH_BYTES, budget // 16) if budget else FLUSH_BYTES
 
-    def write(table: str, batch) -> None:
-        pending.setdefault(table, []).append(batch)
-        held[table][0] += batch.num_rows
-        held[table][1] += batch.nbytes
-        if held[table][0] >= FLUSH_ROWS or held[table][1] >= limit:
-            flush(table)
+    def write(self, table: str, batch) -> None:
+        self.pending.setdefault(table, []).append(batch)
+        held = self.held[table]
+        held[0] += batch.num_rows
+        held[1] += batch.nbytes
+        if held[0] >= FLUSH_ROWS or held[1] >= self.limit:
+            self.flush(table)
 
-    def flush(table: str) -> None:
-        batches, held[table] = pending.pop(table, None), [0, 0]
+    def flush(self, table: str) -> None:
+        batches, self.held[table] = self.pending.pop(table, None), [0, 0]
         if not batches:
             return
-        if table not in sinks:
-            arrow = opts.schemas[table][1]
-            sinks[table] = _TaskFiles(base, table, task, attempt, key, arrow,
-                                      opts.partition_by[table])  # fmt: skip
-        sinks[table].write(_converted(batches, table, opts))
-        if first[0]:
-            first[0] = False
-            if kill:
-                kill_point(kill)
+        first = not self.sinks
+        if table not in self.sinks:
+            from jobs.output import _TaskFiles
 
-    from decoders.internal import internal_tables_for
-    from decoders.layout import LOG_KINDS
+            arrow = self.opts.schemas[table][1]
+            self.sinks[table] = _TaskFiles(self.base, table, self.task, self.attempt, self.key,
+                                           arrow, self.opts.partition_by[table])  # fmt: skip
+        self.sinks[table].write(_converted(batches, table, self.opts))
+        if first and self.kill:
+            from decoders import seams
 
-    # a header-only run (the audit) decodes the records of the internal topics only, in a
-    # second pass over their ranges: the batch-level tables and the accounting stay exactly
-    # those of the header scan
-    records = set() if opts.deep else opts.decoding & decoders.RECORD_TABLES
-    wanted = (opts.decoding - records) | {"segments"}
-    replica = None  # the replica whose files the task is reading (whole_replicas plans)
+            seams.reached(self.kill)
 
-    def replayed() -> None:
-        if replica is None:
-            return
+    def close(self) -> list[dict]:
+        """Write what waits, close every file; the files written (table, path, rows, the
+        partition column's value)."""
+        for table in list(self.pending):
+            self.flush(table)
+        files = []
+        for table, s in self.sinks.items():
+            written = s.close()
+            for path, rows, value in zip(*(c.to_pylist() for c in written.columns), strict=True):
+                files.append({"table": table, "path": path, "rows": rows, "partition": value})
+        return files
 
-        def written(table: str, rows) -> None:  # a block of the replay's rows, as it goes
-            for b in rows.to_batches():
-                write(table, b)
-
-        row = replica.replay(written)
-        if row is not None:
-            reports.append({"kind": "replica", **row})  # the driver chooses replicas from these
-
-    if opts.replay is not None:
-        from replay.replicas import ReplicaReplay
-    try:
-        for r in ranges:
-            if opts.replay is not None:
-                home = replica_of(r.file)
-                if replica is None or home != replica.key:
-                    replayed()
-                    replica = None if home is None else ReplicaReplay(opts.replay, *home)
-            partial = r.start != 0 or r.stop < r.file.size
-            held_errors = None
-            passes = [(wanted, opts.deep)]
-            internal = set(internal_tables_for(r.file.info.topic)) & records
-            if internal and r.file.kind.split(".")[0] in LOG_KINDS:
-                passes.append((internal, True))
-            for table, batch in (
-                tb
-                for tables, deep in passes
-                for tb in decoders.iter_file(
-                    r.file,
-                    tuple(sorted(tables)),
-                    deep=deep,
-                    verify_crc=opts.verify_crc,
-                    start=r.start,
-                    stop=r.stop if r.stop < r.file.size else None,
-                    window_bytes=opts.window_bytes,
-                    memory_budget=opts.memory_budget,
-                )
-            ):
-                if partial and table in ("errors", "segments"):
-                    if table == "errors":
-                        held_errors = batch
-                    else:
-                        reports.append(_partial(r, batch, held_errors, opts, write))
-                    continue
-                if table == "segments":
-                    add_segment(totals, batch.to_pylist()[0])  # one row per file
-                if replica is not None:
-                    replica.add(table, batch)
-                if table in opts.tables and batch.num_rows:
-                    write(table, batch)
-        replayed()
-        for table in list(pending):
-            flush(table)
-    except BaseException:
-        for s in sinks.values():
+    def abort(self) -> None:
+        for s in self.sinks.values():
             s.abort()
+
+
+def scan_ranges(ranges, opts: ScanOptions, base: str, key: str, task: int, attempt: int,
+                kill: str | None = None) -> TaskReport:  # fmt: skip
+    """One task: decode ``ranges`` once (replaying each replica, for an audit), write every
+    requested table; what the driver is told."""
+    out = TaskTables(opts, base, key, task, attempt, kill)
+    try:
+        report = ScanTask(opts.decode, out.write).run(ranges)
+    except BaseException:
+        out.abort()
         raise
-    for table, s in sinks.items():
-        files = s.close()
-        for path, rows, value in zip(*(c.to_pylist() for c in files.columns), strict=True):
-            reports.append({"kind": "file", "table": table, "path": path, "rows": rows,
-                            "partition": value})  # fmt: skip
-    reports.append({"kind": "totals", **totals})
-    return reports
-
-
-def _partial(r: ByteRange, segment, errors, opts: ScanOptions, write) -> dict:
-    """A split file's range: its segments row goes to the driver to be added up; its error
-    rows are written here, but for the whole-file ones (unreadable, changed while read), which
-    every range of the file reports and the driver keeps once."""
-    seg = segment.to_pylist()[0]
-    whole = []
-    if errors is not None:
-        rows = errors.to_pylist()
-        unreadable = seg["size"] != r.size  # the file could not be read: all its bytes counted
-        whole = [e for e in rows if unreadable or e["reason"].startswith(CHANGED)]
-        kept = [e for e in rows if e not in whole]
-        if kept and "errors" in opts.tables:
-            import decoders.schemas as schemas
-
-            write("errors", schemas.from_rows("errors", kept).to_batches()[0])
-    return {"kind": "partial", "file": r.file.path, "start": r.start, "stop": r.stop,
-            "segment": seg, "whole_errors": whole}  # fmt: skip
-
-
-def merge_partials(reports: list[dict]) -> tuple[list[dict], list[dict]]:
-    """(segments rows, whole-file error rows) of the split files, from their ranges' reports."""
-    by_file: dict[str, list[dict]] = {}
-    for p in reports:
-        if p["kind"] == "partial":
-            by_file.setdefault(p["file"], []).append(p)
-    segments, errors = [], []
-    for path in sorted(by_file):
-        parts = sorted(by_file[path], key=lambda p: p["start"])
-        whole = [e for p in parts for e in p["whole_errors"]]
-        rows = [p["segment"] for p in parts]
-        row = dict(rows[0])
-        unreadable = next(
-            (p for p in parts if p["segment"]["size"] != p["stop"] - p["start"]), None
-        )
-        if unreadable is not None:  # the file as one unreadable whole, as a whole-file decode
-            row = dict(unreadable["segment"])
-            segments.append(row)
-            errors.extend(whole[:1])
-            continue
-        for k in SUMMED:
-            row[k] = sum(x[k] or 0 for x in rows)
-        firsts = [x["first_offset"] for x in rows if x["first_offset"] is not None]
-        lasts = [x["last_offset"] for x in rows if x["last_offset"] is not None]
-        row["first_offset"] = min(firsts) if firsts else None
-        row["last_offset"] = max(lasts) if lasts else None
-        changed = whole[:1]
-        row["error_count"] = sum(x["error_count"] for x in rows) - len(whole) + len(changed)
-        row["error"] = next((x["error"] for x in rows if x["error"]), None)
-        segments.append(row)
-        errors.extend(changed)
-    return segments, errors
+    report.files = out.close()
+    return report
 
 
 def _converted(batches: list, table: str, opts: ScanOptions):
@@ -344,20 +240,10 @@ def _converted(batches: list, table: str, opts: ScanOptions):
 
 
 def to_output(batch, table: str, opts: ScanOptions):
-    """A decoded batch as the table's Parquet schema: Avro columns decoded, timestamps Spark
-    cannot hold nulled, types as Spark gives them (no unsigned ints, UTC microseconds)."""
-    import pyarrow as pa
+    """A decoded batch as the table's Parquet schema (:func:`decoders.spark.spark_batch`)."""
+    from decoders.spark import spark_batch
 
-    from decoders import avro
-    from decoders.spark import _spark_safe, arrow_for_spark, table_schema
-
-    if table == "records" and opts.avro:
-        batch = avro.decode_batch(batch, opts.avro)
-    target = pa.schema(
-        [pa.field(f.name, arrow_for_spark(f.type))
-         for f in table_schema(table, table == "records" and bool(opts.avro))]
-    )  # fmt: skip
-    return pa.Table.from_batches([_spark_safe(batch).cast(target)]).cast(opts.schemas[table][1])
+    return spark_batch(batch, table, opts.schemas[table][1], opts.decode.avro)
 
 
 class Scanned(NamedTuple):
@@ -366,52 +252,49 @@ class Scanned(NamedTuple):
     tables: dict  # commit-record entry of every table: Spark schema, partition column, files
     accounting: dict  # byte accounting over every file
     tasks: int
-    replicas: list[dict]  # with a replay: one row per replica (replay.replicas.chosen_replicas)
+    replicas: list[ReplicaRow]  # with a replay: one row per replica
 
 
 def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_bytes: int,
                 kill: str | None, skipped: dict[str, str] | None = None, min_tasks: int = 1
                 ) -> Scanned:  # fmt: skip
     """Decode ``files`` once and write ``opts.tables`` under ``base`` (a URI or path).
-    ``skipped``: files left out of the run
-    (path -> reason, see jobs.resilience), not decoded: each gets its error and segments rows
-    from the driver, all its bytes counted corrupt. ``min_tasks``: see :func:`plan_scan` (the
-    decode job keeps 1: its files follow from the dump and the range size alone)."""
-    import decoders
-    from jobs.output import OutputDir, _TaskFiles, empty_table_files, kill_point
+    ``skipped``: files left out of the run (path -> reason, see jobs.resilience), not decoded:
+    each gets its error and segments rows from the driver, all its bytes counted corrupt.
+    ``min_tasks``: see :func:`plan_scan` (the decode job keeps 1: its files follow from the
+    dump and the range size alone)."""
+    from decoders import seams
+    from jobs.output import OutputDir, _TaskFiles, empty_table_files
 
     skipped = skipped or {}
     left_out = [f for f in files if f.path in skipped]
     files = [f for f in files if f.path not in skipped]
-    tasks = plan_scan(files, opts.decoded, range_bytes, min_tasks, opts.replay is not None)
+    whole = opts.decode.replay is not None
+    tasks = plan_scan(files, opts.decode.decoded, range_bytes, min_tasks, whole)
     reports = run_scan(spark, tasks, opts, base, key, kill)
     if kill:
-        kill_point(kill.split(":")[0] + ":staged-table")
+        seams.reached(kill.split(":")[0] + ":staged-table")
     listed: dict[str, list[dict]] = {t: [] for t in opts.tables}
-
-    def add(table: str, written) -> None:
-        for path, rows, value in zip(*(c.to_pylist() for c in written.columns), strict=True):
-            part = {"partition": value} if opts.partition_by[table] else {}
-            listed[table].append({"path": path, "rows": rows} | part)
-
     for r in reports:
-        if r["kind"] == "file":
-            part = {"partition": r["partition"]} if opts.partition_by[r["table"]] else {}
-            listed[r["table"]].append({"path": r["path"], "rows": r["rows"]} | part)
-    # split files: the driver adds their ranges' accounting up (one small row per file)
-    seg_rows, whole_errors = merge_partials(reports)
-    for f in left_out:
-        for table, batch in decoders.skipped_file(f, skipped[f.path], ("segments", "errors")):
-            (seg_rows if table == "segments" else whole_errors).extend(batch.to_pylist())
-    for table, rows in (("segments", seg_rows), ("errors", whole_errors)):
+        for f in r.files:
+            part = {"partition": f["partition"]} if opts.partition_by[f["table"]] else {}
+            listed[f["table"]].append({"path": f["path"], "rows": f["rows"]} | part)
+    # split files and files left out: their rows from the driver (one small row per file)
+    seg_rows, whole_errors = merge_split([s for r in reports for s in r.split])
+    driver_rows = {"segments": seg_rows, "errors": whole_errors}
+    for table, rows in left_out_rows(left_out, skipped).items():
+        driver_rows[table] = driver_rows[table] + rows
+    for table, rows in driver_rows.items():
         if table in listed and rows:
             from decoders.schemas import from_rows
 
             schema = opts.schemas[table][1]
             sink = _TaskFiles(base, table, len(tasks), 0, key, schema, opts.partition_by[table])
             for b in from_rows(table, rows).to_batches():
-                sink.write(to_output(b, table, opts))
-            add(table, sink.close())
+                sink.write(to_output(_clustered(b, opts.decode), table, opts))
+            for path, n, value in zip(*(c.to_pylist() for c in sink.close().columns), strict=True):
+                part = {"partition": value} if opts.partition_by[table] else {}
+                listed[table].append({"path": path, "rows": n} | part)
     entries = {}
     for table, files_of in listed.items():
         schema, arrow = opts.schemas[table]
@@ -423,107 +306,125 @@ def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_byte
             "rows": sum(f["rows"] for f in files_of),
             "files": files_of,
         }
-    replicas = [
-        {k: v for k, v in r.items() if k != "kind"} for r in reports if r["kind"] == "replica"
-    ]
-    return Scanned(entries, accounting(reports, seg_rows), len(tasks), replicas)
+    replicas = [row for r in reports for row in r.replicas]
+    acct = accounting(reports, driver_rows["segments"])
+    return Scanned(entries, acct, len(tasks), replicas)
 
 
-def accounting(reports: list[dict], split_files: list[dict]) -> dict:
+def _clustered(batch, opts: DecodeOptions):
+    """A decoded batch the driver made, with its broker's cluster in an audit (as the scan's
+    tasks give theirs, :class:`replay.scan_task.ScanTask`)."""
+    from replay.tables import clusters_of, with_cluster
+
+    if opts.replay is None:
+        return batch
+    return with_cluster(batch, clusters_of(batch.column("broker"), opts.replay.clusters))
+
+
+def accounting(reports: list[TaskReport], split_files: list[dict]) -> dict:
     """Valid/padding/corrupt byte totals over every file: the tasks' sums of the files they
     decoded whole, plus the split files' rows the driver added up."""
-    acct = dict.fromkeys(("files", "size", "valid", "padding", "corrupt", "errors"), 0)
+    acct = ByteTotals()
     for r in reports:
-        if r["kind"] == "totals":
-            for k in acct:
-                acct[k] += r[k]
+        acct.add(r.totals)
     for row in split_files:
-        add_segment(acct, row)
-    return acct
-
-
-def add_segment(acct: dict, seg: dict) -> None:
-    """Add one file's ``segments`` row to running byte totals."""
-    acct["files"] += 1
-    acct["size"] += seg["size"]
-    acct["valid"] += seg["bytes_valid"]
-    acct["padding"] += seg["bytes_padding"]
-    acct["corrupt"] += seg["bytes_corrupt"]
-    acct["errors"] += seg["error_count"]
+        acct.add_segment(row)
+    return vars(acct)
 
 
 SCRATCH = "_scratch"  # under a run's output directory: <out>/_scratch/<run key>/<table>/
 
 
 class Scratch:
-    """A run's scratch area, ``<out>/_scratch/<run key>/``: the dump's decoded tables
-    (:func:`decoded_once`) and the replay's intermediate tables (:meth:`stash`), Parquet in the
-    run's own output directory so that every executor reaches it."""
+    """A run's scratch area, ``<out>/_scratch/<run key>/``, as the audit's plan reads it
+    (:class:`replay.plan.ScanOutput`): the scan's tables (:func:`decoded_once`) and the
+    plan's intermediate tables (:meth:`later`), Parquet in the run's own output directory so
+    that every executor reaches it.
 
-    def __init__(self, spark, area, key: str, scanned: Scanned, opts: ScanOptions) -> None:
+    An intermediate table is written there and read back: the stages after it start from
+    those files, and their plans no longer carry the lineage a cached DataFrame keeps for
+    recomputation (Spark ships a stage's plan and lineage with every task: ~30 MB per task on
+    the every-scenario dump, half the audit's time); files are also reliable where an executor
+    is lost. Each is planned and written on a background thread of the driver while the job
+    writes the tables that do not read it: a small dump's Spark jobs are mostly the driver's
+    planning and scheduling latency, so jobs in flight side by side keep the cores busy."""
+
+    def __init__(self, spark, area, key: str, scanned: Scanned, opts: ScanOptions,
+                 dump_bytes: int) -> None:  # fmt: skip
         self.spark, self.area, self.key = spark, area, key
         self.entries, self.opts = scanned.tables, opts
-        self.replicas = scanned.replicas  # with a replay: one row per partition replica
+        self.replicas = scanned.replicas  # one row per partition replica replayed
+        self.dump_bytes = dump_bytes
+        self.background = None
+        self.pending: list = []
 
-    def decoded(self, table: str):
-        """A decoded table, read back as a DataFrame."""
+    def table(self, name: str):
+        """A table of the scan, read back as a DataFrame."""
         from jobs.output import read_table
 
-        df = read_table(self.spark, self.area, table, self.entries[table])
-        return df.select(*self.opts.schemas[table][0].fieldNames())  # partition column in place
+        df = read_table(self.spark, self.area, name, self.entries[name])
+        return df.select(*self.opts.schemas[name][0].fieldNames())  # partition column in place
 
-    def stash(self, name: str, df):
-        """Write ``df`` under ``stash/<name>/`` (pyarrow in the tasks, as every output) and
-        read it back: what reads it after starts from these files, not from its lineage."""
+    def later(self, name: str, build):
+        """``build()`` written under ``stash/<name>/`` on a background thread and read back;
+        gives what waits for it."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        if self.background is None:
+            self.background = ThreadPoolExecutor(2, thread_name_prefix="logreplay-stash")
+        future = self.background.submit(lambda: self._stash(name, build()))
+        self.pending.append(future)
+        return future.result
+
+    def _stash(self, name: str, df):
         from jobs.output import read_table, write_table
 
         folder = f"stash/{name}"
         entry = write_table(df, self.area, folder, 0, None, self.key, "audit:stash")
         return read_table(self.spark, self.area, folder, entry)
 
+    def release(self) -> None:
+        """Once the background writes have ended (however they ended: the caller's error is
+        the one it sees)."""
+        from concurrent.futures import wait
+
+        if self.background is not None:
+            self.background.shutdown(wait=True, cancel_futures=True)
+            wait(self.pending)
+            self.background, self.pending = None, []
+
 
 @contextmanager
-def decoded_once(spark, files, tables, conf: dict, out, key: str,
-                 skipped: dict[str, str] | None = None, replay=None):  # fmt: skip
-    """Decode the dump once into the run's scratch area and give the :class:`Scratch` for the
-    ``with`` block; the scratch area is removed after it. A killed attempt's scratch files are
-    removed by the next attempt of the same run. ``replay`` (a :class:`replay.replicas.
-    ReplaySpec`): the tasks also replay every partition replica they read, and the scratch
-    area holds the :data:`REPLAY_TABLES`."""
-    from decoders.spark import _struct, table_schema
+def decoded_once(spark, files, conf: dict, out, key: str, skipped: dict[str, str] | None,
+                 replay):  # fmt: skip
+    """Decode the dump once into the run's scratch area, every replica replayed by the task
+    that reads it (``replay``: a :class:`replay.replicas.ReplaySpec`), and give the
+    :class:`Scratch` for the ``with`` block; the scratch area is removed after it. A killed
+    attempt's scratch files are removed by the next attempt of the same run."""
+    from decoders.spark import _struct
     from jobs.output import OutputDir
+    from replay.scan_task import AUDIT_DECODED, audit_schema
+    from replay.session_scan import parallelism
 
     scratch = OutputDir(out.child(f"{SCRATCH}/{key}"))
     _remove(scratch)
 
     def spark_schema(table: str, with_avro: bool):
-        return _struct(REPLAY_TABLES.get(table) or table_schema(table, with_avro))
+        return _struct(audit_schema(table))
 
-    if replay is not None:
-        tables = [*tables, *REPLAY_TABLES]
-    opts = scan_options(spark_schema, tables, False, conf, None)
-    if replay is not None:
-        opts.replay = replay
-        for t in REPLAY_TABLES:  # a few rows per partition: one file per task, unpartitioned
-            opts.partition_by[t] = None
+    tables = [*AUDIT_DECODED, *REPLAY_TABLES]
+    opts = scan_options(spark_schema, tables, False, conf, None, replay)
     # the scratch tables' files are the run's own: as many tasks as keep the cores busy
     scanned = scan_tables(
         spark, files, opts, scratch.uri, key, int(conf["range_bytes"]), None, skipped,
-        min_tasks=2 * _parallelism(spark),
+        min_tasks=2 * parallelism(spark),
     )  # fmt: skip
+    done = Scratch(spark, scratch, key, scanned, opts, sum(f.size for f in files))
     try:
-        yield Scratch(spark, scratch, key, scanned, opts)
+        yield done
     finally:
+        done.release()
         _remove(scratch)
-
-
-def _parallelism(spark) -> int:
-    """The cores Spark runs tasks on (the shuffle partitions where the session has no
-    SparkContext: Spark Connect)."""
-    try:
-        return int(spark.sparkContext.defaultParallelism)
-    except Exception:  # Spark Connect raises its own "not supported" error for sparkContext
-        return int(spark.conf.get("spark.sql.shuffle.partitions"))
 
 
 def _remove(scratch) -> None:

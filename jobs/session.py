@@ -103,8 +103,25 @@ def add_job_arguments(p, conf: bool = True, run: bool = True) -> None:
     )
 
 
-def job_conf(args) -> dict:
-    """The validated configuration of a job's arguments (raises replay.config.ConfigError)."""
+def job_conf(args):
+    """The configuration of a job's arguments, loaded and validated once for the whole run
+    (a replay.config.RunConfig; raises replay.config.ConfigError)."""
     from replay.config import load
 
     return load(getattr(args, "conf", None), getattr(args, "set", None) or ())
+
+
+def dump_files(job: str, inputs: list[str]):
+    """The files of the dump roots ``inputs`` (names and sizes only: a small listing), or None,
+    said on stderr, when a local root does not exist or no Kafka file is there."""
+    import decoders
+
+    missing = [p for p in inputs if "://" not in p and not os.path.exists(p)]
+    if missing:
+        print(f"logreplay {job}: no such path: {', '.join(missing)}", file=sys.stderr)
+        return None
+    files = decoders.discover(inputs)
+    if not files:
+        print(f"logreplay {job}: no Kafka files under {', '.join(inputs)}", file=sys.stderr)
+        return None
+    return files

@@ -13,8 +13,9 @@ from pyspark.sql.types import ArrayType
 from decoders.spark import spark_type
 from replay import tables as T
 from replay.findings import INTEGRITY_KINDS, integrity_severity, severity_of
-from replay.grouped import CLUSTER, INTERNAL_TOPICS
+from replay.grouped import INTERNAL_TOPICS
 from replay.rules import DIVERGENCE, INTEGRITY, PROPAGATION, RowRule
+from replay.tables import CLUSTER
 
 
 def findings_frame(df: DataFrame, rule: RowRule) -> DataFrame:

@@ -14,6 +14,7 @@ import difflib
 import functools
 import os
 import pathlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -224,21 +225,60 @@ SCHEMA = Section(
 # -- loading ---------------------------------------------------------------------------------
 
 
+class RunConfig(Mapping[str, Any]):
+    """A run's configuration, loaded and validated once (:func:`load`) where the run starts and
+    passed down whole: a read-only mapping of the validated document (conf/default.yaml's
+    shape), with the typed settings the layers read (:attr:`audit`, :attr:`decode`). Loading
+    it again gives it back as it is."""
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self._doc = doc
+
+    def __getitem__(self, key: str) -> Any:
+        return self._doc[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._doc)
+
+    def __len__(self) -> int:
+        return len(self._doc)
+
+    def __repr__(self) -> str:
+        return f"RunConfig({self._doc!r})"
+
+    @functools.cached_property
+    def audit(self):
+        """The replay's settings (:class:`replay.settings.AuditConfig`)."""
+        from replay.settings import AuditConfig
+
+        return AuditConfig.from_conf(self)
+
+    @property
+    def decode(self) -> dict[str, Any]:
+        """The `decode` section: windows, ranges, CRC checks, the memory budget."""
+        return self._doc["decode"]
+
+
 def load(
-    user: str | os.PathLike | dict | None = None, overrides: list[str] | tuple[str, ...] = ()
-) -> dict[str, Any]:
-    """Defaults, then the user's file (or dict), then `key=value` overrides; validated."""
+    user: str | os.PathLike | Mapping | None = None, overrides: list[str] | tuple[str, ...] = ()
+) -> RunConfig:
+    """Defaults, then the user's file (or mapping), then `key=value` overrides; validated. A
+    :class:`RunConfig` without overrides is already all of that: it comes back as it is."""
+    if isinstance(user, RunConfig) and not overrides:
+        return user
+    if isinstance(user, RunConfig):
+        user = dict(user)
     merged = defaults()
     if user is not None:
-        if isinstance(user, dict):
-            doc, base = user, pathlib.Path.cwd()
+        if isinstance(user, Mapping):
+            doc, base = dict(user), pathlib.Path.cwd()
         else:
             doc, base = _read_user_file(pathlib.Path(user)), pathlib.Path(user).resolve().parent
         merged = _merge(merged, SCHEMA.check("", doc, base))
     for item in overrides:
         merged = _merge(merged, SCHEMA.check("", _override(item), pathlib.Path.cwd()))
     _check_avro(merged)
-    return merged
+    return RunConfig(merged)
 
 
 @functools.cache

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -233,7 +233,7 @@ class _Costs:
     def _coordinator_reaches_past(self, ts: np.ndarray) -> np.ndarray:
         return self._reaches_past(self.coord.copy_end_ts, ts)
 
-    def skip_a(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def skip_a(self) -> Skips:
         """A coordinator transaction listing the partition without an entry there, with no
         entry of the partition before it (first), all of them (last), or some (in between)."""
         L, ks, m = self.listed, self.ks, len(self.B)
@@ -254,7 +254,7 @@ class _Costs:
 
         return _by_position(at, not self.b_before, m, n)  # no partition entry left out before
 
-    def skip_b(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def skip_b(self) -> Skips:
         """A partition entry no coordinator transaction listing the partition explains, with
         no coordinator transaction before it (first), all of them (last), or some."""
         B, n = self.B, len(self.ks)
@@ -275,7 +275,7 @@ class _Costs:
 
         return _by_position(at, not self.a_before, n, m)  # no coordinator one left out before
 
-    def arrays(self) -> tuple:
+    def steps(self) -> Steps:
         """Everything the programme needs, as numpy arrays; a match's cost (:func:`_match`)
         rests on identity (epochs), the coarse window and the outcomes."""
         L, ks, B = self.listed, self.ks, self.B
@@ -283,36 +283,77 @@ class _Costs:
             L.data_epoch[ks], L.marker_epoch[ks], L.start[ks], L.end[ks], L.outcome[ks],
             L.maybe[ks].astype(np.int64), (L.complete[ks] >= 0).astype(np.int64),
             self._partition_reaches_past(L.complete[ks]).astype(np.int64),
-        ], axis=1) if len(ks) else np.zeros((0, 8), np.int64)  # fmt: skip
+        ], axis=1) if len(ks) else np.zeros((0, A_COLUMNS), np.int64)  # fmt: skip
         b = np.stack([
             B.outcome, (B.records > 0).astype(np.int64), B.epoch, B.marker_epoch, B.ts,
-        ], axis=1) if len(B) else np.zeros((0, 5), np.int64)  # fmt: skip
-        return (a.astype(np.int64), b.astype(np.int64), *self.skip_a(), *self.skip_b(),
-                self.bounds.window_ms)  # fmt: skip
+        ], axis=1) if len(B) else np.zeros((0, B_COLUMNS), np.int64)  # fmt: skip
+        return Steps(a.astype(np.int64), b.astype(np.int64), self.skip_a(), self.skip_b(),
+                     self.bounds.window_ms)  # fmt: skip
 
 
 def _by_position(at: Callable[[bool, bool], np.ndarray], start: bool, others: int,
-                 size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+                 size: int) -> Skips:  # fmt: skip
     """A skip's costs with no entry of the other sequence before it (first: ``at(first=True,
     ...)`` unless ``start`` is false, as when entries were left out before), all of the
     ``others`` before it (last), or some (in between; INF where there is no such place)."""
     first = at(start, others == 0)
     last = at(start and others == 0, True)
     mid = at(False, False) if others > 1 else np.full(size, INF, np.int64)
-    return first, last, mid
+    return Skips(first, last, mid)
 
 
 OUTCOMES = ("COMMIT", "ABORT")  # OUTCOME codes 1 and 2
 OUTCOME = {None: 0, "OPEN": 0, "COMMIT": 1, "ABORT": 2}
 
+# the columns of the programme's arrays: a coordinator transaction (a row of ``Steps.a``)...
+A_DATA_EPOCH, A_MARKER_EPOCH, A_START, A_END, A_OUTCOME, A_MAYBE, A_COMPLETE, A_REACHED = range(8)
+A_COLUMNS = 8
+# ... and a partition entry (a row of ``Steps.b``)
+B_OUTCOME, B_HAS_DATA, B_EPOCH, B_MARKER_EPOCH, B_TS = range(5)
+B_COLUMNS = 5
+
+
+class Skips(NamedTuple):
+    """A skip's cost per entry where it falls: with no entry of the other sequence before it,
+    after all of them, or in between (:func:`_by_position`)."""
+
+    first: np.ndarray
+    last: np.ndarray
+    mid: np.ndarray
+
+
+class Steps(NamedTuple):
+    """What the alignment's programme reads (:meth:`_Costs.steps`), one record for the
+    compiled kernels: the coordinator's transactions ``a`` (columns ``A_*``) and the
+    partition's entries ``b`` (columns ``B_*``), each sequence's skip costs, and the coarse
+    window of a match."""
+
+    a: np.ndarray
+    b: np.ndarray
+    skip_a: Skips
+    skip_b: Skips
+    window: int
+
+
+class Marks(NamedTuple):
+    """Which steps lie on a cheapest alignment, filled row by row (:func:`_mark_row`)."""
+
+    a_free: np.ndarray  # a coordinator transaction on a cheap step
+    a_bad: np.ndarray  # ... on an anomalous skip
+    b_free: np.ndarray  # a partition entry on a cheap step
+    b_first: np.ndarray  # its first anomaly: 3 * row (+ 0 a match, + 2 a skip)
+
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _match(a, b, k, i, window):  # pragma: no cover (compiled)
+def _match(s, k, i):  # pragma: no cover (compiled)
     """The cost of aligning coordinator transaction k with partition entry i."""
-    de, me, lo, hi, outcome, maybe, complete, reach = (
-        a[k, 0], a[k, 1], a[k, 2], a[k, 3], a[k, 4], a[k, 5], a[k, 6], a[k, 7],
+    a, b = s.a, s.b
+    de, me, lo, hi = a[k, A_DATA_EPOCH], a[k, A_MARKER_EPOCH], a[k, A_START], a[k, A_END]
+    outcome, maybe, complete, reach = a[k, A_OUTCOME], a[k, A_MAYBE], a[k, A_COMPLETE], a[k, A_REACHED]  # fmt: skip
+    b_out, b_data, b_de, b_me, ts = (
+        b[i, B_OUTCOME], b[i, B_HAS_DATA], b[i, B_EPOCH], b[i, B_MARKER_EPOCH], b[i, B_TS],
     )  # fmt: skip
-    b_out, b_data, b_de, b_me, ts = b[i, 0], b[i, 1], b[i, 2], b[i, 3], b[i, 4]
+    window = s.window
     if b_data == 1 and de >= 0 and b_de != de:
         return INF  # identity: the data's epoch is the transaction's
     if b_out != 0 and me >= 0 and b_me != me:
@@ -333,20 +374,21 @@ def _match(a, b, k, i, window):  # pragma: no cover (compiled)
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _step(first, last, mid, x, pos, end):  # pragma: no cover (compiled)
+def _skip(costs, x, pos, end):  # pragma: no cover (compiled)
+    """Skipping entry ``x`` of one sequence at position ``pos`` of the other (of ``end``)."""
     if pos == 0:
-        return first[x]
+        return costs.first[x]
     if pos == end:
-        return last[x]
-    return mid[x]
+        return costs.last[x]
+    return costs.mid[x]
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _forward_row(f_row, f_next, k, n, m, a, b, sa0, sa1, sa2, sb0, sb1, sb2, window, dlo,
-                 dhi):  # pragma: no cover (compiled)  # fmt: skip
+def _forward_row(s, dlo, dhi, k, f_row, f_next):  # pragma: no cover (compiled)
     """Row ``k`` of the forward costs F (band offsets j = i - k + dhi): its skips of a
     partition entry relaxed within it (so the row is final as it is read, in increasing i), its
     matches and coordinator skips pushed into row ``k + 1``."""
+    n, m = s.a.shape[0], s.b.shape[0]
     W = dhi - dlo + 1
     for i in range(max(0, k - dhi), min(m, k - dlo) + 1):
         j = i - k + dhi
@@ -354,42 +396,42 @@ def _forward_row(f_row, f_next, k, n, m, a, b, sa0, sa1, sa2, sb0, sb1, sb2, win
         if f >= INF:
             continue
         if k < n and i < m:  # a match keeps k - i: the same offset in the next row
-            c = _match(a, b, k, i, window)
+            c = _match(s, k, i)
             if f + c < f_next[j]:
                 f_next[j] = f + c
         if k < n and j > 0:  # skip a coordinator transaction: (k + 1, i)
-            c = _step(sa0, sa1, sa2, k, i, m)
+            c = _skip(s.skip_a, k, i, m)
             if f + c < f_next[j - 1]:
                 f_next[j - 1] = f + c
         if i < m and j + 1 < W:  # skip a partition entry: (k, i + 1)
-            c = _step(sb0, sb1, sb2, i, k, n)
+            c = _skip(s.skip_b, i, k, n)
             if f + c < f_row[j + 1]:
                 f_row[j + 1] = f + c
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _backward_row(g_row, g_next, k, n, m, a, b, sa0, sa1, sa2, sb0, sb1, sb2, window, dlo,
-                  dhi):  # pragma: no cover (compiled)  # fmt: skip
+def _backward_row(s, dlo, dhi, k, g_row, g_next):  # pragma: no cover (compiled)
     """Row ``k`` of the backward costs G from row ``k + 1`` (and itself, in decreasing i)."""
+    n, m = s.a.shape[0], s.b.shape[0]
     W = dhi - dlo + 1
     for i in range(min(m, k - dlo), max(0, k - dhi) - 1, -1):
         j = i - k + dhi
         g = g_row[j]
         if k < n and i < m:
-            g = min(g, _match(a, b, k, i, window) + g_next[j])
+            g = min(g, _match(s, k, i) + g_next[j])
         if k < n and j > 0:
-            g = min(g, _step(sa0, sa1, sa2, k, i, m) + g_next[j - 1])
+            g = min(g, _skip(s.skip_a, k, i, m) + g_next[j - 1])
         if i < m and j + 1 < W:
-            g = min(g, _step(sb0, sb1, sb2, i, k, n) + g_row[j + 1])
+            g = min(g, _skip(s.skip_b, i, k, n) + g_row[j + 1])
         g_row[j] = g
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _mark_row(f_row, g_row, g_next, k, n, m, a, b, sa0, sa1, sa2, sb0, sb1, sb2, window, dlo,
-              dhi, total, a_free, a_bad, b_free, b_first):  # pragma: no cover  # fmt: skip
-    """The steps leaving row ``k`` that lie on a cheapest alignment (F + step + G = total).
-    ``b_first[i]``: the first anomaly of entry i in the order (row, then match before skip),
-    as 3 * row + 0 for an anomalous match, + 2 for an anomalous skip."""
+def _mark_row(s, dlo, dhi, k, total, f_row, g_row, g_next, marks):  # pragma: no cover
+    """The steps leaving row ``k`` that lie on a cheapest alignment (F + step + G = total),
+    into ``marks`` (:class:`Marks`: an entry's first anomaly in the order row, then match
+    before skip)."""
+    n, m = s.a.shape[0], s.b.shape[0]
     W = dhi - dlo + 1
     for i in range(max(0, k - dhi), min(m, k - dlo) + 1):
         j = i - k + dhi
@@ -397,35 +439,35 @@ def _mark_row(f_row, g_row, g_next, k, n, m, a, b, sa0, sa1, sa2, sb0, sb1, sb2,
         if f >= INF:
             continue
         if k < n and i < m:
-            c = _match(a, b, k, i, window)
+            c = _match(s, k, i)
             if c < INF and f + c + g_next[j] == total:
-                a_free[k] = True  # a match frees the coordinator's side; an anomaly is B's
+                marks.a_free[k] = True  # a match frees the coordinator's side; an anomaly is B's
                 if c < ANOMALY:
-                    b_free[i] = True
-                elif 3 * k < b_first[i]:
-                    b_first[i] = 3 * k
+                    marks.b_free[i] = True
+                elif 3 * k < marks.b_first[i]:
+                    marks.b_first[i] = 3 * k
         if k < n and j > 0:
-            c = _step(sa0, sa1, sa2, k, i, m)
+            c = _skip(s.skip_a, k, i, m)
             if f + c + g_next[j - 1] == total:
                 if c < ANOMALY:
-                    a_free[k] = True
+                    marks.a_free[k] = True
                 else:
-                    a_bad[k] = True
+                    marks.a_bad[k] = True
         if i < m and j + 1 < W:
-            c = _step(sb0, sb1, sb2, i, k, n)
+            c = _skip(s.skip_b, i, k, n)
             if f + c + g_row[j + 1] == total:
                 if c < ANOMALY:
-                    b_free[i] = True
-                elif 3 * k + 2 < b_first[i]:
-                    b_first[i] = 3 * k + 2
+                    marks.b_free[i] = True
+                elif 3 * k + 2 < marks.b_first[i]:
+                    marks.b_first[i] = 3 * k + 2
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _programme(a, b, sa0, sa1, sa2, sb0, sb1, sb2, window, dlo, dhi,
-               every=0):  # pragma: no cover (compiled)  # fmt: skip
-    """Forward (F) and backward (G) cheapest costs, then which steps lie on a cheapest
-    alignment: per entry, whether a cheap step does (free) and whether an anomaly does
-    (``b_bad``: 1 an anomalous match, 2 an anomalous skip, whichever comes first).
+def _programme(s, dlo, dhi, every=0):  # pragma: no cover (compiled)
+    """Forward (F) and backward (G) cheapest costs of aligning ``s`` (:class:`Steps`), then
+    which steps lie on a cheapest alignment: per entry, whether a cheap step does (free) and
+    whether an anomaly does (``b_bad``: 1 an anomalous match, 2 an anomalous skip, whichever
+    comes first).
 
     Only the cells (k, i) with ``dlo <= k - i <= dhi`` (a band around the diagonal) are
     computed, by their offset in the band (:func:`_align` chooses a band that holds every
@@ -433,7 +475,7 @@ def _programme(a, b, sa0, sa1, sa2, sb0, sb1, sb2, window, dlo, dhi,
     row by row keeping every ``every``-th row (about sqrt(n + 1) by default), and rebuilt a
     block of rows at a time from those while G is computed backwards and the steps are
     marked: two passes of F and one of G, in (n / every + every) rows of the band."""
-    n, m = a.shape[0], b.shape[0]
+    n, m = s.a.shape[0], s.b.shape[0]
     W = dhi - dlo + 1
     if every <= 0:
         every = max(1, int(np.sqrt(n + 1)))
@@ -443,17 +485,15 @@ def _programme(a, b, sa0, sa1, sa2, sb0, sb1, sb2, window, dlo, dhi,
     nxt = np.full(W, INF, np.int64)
     row[dhi] = 0  # cell (0, 0): d = 0, at offset i - k + dhi
     for k in range(n + 1):
-        _forward_row(row, nxt, k, n, m, a, b, sa0, sa1, sa2, sb0, sb1, sb2, window, dlo, dhi)
+        _forward_row(s, dlo, dhi, k, row, nxt)
         if k % every == 0:
             kept[k // every, :] = row
         if k < n:
             row, nxt = nxt, row
             nxt[:] = INF
     total = row[m - n + dhi]
-    a_free = np.zeros(n, np.bool_)
-    a_bad = np.zeros(n, np.bool_)
-    b_free = np.zeros(m, np.bool_)
-    b_first = np.full(m, 3 * (n + 1), np.int64)
+    marks = Marks(np.zeros(n, np.bool_), np.zeros(n, np.bool_), np.zeros(m, np.bool_),
+                  np.full(m, 3 * (n + 1), np.int64))  # fmt: skip
     f_block = np.full((every, W), INF, np.int64)
     scratch = np.full(W, INF, np.int64)
     g_row = np.full(W, INF, np.int64)
@@ -464,31 +504,27 @@ def _programme(a, b, sa0, sa1, sa2, sb0, sb1, sb2, window, dlo, dhi,
         f_block[0, :] = kept[block]
         for t in range(r1 - r0 - 1):  # the block's rows again, from its first
             f_block[t + 1, :] = INF
-            _forward_row(f_block[t], f_block[t + 1], r0 + t, n, m, a, b, sa0, sa1, sa2, sb0,
-                         sb1, sb2, window, dlo, dhi)  # fmt: skip
+            _forward_row(s, dlo, dhi, r0 + t, f_block[t], f_block[t + 1])
         scratch[:] = INF  # the last row's own skips (its pushes into the next are not kept)
-        _forward_row(f_block[r1 - r0 - 1], scratch, r1 - 1, n, m, a, b, sa0, sa1, sa2, sb0,
-                     sb1, sb2, window, dlo, dhi)  # fmt: skip
+        _forward_row(s, dlo, dhi, r1 - 1, f_block[r1 - r0 - 1], scratch)
         for k in range(r1 - 1, r0 - 1, -1):
             g_row[:] = INF
             if k == n:
                 g_row[m - n + dhi] = 0
-            _backward_row(g_row, g_next, k, n, m, a, b, sa0, sa1, sa2, sb0, sb1, sb2, window,
-                          dlo, dhi)  # fmt: skip
-            _mark_row(f_block[k - r0], g_row, g_next, k, n, m, a, b, sa0, sa1, sa2, sb0, sb1,
-                      sb2, window, dlo, dhi, total, a_free, a_bad, b_free, b_first)  # fmt: skip
+            _backward_row(s, dlo, dhi, k, g_row, g_next)
+            _mark_row(s, dlo, dhi, k, total, f_block[k - r0], g_row, g_next, marks)
             g_row, g_next = g_next, g_row
     b_bad = np.zeros(m, np.int64)
     for i in range(m):
-        if b_first[i] < 3 * (n + 1):
-            b_bad[i] = 1 if b_first[i] % 3 == 0 else 2
-    return total, a_free, a_bad, b_free, b_bad
+        if marks.b_first[i] < 3 * (n + 1):
+            b_bad[i] = 1 if marks.b_first[i] % 3 == 0 else 2
+    return total, marks.a_free, marks.a_bad, marks.b_free, b_bad
 
 
 BAND = 8  # the first band's half-width around the diagonal (cells), widened as needed
 
 
-def _align(arrays: tuple, half_width: int = BAND) -> tuple:
+def _align(steps: Steps, half_width: int = BAND) -> tuple:
     """:func:`_programme` over a band of cells wide enough to hold every cheapest alignment,
     with the same results as over the whole (n+1) x (m+1) table.
 
@@ -501,15 +537,14 @@ def _align(arrays: tuple, half_width: int = BAND) -> tuple:
     band is widened to what the total requires and the programme runs again. A Streams app
     committing every 100 ms has tens of thousands of transactions per partition in a day:
     the whole table would be quadratic in them (gigabytes per producer and partition)."""
-    a, b, *_skips, _window = arrays
-    n, m = a.shape[0], b.shape[0]
+    n, m = steps.a.shape[0], steps.b.shape[0]
     D = n - m
-    if any(s.size and int(s.min()) < ASSUME for s in _skips):
+    if any(c.size and int(c.min()) < ASSUME for c in (*steps.skip_a, *steps.skip_b)):
         half_width = max(n, m)  # a free skip would void the bound: the whole table
     h = half_width
     while True:
         dlo, dhi = max(min(0, D) - h, -m), min(max(0, D) + h, n)
-        out = _programme(*arrays, dlo, dhi)
+        out = _programme(steps, dlo, dhi)
         total = int(out[0])
         if (dlo == -m and dhi == n) or (total < INF and abs(D) + 2 * (h + 1) > total):
             return out
@@ -570,7 +605,7 @@ def judge_producer(
         stats["unjudged"] += int((B.records[:p] > 0).sum())
         ks, B = ks[q:], B.after(p)
         costs = _Costs(listed, ks, B, side, coordinator, bounds, (p, q))
-        total, a_free, a_bad, b_free, b_bad = _align(costs.arrays())
+        total, a_free, a_bad, b_free, b_bad = _align(costs.steps())
         if total >= INF:
             stats["undecidable"] += len(B)
             continue

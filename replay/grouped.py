@@ -40,13 +40,6 @@ CROSSLOG_SCHEMA = T.union(T.FINDINGS, T.CHECK_COUNTS)
 GROUP_SCHEMA = T.union(T.FINDINGS, T.GENERATIONS, T.TIMELINE)
 
 INTERNAL_TOPICS = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
-# every row of the audit's tables names the cluster it belongs to (replay.dumpinfo)
-CLUSTER = "cluster"
-
-
-def keyed(table: pa.Table, cluster: str) -> pa.Table:
-    """A grouped function's result with its cluster key as the first column."""
-    return table.add_column(0, CLUSTER, pa.array([cluster] * table.num_rows, pa.string()))
 
 
 @dataclass(frozen=True)
@@ -397,15 +390,6 @@ def group_partition_tables(
         promote_options="permissive",
     )
     events = events.take(pc.sort_indices(events, LOG_ORDER))  # stable, as sorted()
-    return T.collected(GROUP_SCHEMA, lambda flush: replay_groups([events], broadcast, flush))
-
-
-def group_tables(group_id: str, events: pa.Table, declared_broadcast: bool) -> pa.Table:
-    """One group's `__consumer_offsets` events (commits, metadata, the COMMIT/ABORT markers of
-    its transactional commits; :data:`GROUP_EVENT_COLUMNS`) in any order: its generations,
-    commit timeline and findings (:data:`GROUP_SCHEMA`)."""
-    events = events.take(pc.sort_indices(events, LOG_ORDER))  # stable, as sorted()
-    broadcast = {group_id} if declared_broadcast else set()
     return T.collected(GROUP_SCHEMA, lambda flush: replay_groups([events], broadcast, flush))
 
 

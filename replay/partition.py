@@ -81,9 +81,33 @@ class Config:
     )
 
 
-def next_sequence(last_seq: int) -> int:
-    """0 follows 2147483647 (DefaultRecordBatch.incrementSequence)."""
-    return 0 if last_seq == MAX_SEQUENCE else last_seq + 1
+# -- the broker's rules, each written once --------------------------------------------------
+# Written with operators that hold for Python values and numpy columns alike: the replay applies
+# them to one batch (PartitionReplay.batch) and to a run of batches at once (_Runs).
+
+
+def next_sequence(last_seq):
+    """The sequence after ``last_seq``: 0 follows 2147483647
+    (DefaultRecordBatch.incrementSequence), and a producer without one starts at 0."""
+    return (last_seq + 1) % (MAX_SEQUENCE + 1)
+
+
+def keeps_producer_state(crc_valid, magic, producer_id):
+    """A batch the broker's producer state sees (10.1): CRC-valid (a damaged header cannot be
+    trusted), format v2, with a producer id."""
+    return crc_valid & (magic >= 2) & (producer_id >= 0)
+
+
+def expired(last_timestamp, timestamp, expiration_ms):
+    """10.3: a producer idle for ``producer.id.expiration.ms`` (its last write's timestamp to
+    this batch's) is forgotten; one without a known timestamp never expires."""
+    return (last_timestamp >= 0) & (timestamp - last_timestamp >= expiration_ms)
+
+
+def batch_entry(first_seq: int, last_seq: int, base_offset: int, last_offset: int, ts: int):
+    """A data batch as a producer's state keeps it among its last five
+    (ProducerStateEntry.batchMetadata): sequences, last offset, offset delta, timestamp."""
+    return (first_seq, last_seq, last_offset, last_offset - base_offset, ts)
 
 
 def _ms(v) -> int:
@@ -126,8 +150,7 @@ class _Runs:
         self.records, self.ts = col("record_count", 0), col("max_timestamp", -1)
         ts_known = pc.is_valid(t.column("max_timestamp")).to_numpy(zero_copy_only=False)
         crc = flag("crc_valid") if "crc_valid" in t.schema.names else np.ones(len(self.base), bool)
-        # the batches a producer's state sees: CRC-valid, format v2, with a producer id
-        producer = crc & (col("magic", 0) >= 2) & (self.pid >= 0)
+        producer = keeps_producer_state(crc, col("magic", 0), self.pid)
         data = producer & ~flag("is_control")
         # each one's previous batch of the same producer (markers included: they break runs)
         rows = np.flatnonzero(producer)
@@ -139,8 +162,9 @@ class _Runs:
         p = np.where(has, prev, 0)
         follows = (
             has & data[p] & ~flag("is_transactional")[p] & (self.epoch == self.epoch[p])
-            & (self.first_seq == self.last_seq[p] + 1)  # (no wrap: MAX_SEQUENCE ends a run)
-            & (self.ts[p] >= 0) & (self.ts - self.ts[p] < expiry_ms)
+            & (self.first_seq == next_sequence(self.last_seq[p]))
+            & (self.last_seq[p] < MAX_SEQUENCE)  # no wrap: MAX_SEQUENCE ends a run
+            & (self.ts[p] >= 0) & ~expired(self.ts[p], self.ts, expiry_ms)
         )  # fmt: skip
         self.plain = (
             data & ~flag("is_transactional") & ts_known & (self.first_seq >= 0)
@@ -319,8 +343,8 @@ class PartitionReplay:
             p = self.producers[int(runs.pid[rows[0]])]
             for i in rows[-NUM_BATCHES_TO_RETAIN:].tolist():
                 p.batches.append(
-                    (int(runs.first_seq[i]), int(runs.last_seq[i]), int(runs.last[i]),
-                     int(runs.last[i] - runs.base[i]), int(runs.ts[i]))
+                    batch_entry(int(runs.first_seq[i]), int(runs.last_seq[i]), int(runs.base[i]),
+                                int(runs.last[i]), int(runs.ts[i]))
                 )  # fmt: skip
             for i in rows[-RECENT_RANGES:].tolist():
                 p.recent[(int(runs.first_seq[i]), int(runs.last_seq[i]))] = int(runs.base[i])
@@ -338,7 +362,7 @@ class PartitionReplay:
 
     def batch(self, b: dict[str, Any]) -> None:
         if not b.get("crc_valid", True):
-            return  # the integrity finding covers it; its header cannot be trusted
+            return  # the integrity finding covers it (keeps_producer_state)
         if self.log_start is None:
             self.log_start = b["base_offset"]
         elif b["base_offset"] > self.log_end:
@@ -351,7 +375,7 @@ class PartitionReplay:
             self.last_marker_timestamp = ts
             self._bound_open_transactions(ts)
         pid = b["producer_id"]
-        if b["magic"] < 2 or pid is None or pid < 0:
+        if pid is None or not keeps_producer_state(True, b["magic"], pid):
             self.data_records += 0 if b["is_control"] else b["record_count"]
             return
         if b["is_control"]:
@@ -363,8 +387,8 @@ class PartitionReplay:
     # -- data batches (10.2) ----------------------------------------------------------------------
     def _data(self, pid: int, b: dict, ts: int) -> None:
         p = self.producers.get(pid)
-        idle = ts - p.last_timestamp if p is not None and p.last_timestamp >= 0 else -1
-        if p is not None and p.txn is None and idle >= self.config.producer_id_expiration_ms:
+        expiry = self.config.producer_id_expiration_ms
+        if p is not None and p.txn is None and expired(p.last_timestamp, ts, expiry):
             p = None  # 10.3: expired; the next write is from an unknown producer
             del self.producers[pid]
         epoch, first_seq, last_seq = b["producer_epoch"], b["base_sequence"], b["last_sequence"]
@@ -396,9 +420,7 @@ class PartitionReplay:
             p.batches.clear()
             p.recent.clear()
             p.epoch = epoch
-        p.batches.append(
-            (first_seq, last_seq, b["last_offset"], b["last_offset"] - b["base_offset"], ts)
-        )
+        p.batches.append(batch_entry(first_seq, last_seq, b["base_offset"], b["last_offset"], ts))
         p.recent[(first_seq, last_seq)] = b["base_offset"]
         if len(p.recent) > RECENT_RANGES:
             p.recent.popitem(last=False)

@@ -29,7 +29,6 @@ import pyarrow.compute as pc
 from decoders.columns import outside_spark_range
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from replay.grouped import (
-    CLUSTER,
     COMMIT_COLUMNS,
     COORDINATOR_COLUMNS,
     COORDINATOR_SCHEMA,
@@ -52,6 +51,7 @@ from replay.grouped import (
     txn_latest_epochs,
 )
 from replay.partition import BATCH_COLUMNS, cleaner_leftovers_end
+from replay.tables import CLUSTER, with_cluster
 
 # the replica a replayed row comes from: the audit keeps the rows of the chosen one
 REPLICA_BROKER = "replica_broker"
@@ -103,6 +103,45 @@ class ReplaySpec:
     compacted: frozenset[str] = frozenset()
     clusters: dict[str, str] = field(default_factory=dict)
     broadcast: frozenset[str] = frozenset()  # the groups declared broadcast-style
+
+    def cluster_of(self, broker: str) -> str:
+        """The cluster of a broker directory ("" for none)."""
+        return self.clusters.get(broker, "")
+
+
+@dataclass(frozen=True)
+class ReplicaRow:
+    """A replica a scan task replayed, as the driver is told of it: how complete it is (what
+    :func:`chosen_replicas` reads)."""
+
+    cluster: str
+    topic: str
+    partition: int
+    broker: str
+    end_offset: int | None
+    crc_valid_batches: int
+
+    @property
+    def partition_key(self) -> tuple[str, str, int]:
+        return (self.cluster, self.topic, self.partition)
+
+    @property
+    def key(self) -> tuple[str, str, int, str]:
+        return (self.cluster, self.topic, self.partition, self.broker)
+
+
+def replay_spec(paths: list[str], config) -> ReplaySpec:
+    """What the scan's tasks need to replay the replicas they read, from the configuration
+    (a :class:`replay.settings.AuditConfig`) and the small files read on the driver."""
+    from replay.dumpinfo import broker_clusters, cleaner_checkpoints
+
+    return ReplaySpec(
+        facts=config.facts(),
+        cleaned=cleaner_checkpoints(paths),
+        compacted=frozenset(config.compacted_topics()),
+        clusters=broker_clusters(paths, config.cluster),
+        broadcast=frozenset(config.declared_broadcast()),
+    )
 
 
 def millis(column: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -252,9 +291,9 @@ class ReplicaReplay:
 
     @property
     def cluster(self) -> str:
-        return self.spec.clusters.get(self.broker, "")
+        return self.spec.cluster_of(self.broker)
 
-    def replay(self, write: Callable[[str, pa.Table], None]) -> dict | None:
+    def replay(self, write: Callable[[str, pa.Table], None]) -> ReplicaRow | None:
         """Replay the replica: its rows go to ``write(scratch table, rows)`` a block at a time
         (:data:`REPLAY_TABLES`; the coordinator's and the groups' for an internal topic's
         replica). Returns the replica's row (its cluster, topic, partition, broker,
@@ -269,7 +308,7 @@ class ReplicaReplay:
                 s.close()
             self.held_bytes = 0
 
-    def _replay(self, write: Callable[[str, pa.Table], None]) -> dict:
+    def _replay(self, write: Callable[[str, pa.Table], None]) -> ReplicaRow:
         def to(table: str) -> Callable[[pa.Table], None]:
             return lambda rows: write(table, self._keyed(rows, table))
 
@@ -298,9 +337,8 @@ class ReplicaReplay:
             )
         elif self.topic == CONSUMER_OFFSETS_TOPIC:
             replay_groups(self._group_events(), self.spec.broadcast, to("grouped"))
-        return {CLUSTER: self.cluster, "topic": self.topic, "partition": self.partition,
-                "broker": self.broker, "end_offset": end,
-                "crc_valid_batches": self.crc_valid}  # fmt: skip
+        return ReplicaRow(self.cluster, self.topic, self.partition, self.broker, end,
+                          self.crc_valid)  # fmt: skip
 
     def _in_log_order(self, stream: _Stream, order) -> Iterator[pa.Table]:
         """A stream's pieces in log order: as read, or (records out of order: a damaged log)
@@ -343,13 +381,12 @@ class ReplicaReplay:
         """Rows of the replay with the replica they come from."""
         n = t.num_rows
         keys = {
-            CLUSTER: pa.array([self.cluster] * n, pa.string()),
             REPLICA_BROKER: pa.array([self.broker] * n, pa.string()),
             "replica_topic": pa.array([self.topic] * n, pa.string()),
             "replica_partition": pa.array([self.partition] * n, pa.int32()),
         }
         rows = pa.table({**keys, **{c: t.column(c) for c in t.schema.names}})
-        return rows.cast(REPLAY_TABLES[table])
+        return with_cluster(rows, self.cluster, first=True).cast(REPLAY_TABLES[table])
 
 
 class _Stream:
@@ -434,24 +471,23 @@ def _plain_files(t: pa.Table) -> pa.Table:
     return t.set_column(i, "file", t.column(i).cast(pa.string()))
 
 
-def chosen_replicas(replicas: list[dict]) -> set[tuple[str, str, int, str]]:
+def chosen_replicas(replicas: list[ReplicaRow]) -> set[tuple[str, str, int, str]]:
     """(cluster, topic, partition, broker) of the replica the audit keeps per partition of a
-    cluster, from one row per replica (:meth:`ReplicaReplay.result`): highest last offset, then
-    most batches with a valid CRC, then the smallest broker name (the rule of
-    :meth:`replay.plan.Audit._chosen_replicas`, docs/architecture.md: replay one, compare the
-    others). One row per partition replica reaches the driver, never a batch."""
+    cluster, from one row per replica: highest last offset, then most batches with a valid
+    CRC, then the smallest broker name (docs/architecture.md: replay one, compare the others).
+    The one definition of the choice; one row per partition replica reaches the driver, never
+    a batch."""
     best: dict[tuple, str] = {}
-    order = sorted(replicas, key=lambda r: (-r["end_offset"], -r["crc_valid_batches"], r["broker"]))
+    order = sorted(replicas, key=lambda r: (-r.end_offset, -r.crc_valid_batches, r.broker))
     for r in order:
-        best.setdefault((r[CLUSTER], r["topic"], r["partition"]), r["broker"])
+        best.setdefault(r.partition_key, r.broker)
     return {(*k, b) for k, b in best.items()}
 
 
-def replicated_topics(replicas: list[dict]) -> list[str]:
+def replicated_topics(replicas: list[ReplicaRow]) -> list[str]:
     """Topics with a partition held by two brokers or more in one cluster: the only ones whose
     batches the replica-divergence check needs."""
     held: dict[tuple, int] = {}
     for r in replicas:
-        k = (r[CLUSTER], r["topic"], r["partition"])
-        held[k] = held.get(k, 0) + 1
+        held[r.partition_key] = held.get(r.partition_key, 0) + 1
     return sorted({k[1] for k, n in held.items() if n > 1})

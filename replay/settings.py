@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from replay.crosslog import Bounds
@@ -26,12 +27,12 @@ class AuditConfig:
     topics: dict[str, dict] = field(default_factory=dict)  # topic -> {cleanup_policy, ...}
 
     @classmethod
-    def from_conf(cls, conf: dict | None) -> AuditConfig:
+    def from_conf(cls, conf: Mapping | None) -> AuditConfig:
         """From a configuration of conf/default.yaml's shape, laid over the defaults and
-        validated (a complete, validated one stays as it is)."""
+        validated (a loaded one, replay.config.RunConfig, is read as it is)."""
         from replay.config import load
 
-        conf = load(conf)
+        conf = load(conf)  # a loaded one comes back as it is
         decode = conf["decode"]
         return cls(
             **conf["audit"],

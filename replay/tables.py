@@ -221,6 +221,32 @@ TIMESTAMP_COLUMNS = {
 }  # fmt: skip
 
 
+# every row of the audit's tables names the cluster it belongs to (replay.dumpinfo)
+CLUSTER = "cluster"
+
+
+def clusters_of(brokers: pa.Array | pa.ChunkedArray, clusters: dict[str, str]) -> pa.Array:
+    """Each row's cluster from its broker directory (``clusters``: broker -> cluster, from
+    replay.dumpinfo); "" for a broker without one."""
+    import pyarrow.compute as pc
+
+    names = sorted(clusters)
+    at = pc.index_in(brokers, value_set=pa.array(names, STR))
+    found = pc.take(pa.array([clusters[b] for b in names], STR), at)
+    return pc.fill_null(found, "")
+
+
+def with_cluster(t: pa.Table | pa.RecordBatch, cluster: str | pa.Array, first: bool = False):
+    """``t`` with the :data:`CLUSTER` column, the one way any row of the audit gets it:
+    ``cluster`` names every row's cluster, or gives one per row (:func:`clusters_of`); the
+    column comes last, or ``first``."""
+    if isinstance(cluster, str):
+        cluster = pa.array([cluster] * t.num_rows, STR)
+    if first:
+        return t.add_column(0, CLUSTER, cluster)
+    return t.append_column(CLUSTER, cluster)
+
+
 def union(*schemas: pa.Schema) -> pa.Schema:
     """One schema holding several tables' columns (first type wins), plus ``out`` naming the
     table of each row: a grouped function returns one table, the audit splits it."""

@@ -125,9 +125,9 @@ REPLICA_SCENARIOS = (
 def test_audit_command_line(spark, sim_all, scenario_audit, tmp_path, capsys):
     """`logreplay audit` as users run it, over six scenarios copied under one root (named as in
     ``sim_all``): the job replays every partition replica inside the scan task that reads it
-    (replay.replicas), and every table it writes equals the grouped plan's
-    (``replay.audit_session`` without a scan, where Spark groups the batch headers by
-    partition); transaction_faults' findings are its truth's."""
+    (replay.scan_task), and every table it writes equals the session's
+    (``replay.audit_session``, the same scan kept in Spark's cache); transaction_faults'
+    findings are its truth's."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -203,26 +203,25 @@ def test_the_job_s_stages_start_from_the_scratch_area_not_the_whole_lineage(
     spark, sim_all, scenario_audit, tmp_path
 ):
     """The audit job writes the replay's intermediate tables to the run's scratch area and
-    reads them back (jobs.scan.Scratch.stash): the same tables as the cached plan, with plans
+    reads them back (jobs.scan.Scratch.later): the same tables as the cached scan's, with plans
     a fraction of the size (Spark ships a stage's plan and lineage in every task: ~30 MB per
     task on the every-scenario dump before). Checked on the findings' plan."""
     import decoders
     from jobs.output import OutputDir
     from jobs.scan import decoded_once
     from replay.config import default
-    from replay.plan import REPLAY_SCAN_TABLES, audit_session, replay_spec
+    from replay.plan import Audit
+    from replay.replicas import replay_spec
+    from replay.settings import AuditConfig
 
     dump = str(sim_all / "clean_transactions")
     files = decoders.discover([dump])
     out = OutputDir(str(tmp_path / "out"))
     cached = scenario_audit("clean_transactions")  # the same audit with cached tables
-    spec = replay_spec([dump], None)  # replayed in the scan's tasks, as the job does
-    with (
-        decoded_once(spark, files, REPLAY_SCAN_TABLES, default("decode"), out, "0123abcd",
-                     None, spec) as sc,
-        audit_session(spark, [dump], None, sc.decoded, None, sc.stash, spec, sc.replicas)
-        as tables,
-    ):  # fmt: skip
+    config = AuditConfig.from_conf(None)
+    spec = replay_spec([dump], config)  # replayed in the scan's tasks, as the job does
+    with decoded_once(spark, files, default("decode"), out, "0123abcd", None, spec) as sc:
+        tables = Audit(spark, config, sc).run()
         plan = tables["findings"]._jdf.queryExecution().optimizedPlan().toString()
         assert len(plan) < 100_000, len(plan)
         for name in ("findings", "transactions", "offset_timeline", "partitions"):

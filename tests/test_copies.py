@@ -55,7 +55,10 @@ def test_a_replay_table_keeps_its_kind_of_the_chosen_replicas(excluded):
     assert everyone.column("producer_id").to_pylist() == [7, 8, 10]
 
 
-def test_a_decoded_table_gets_its_cluster_from_its_broker_and_topic_from_its_folder():
+def test_a_decoded_table_keeps_its_broker_s_cluster_and_gets_its_topic_from_its_folder():
+    """The scan's tasks give a decoded row the cluster of its broker directory
+    (replay.tables.clusters_of: "" for a broker without one, or none); the copy lays the
+    columns out as the query does, the partition column from the folder's name."""
     import decoders
 
     schema = _copied_schema("segments")
@@ -67,11 +70,13 @@ def test_a_decoded_table_gets_its_cluster_from_its_broker_and_topic_from_its_fol
         [{f.name: r.get(f.name) for f in segments if f.name != "topic"} for r in rows],
         schema=segments.remove(segments.get_field_index("topic")),
     )
-    copied = Copied("segments", schema, clusters={"1": "east", "3": "west"})
-    got = project(batch, _task(copied, "topic"), "orders")
+    clusters = T.clusters_of(batch.column("broker"), {"1": "east", "3": "west"})
+    got = project(T.with_cluster(batch, clusters), _task(Copied("segments", schema), "topic"),
+                  "orders")  # fmt: skip
     assert got.column("cluster").to_pylist() == ["east", "", ""]
     assert got.column("topic").to_pylist() == ["orders"] * 3
     assert got.column("file").to_pylist() == ["f0", "f1", "f2"]
+    assert got.column_names == schema.names
 
 
 def test_files_are_cut_in_order_into_runs_of_about_equal_rows():

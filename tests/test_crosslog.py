@@ -244,25 +244,25 @@ def test_coordinator_history_that_compaction_left():
     assert all(t["history_from_start"] for t in whole)
 
 
-def _whole_table(a, b, sa0, sa1, sa2, sb0, sb1, sb2, window):
+def _whole_table(s):
     """The alignment over the whole (n+1) x (m+1) table, as its rule reads (docs/cross-log.md),
     in plain Python: forward and backward cheapest costs, then the steps on a cheapest path.
     The reference crosslog._programme (banded, row by row, from kept rows) must equal."""
     from replay.crosslog import ANOMALY, INF, _match
 
-    n, m = a.shape[0], b.shape[0]
+    n, m = s.a.shape[0], s.b.shape[0]
 
-    def step(first, last, mid, x, pos, end):
-        return int(first[x] if pos == 0 else last[x] if pos == end else mid[x])
+    def step(costs, x, pos, end):
+        return int(costs.first[x] if pos == 0 else costs.last[x] if pos == end else costs.mid[x])
 
     def steps(k, i):
         """(what, cost, the cell it leads to) of every step leaving cell (k, i)."""
         if k < n and i < m:
-            yield "match", int(_match.py_func(a, b, k, i, window)), (k + 1, i + 1)
+            yield "match", int(_match.py_func(s, k, i)), (k + 1, i + 1)
         if k < n:
-            yield "skip A", step(sa0, sa1, sa2, k, i, m), (k + 1, i)
+            yield "skip A", step(s.skip_a, k, i, m), (k + 1, i)
         if i < m:
-            yield "skip B", step(sb0, sb1, sb2, i, k, n), (k, i + 1)
+            yield "skip B", step(s.skip_b, i, k, n), (k, i + 1)
 
     cells = [(k, i) for k in range(n + 1) for i in range(m + 1)]
     F = {c: INF for c in cells}
@@ -298,7 +298,7 @@ def _whole_table(a, b, sa0, sa1, sa2, sb0, sb1, sb2, window):
 def _random_arrays(seed):
     import numpy as np
 
-    from replay.crosslog import ANOMALY, ASSUME, INF
+    from replay.crosslog import ANOMALY, ASSUME, INF, Skips, Steps
 
     rng = np.random.default_rng(seed)
     n, m = int(rng.integers(0, 30)), int(rng.integers(0, 30))
@@ -314,11 +314,11 @@ def _random_arrays(seed):
                 ts[i] + rng.integers(-30, 30)]  # fmt: skip
 
     def skips(count):
-        return tuple(
-            rng.choice([ASSUME, ASSUME, ANOMALY, INF], count).astype(np.int64) for _ in range(3)
+        return Skips(
+            *(rng.choice([ASSUME, ASSUME, ANOMALY, INF], count).astype(np.int64) for _ in range(3))
         )
 
-    return (a, b, *skips(n), *skips(m), int(rng.choice([20, 200, 5_000]))), rng
+    return Steps(a, b, skips(n), skips(m), int(rng.choice([20, 200, 5_000]))), rng
 
 
 def _same(got, want):
@@ -336,12 +336,12 @@ def test_the_banded_programme_equals_the_whole_table(seed):
     its total and its marks equal the whole table's, whatever rows it keeps."""
     from replay.crosslog import _align, _programme
 
-    arrays, rng = _random_arrays(seed)
-    n, m = arrays[0].shape[0], arrays[1].shape[0]
-    whole = _whole_table(*arrays)
-    _same(_align(arrays, half_width=int(rng.integers(0, 4))), whole)
+    steps, rng = _random_arrays(seed)
+    n, m = steps.a.shape[0], steps.b.shape[0]
+    whole = _whole_table(steps)
+    _same(_align(steps, half_width=int(rng.integers(0, 4))), whole)
     for every in (1, 2, 3, 7, 0):  # a row kept every ... (0: about sqrt(n))
-        _same(_programme(*arrays, -m, n, every), whole)
+        _same(_programme(steps, -m, n, every), whole)
 
 
 def test_a_day_of_a_streams_app_aligns_in_memory_linear_in_its_transactions():

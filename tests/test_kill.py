@@ -2,7 +2,7 @@
 write, while tables are staged, while the run is published), on a local directory and on S3.
 
 Each killed run is a real job process that reaches its point through the test-only hook
-(`LOGREPLAY_TEST_KILL_AT`, see jobs.output.kill_point), not a timer. After every kill the
+(`LOGREPLAY_TEST_KILL_AT`, see decoders.seams), not a timer. After every kill the
 directory's commit record must be whole, every file it lists whole with the rows it says, and
 the tables readable the way the gate reads them; a rerun of the killed run id then publishes a
 complete result. Every killed run is an attempt of the same run id, as Airflow's retries are.

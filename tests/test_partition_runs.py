@@ -17,7 +17,6 @@ import pytest
 
 import decoders
 from replay.grouped import Facts, partition_tables
-from replay.local import _millis  # timestamps as epoch milliseconds (garbage ones included)
 from replay.partition import BATCH_COLUMNS, PartitionReplay
 from replay.replicas import SIDE_COLUMNS
 from replay.settings import AuditConfig
@@ -35,6 +34,14 @@ def production(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("prod") / "dump")
     prodshape.generate(out, 0.004, seed=3)
     return out
+
+
+def _millis(table: pa.Table) -> pa.Table:
+    """Timestamps as epoch milliseconds (garbage ones included), as the replay reads them."""
+    for i, f in enumerate(table.schema):
+        if pa.types.is_timestamp(f.type):
+            table = table.set_column(i, f.name, table.column(i).cast(pa.int64()))
+    return table
 
 
 def _partitions(root: str) -> dict[tuple, tuple[pa.Table, list[dict]]]:

@@ -16,11 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 
 import decoders
-from decoders.spark import _struct, table_schema
-from jobs.scan import plan_scan, replica_of, scan_options, scan_ranges
+from decoders.spark import _struct
+from jobs.scan import plan_scan, scan_options, scan_ranges
 from replay import replicas
-from replay.plan import REPLAY_SCAN_TABLES, replay_spec
-from replay.replicas import HELD_RECORDS, REPLAY_READS, REPLAY_TABLES, ReplicaReplay
+from replay.replicas import HELD_RECORDS, REPLAY_READS, REPLAY_TABLES, ReplicaReplay, replay_spec
+from replay.scan_task import AUDIT_DECODED, audit_schema, replica_of
+from replay.settings import AuditConfig
 from simulator import synth
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -55,15 +56,14 @@ def _scan(root: str, out: str) -> dict[str, list[dict]]:
     files = decoders.discover([root])
     conf = {"verify_crc": True, "window_bytes": None, "memory_budget_mb": 256}
     opts = scan_options(
-        lambda t, a: _struct(REPLAY_TABLES.get(t) or table_schema(t, a)),
-        [*REPLAY_SCAN_TABLES, *REPLAY_TABLES],
+        lambda t, a: _struct(audit_schema(t)),
+        [*AUDIT_DECODED, *REPLAY_TABLES],
         False,
         conf,
         None,
+        replay_spec([root], AuditConfig.from_conf(None)),
     )
-    opts.replay = replay_spec([root], None)
-    opts.partition_by.update(dict.fromkeys(REPLAY_TABLES))
-    for i, ranges in enumerate(plan_scan(files, REPLAY_SCAN_TABLES, 1 << 20, 4, True)):
+    for i, ranges in enumerate(plan_scan(files, AUDIT_DECODED, 1 << 20, 4, True)):
         scan_ranges(ranges, opts, out, "0123456789ab", i, 0)
     return {
         t: _sorted(pa.concat_tables(pq.read_table(p) for p in glob.glob(f"{out}/{t}/*.parquet")))
@@ -105,7 +105,7 @@ def test_a_replica_out_of_offset_order_is_replayed_sorted(dumps):
     """The batches of a replica given out of order (a log whose files or batches do not follow
     offsets) are replayed whole and sorted: the rows of the in-order replay."""
     root = dumps[SCENARIOS.index("transaction_faults")]  # snapshots, `.txnindex` files
-    spec = replay_spec([root], None)
+    spec = replay_spec([root], AuditConfig.from_conf(None))
     files = decoders.discover([root])
     by_replica: dict[tuple, list] = {}
     for f in files:
@@ -144,7 +144,7 @@ def test_internal_records_out_of_log_order_are_replayed_sorted(dumps, scenario):
     whole and sorted: the coordinator's and the groups' rows of the in-order replay, which
     merges the commits, group metadata and markers a piece at a time."""
     root = dumps[SCENARIOS.index(scenario)]
-    spec = replay_spec([root], None)
+    spec = replay_spec([root], AuditConfig.from_conf(None))
     by_replica: dict[tuple, list] = {}
     for f in decoders.discover([root]):
         if f.info.topic in ("__consumer_offsets", "__transaction_state") and f.kind == "log":

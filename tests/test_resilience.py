@@ -1,7 +1,7 @@
 """Spark-level resilience (issue 17 item 5): one file whose decoding fails inside the executor
 does not lose the run.
 
-Two failures are exercised, chosen by decoders.faults' test-only environment variables, which the
+Two failures are exercised, chosen by decoders.seams' test-only environment variables, which the
 job's Python workers inherit: ``memory`` raises MemoryError while decoding the file (the task
 catches it per file: an error row, the rest of the task goes on) and ``crash`` ends the Python
 worker (nothing in the task can catch that: Spark fails the task and the job; jobs.resilience
@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import decoders
-from decoders import faults
+from decoders import seams
 from decoders.errors import DECODE_FAILED
 from jobs.resilience import failure_reason, is_task_failure
 
@@ -60,8 +60,8 @@ def test_an_exception_while_decoding_one_file_is_an_error_row_and_the_rest_decod
     root, _ = sample_dump
     clean = decoders.read_dump([str(root)], ["batches", "segments", "errors"])
     victim = _first_user_log(root)
-    monkeypatch.setenv(faults.FAIL_FILE, victim.info.file)
-    monkeypatch.setenv(faults.FAIL_MODE, "memory")
+    monkeypatch.setenv(seams.FAIL_FILE, victim.info.file)
+    monkeypatch.setenv(seams.FAIL_MODE, "memory")
     got = decoders.read_dump([str(root)], ["batches", "segments", "errors"])
 
     errors = got["errors"].to_pylist()
@@ -96,7 +96,7 @@ def test_a_contained_exception_still_fails_the_fuzz_checks(monkeypatch):
 def test_an_unset_fault_does_nothing(sample_dump):
     root, _ = sample_dump
     victim = _first_user_log(root)
-    faults.inject(victim.info.file)  # no environment: returns
+    seams.reached(seams.DECODING, victim.info.file)  # no environment: returns
 
 
 def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -123,7 +123,7 @@ def scenario(sim_all, tmp_path_factory) -> pathlib.Path:
 def test_a_worker_crash_on_one_file_leaves_it_out_and_the_gate_fails(scenario, tmp_path):
     victim = _first_user_log(scenario)
     out = tmp_path / "audit"
-    env = {faults.FAIL_FILE: victim.info.file, faults.FAIL_MODE: "crash"}
+    env = {seams.FAIL_FILE: victim.info.file, seams.FAIL_MODE: "crash"}
     done = _run(["audit", str(scenario), "--out", str(out), "--gate"], env)
     assert done.returncode == 1, done.stderr[-3000:]  # the gate fails, the run finished
     assert f"leaving out {victim.path}" in done.stderr
@@ -148,7 +148,7 @@ def test_a_worker_crash_on_one_file_leaves_it_out_and_the_gate_fails(scenario, t
 def test_decode_finishes_without_the_file_that_crashes_its_worker(scenario, tmp_path):
     victim = _first_user_log(scenario)
     out = tmp_path / "decoded"
-    env = {faults.FAIL_FILE: victim.info.file, faults.FAIL_MODE: "crash"}
+    env = {seams.FAIL_FILE: victim.info.file, seams.FAIL_MODE: "crash"}
     args = ["decode", str(scenario), "--out", str(out), "--tables", "batches", "segments", "errors"]
     done = _run(args, env)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -14,7 +14,9 @@ import pytest
 import decoders
 from decoders.spark import _struct, table_schema
 from jobs.output import OutputDir
-from jobs.scan import accounting, merge_partials, plan_scan, scan_options, scan_ranges
+from jobs.scan import accounting, plan_scan, scan_options, scan_ranges
+from replay.scan_task import merge_split, replica_of
+from replay.settings import AuditConfig
 from simulator import synth
 
 RANGE = 64 << 10  # small enough to split the scenario's segments into several ranges
@@ -44,18 +46,18 @@ def _scan(dump, out, tables, deep):
     tasks = plan_scan(files, tables, RANGE)
     reports = []
     for i, ranges in enumerate(tasks):
-        reports += scan_ranges(ranges, opts, str(out), "0123456789ab", i, 0)
+        reports.append(scan_ranges(ranges, opts, str(out), "0123456789ab", i, 0))
     return files, tasks, reports
 
 
 def _rows(out, reports, table) -> list[str]:
     rows = []
-    for r in reports:
-        if r["kind"] == "file" and r["table"] == table:
-            t = pq.read_table(f"{out}/{r['path']}")
+    for f in (f for r in reports for f in r.files):
+        if f["table"] == table:
+            t = pq.read_table(f"{out}/{f['path']}")
             for row in t.to_pylist():
-                if r["partition"] is not None or "topic" in table_schema(table, False).names:
-                    row["topic"] = r["partition"]
+                if f["partition"] is not None or "topic" in table_schema(table, False).names:
+                    row["topic"] = f["partition"]
                 rows.append(row)
     return rows
 
@@ -71,7 +73,7 @@ def test_one_pass_gives_every_table_of_the_decoders(damaged, tmp_path, deep):
     files, tasks, reports = _scan(damaged, out, tables, deep)
     assert any(r.start > 0 for t in tasks for r in t), "some segment is split"
     want = decoders.read_dump([str(damaged)], tables, deep=deep)
-    seg_rows, whole = merge_partials(reports)
+    seg_rows, whole = merge_split([s for r in reports for s in r.split])
     assert whole == []  # no file was unreadable or changed while read
     for table in tables:
         got = _rows(out, reports, table)
@@ -113,14 +115,13 @@ def test_the_audit_s_scan_replays_each_replica_in_the_task_that_reads_it(damaged
     too. Kept to the replica the audit chooses, the rows are the one-process audit's:
     partitions, transactions, coordinator transactions, offset timeline and findings (the
     segment damaged by garbage included)."""
-    from jobs.scan import replica_of
     from replay.local import audit_local
-    from replay.plan import REPLAY_SCAN_TABLES, replay_spec
-    from replay.replicas import REPLAY_TABLES, chosen_replicas
+    from replay.replicas import REPLAY_TABLES, chosen_replicas, replay_spec
+    from replay.scan_task import AUDIT_DECODED, audit_schema
 
     root = [str(damaged)]
     files = decoders.discover(root)
-    tasks = plan_scan(files, REPLAY_SCAN_TABLES, RANGE, min_tasks=3, whole_replicas=True)
+    tasks = plan_scan(files, AUDIT_DECODED, RANGE, min_tasks=3, whole_replicas=True)
     assert len(tasks) >= 3
     homes: dict = {}
     for i, ranges in enumerate(tasks):
@@ -130,28 +131,27 @@ def test_the_audit_s_scan_replays_each_replica_in_the_task_that_reads_it(damaged
                 assert homes.setdefault(replica_of(r.file), i) == i  # one task per replica
 
     def schema(table, with_avro):
-        return _struct(REPLAY_TABLES.get(table) or table_schema(table, with_avro))
+        return _struct(audit_schema(table))
 
-    opts = scan_options(schema, [*REPLAY_SCAN_TABLES, *REPLAY_TABLES], False, CONF, None)
-    opts.replay = replay_spec(root, None)
-    opts.partition_by.update(dict.fromkeys(REPLAY_TABLES))
+    spec = replay_spec(root, AuditConfig.from_conf(None))
+    opts = scan_options(schema, [*AUDIT_DECODED, *REPLAY_TABLES], False, CONF, None, spec)
     out = tmp_path / "out"
-    reports = []
-    for i, ranges in enumerate(tasks):
-        reports += scan_ranges(ranges, opts, str(out), "0123456789ab", i, 0)
+    reports = [
+        scan_ranges(ranges, opts, str(out), "0123456789ab", i, 0) for i, ranges in enumerate(tasks)
+    ]
 
     def rows(table):
         return [
             row
-            for r in reports
-            if r["kind"] == "file" and r["table"] == table
-            for row in pq.read_table(f"{out}/{r['path']}").to_pylist()
+            for f in (f for r in reports for f in r.files)
+            if f["table"] == table
+            for row in pq.read_table(f"{out}/{f['path']}").to_pylist()
         ]
 
-    replicas = [r for r in reports if r["kind"] == "replica"]
+    replicas = [row for r in reports for row in r.replicas]
     batches = decoders.read_dump(root, ["batches"])["batches"].to_pylist()
     with_batches = {(b["broker"], b["topic"], b["partition"]) for b in batches if b["topic"]}
-    assert {(r["broker"], r["topic"], r["partition"]) for r in replicas} == with_batches
+    assert {(r.broker, r.topic, r.partition) for r in replicas} == with_batches
     assert len(replicas) == len(with_batches)
     best = chosen_replicas(replicas)
     kept = [
@@ -198,8 +198,7 @@ def test_a_consumer_offsets_replica_without_one_kind_of_record_is_replayed(damag
     the one-process audit shows for that partition."""
     from decoders.constants import CONSUMER_OFFSETS_TOPIC
     from replay.local import audit_local
-    from replay.plan import replay_spec
-    from replay.replicas import ReplicaReplay
+    from replay.replicas import ReplicaReplay, replay_spec
 
     root = [str(damaged)]
     logs = [f for f in decoders.discover(root)
@@ -210,7 +209,8 @@ def test_a_consumer_offsets_replica_without_one_kind_of_record_is_replayed(damag
         key=lambda bp: sum(t["log_partition"] == bp[1] for t in local["offset_timeline"]),
     )
     broker, partition = busiest
-    replica = ReplicaReplay(replay_spec(root, None), broker, CONSUMER_OFFSETS_TOPIC, partition)
+    spec = replay_spec(root, AuditConfig.from_conf(None))
+    replica = ReplicaReplay(spec, broker, CONSUMER_OFFSETS_TOPIC, partition)
     for f in logs:
         if (f.info.broker, f.info.partition) == busiest:
             for t, b in decoders.iter_file(f, ("batches", "segments"), deep=False):
@@ -219,8 +219,7 @@ def test_a_consumer_offsets_replica_without_one_kind_of_record_is_replayed(damag
             for t, b in decoders.iter_file(f, kept, deep=True):
                 replica.add(t, b)
     tables, row = replica.result()
-    assert (row["topic"], row["partition"], row["broker"]) == (CONSUMER_OFFSETS_TOPIC, partition,
-                                                               broker)  # fmt: skip
+    assert (row.topic, row.partition, row.broker) == (CONSUMER_OFFSETS_TOPIC, partition, broker)
     got = tables["grouped"].to_pylist()
     timeline = [r for r in got if r["out"] == "timeline"]
     if without == "group_metadata":  # the commits alone make the same timeline

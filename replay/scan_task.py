@@ -1,0 +1,299 @@
+"""One scan task's work, without Spark: decode byte ranges once, asking the decoders for every
+table the run needs at once, and replay each partition replica as soon as its files are read.
+
+Every way of running the audit goes through :class:`ScanTask`: the jobs' scan writes what it
+yields to Parquet in Spark tasks (:mod:`jobs.scan`), a user's session keeps it in Spark's cache
+(:mod:`replay.session_scan`), and the one-process runner (:mod:`replay.local`) loops over the
+dump's replicas in this process. What a task tells its caller besides rows is typed: one
+:class:`ReplicaRow` per replica replayed (the driver chooses the replica it keeps from these,
+:func:`replay.replicas.chosen_replicas`), one :class:`SplitRange` per range of a file split
+over several tasks (the driver adds their accounting up), and the task's :class:`ByteTotals`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+
+import pyarrow as pa
+
+from decoders.planning import ByteRange
+from replay.replicas import REPLAY_READS, REPLAY_TABLES, ReplaySpec, ReplicaReplay, ReplicaRow
+from replay.tables import CLUSTER, with_cluster
+
+CHANGED = "file changed size from"  # the reason decoders give a file that changed while read
+# the segments columns summed over the ranges of a split file
+SUMMED = ("size", "bytes_valid", "bytes_padding", "bytes_corrupt", "entries", "records")
+# the decoded tables the audit writes to its scan's output (the rest it only replays)
+AUDIT_DECODED = ("batches", "segments", "errors")
+
+Sink = Callable[[str, pa.RecordBatch], None]
+
+
+def audit_schema(table: str) -> pa.Schema:
+    """The Arrow schema of a table an audit's scan gives: a replay's
+    (:data:`replay.replicas.REPLAY_TABLES`, the replica's keys first), or a decoded table's
+    with the :data:`CLUSTER` of its broker last."""
+    import decoders
+
+    if table in REPLAY_TABLES:
+        return REPLAY_TABLES[table]
+    return decoders.TABLES[table].append(pa.field(CLUSTER, pa.string()))
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """What every scan task needs besides its ranges (pickled into the tasks): the tables to
+    give, how to decode, and for the audit the spec to replay every replica with (its files
+    all in one task) and whether decoded rows carry their broker's cluster."""
+
+    tables: tuple[str, ...]
+    deep: bool
+    verify_crc: bool
+    window_bytes: int | None
+    memory_budget: int | None
+    avro: dict | None = None
+    replay: ReplaySpec | None = None
+
+    @property
+    def decoded(self) -> tuple[str, ...]:
+        """The decoders' tables the run gives (the others come from the replay)."""
+        return tuple(t for t in self.tables if t not in REPLAY_TABLES)
+
+    @property
+    def decoding(self) -> set[str]:
+        """The decoders' tables the tasks decode: the given ones and what the replay reads."""
+        return set(self.decoded) | (set(REPLAY_READS) if self.replay is not None else set())
+
+
+@dataclass(frozen=True)
+class SplitRange:
+    """A range of a file split over several tasks: its ``segments`` row, to be added up with
+    the other ranges' by the driver, and the error rows every range of the file reports (an
+    unreadable file, a file that changed while read), which the driver keeps once."""
+
+    file: str
+    start: int
+    stop: int
+    segment: dict
+    whole_errors: list[dict]
+
+
+@dataclass
+class ByteTotals:
+    """Valid, padding and corrupt bytes over the files a task (or a run) accounted for."""
+
+    files: int = 0
+    size: int = 0
+    valid: int = 0
+    padding: int = 0
+    corrupt: int = 0
+    errors: int = 0
+
+    def add_segment(self, seg: dict) -> None:
+        """One file's ``segments`` row."""
+        self.files += 1
+        self.size += seg["size"]
+        self.valid += seg["bytes_valid"]
+        self.padding += seg["bytes_padding"]
+        self.corrupt += seg["bytes_corrupt"]
+        self.errors += seg["error_count"]
+
+    def add(self, other: ByteTotals) -> None:
+        for k, v in asdict(other).items():
+            setattr(self, k, getattr(self, k) + v)
+
+
+@dataclass
+class TaskReport:
+    """All a scan task reports to the driver: never a decoded row, only these few facts (and,
+    from the jobs' scan, the files it wrote)."""
+
+    replicas: list[ReplicaRow] = field(default_factory=list)
+    split: list[SplitRange] = field(default_factory=list)
+    totals: ByteTotals = field(default_factory=ByteTotals)
+    files: list[dict] = field(default_factory=list)  # jobs.scan: {table, path, rows, partition}
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> TaskReport:
+        return cls(
+            replicas=[ReplicaRow(**r) for r in d["replicas"]],
+            split=[SplitRange(**s) for s in d["split"]],
+            totals=ByteTotals(**d["totals"]),
+            files=list(d["files"]),
+        )
+
+
+def replica_of(f) -> tuple[str, str, int] | None:
+    """(broker, topic, partition) of a file in a partition directory; None for the others."""
+    if f.info.topic is None or f.info.partition is None:
+        return None
+    return (f.info.broker or "", f.info.topic, f.info.partition)
+
+
+def replica_units(files) -> list[list[ByteRange]]:
+    """The dump's files as units a task reads whole: every file of one partition directory
+    together, in the order discovered (logs by base offset); each other file alone."""
+    units: dict[object, list[ByteRange]] = {}
+    for f in files:
+        key = replica_of(f) or ("file", f.path)
+        units.setdefault(key, []).append(ByteRange(f, 0, f.size))
+    return list(units.values())
+
+
+def replica_tasks(files, range_bytes: int, min_tasks: int = 1) -> list[list[ByteRange]]:
+    """The tasks of an audit's scan: :func:`replica_units` packed into tasks of about
+    ``range_bytes`` (at least about ``min_tasks`` of them when the files allow), none split:
+    each task replays the replicas it reads (a partition's replay is sequential by nature)."""
+    from decoders.planning import pack_units
+
+    return [t.ranges for t in pack_units(replica_units(files), range_bytes, min_tasks)]
+
+
+class ScanTask:
+    """Decode ``ranges`` once and hand every wanted table's batches to ``sink`` (decoded
+    tables, and with a replay spec the replays' rows, :data:`replay.replicas.REPLAY_TABLES`,
+    a block at a time as the replays go); :attr:`report` holds what the driver is told."""
+
+    def __init__(self, opts: DecodeOptions, sink: Sink) -> None:
+        self.opts, self.sink = opts, sink
+        self.report = TaskReport()
+        # a header-only run (the audit) decodes the records of the internal topics only, in a
+        # second pass over their ranges: the batch-level tables and the accounting stay exactly
+        # those of the header scan
+        import decoders
+
+        self.records = set() if opts.deep else opts.decoding & decoders.RECORD_TABLES
+        self.wanted = (opts.decoding - self.records) | {"segments"}
+
+    def run(self, ranges: Iterable[ByteRange]) -> TaskReport:
+        replica: ReplicaReplay | None = None  # the replica whose files are being read
+        for r in ranges:
+            if self.opts.replay is not None:
+                home = replica_of(r.file)
+                if replica is None or home != replica.key:
+                    self._replay(replica)
+                    replica = None if home is None else ReplicaReplay(self.opts.replay, *home)
+            self._decode(r, replica)
+        self._replay(replica)
+        return self.report
+
+    def _decode(self, r: ByteRange, replica: ReplicaReplay | None) -> None:
+        """One range: every wanted table, to the replica and to the sink."""
+        partial = r.start != 0 or r.stop < r.file.size
+        held_errors = None
+        for table, batch in self._decoded(r):
+            if partial and table in ("errors", "segments"):
+                if table == "errors":
+                    held_errors = batch
+                else:
+                    self.report.split.append(self._split(r, batch, held_errors))
+                continue
+            if table == "segments":
+                self.report.totals.add_segment(batch.to_pylist()[0])  # one row per file
+            if replica is not None:
+                replica.add(table, batch)
+            if table in self.opts.tables and batch.num_rows:
+                self._give(table, batch, r.file)
+
+    def _decoded(self, r: ByteRange):
+        import decoders
+        from decoders.internal import internal_tables_for
+        from decoders.layout import LOG_KINDS
+
+        passes = [(self.wanted, self.opts.deep)]
+        internal = set(internal_tables_for(r.file.info.topic)) & self.records
+        if internal and r.file.kind.split(".")[0] in LOG_KINDS:
+            passes.append((internal, True))
+        for tables, deep in passes:
+            yield from decoders.iter_file(
+                r.file,
+                tuple(sorted(tables)),
+                deep=deep,
+                verify_crc=self.opts.verify_crc,
+                start=r.start,
+                stop=r.stop if r.stop < r.file.size else None,
+                window_bytes=self.opts.window_bytes,
+                memory_budget=self.opts.memory_budget,
+            )
+
+    def _give(self, table: str, batch: pa.RecordBatch, file) -> None:
+        """A decoded batch to the sink; in an audit, with its broker's cluster."""
+        if self.opts.replay is not None:
+            batch = with_cluster(batch, self.opts.replay.cluster_of(file.info.broker or ""))
+        self.sink(table, batch)
+
+    def _replay(self, replica: ReplicaReplay | None) -> None:
+        if replica is None:
+            return
+
+        def rows(table: str, t: pa.Table) -> None:  # a block of the replay's rows, as it goes
+            for b in t.to_batches():
+                self.sink(table, b)
+
+        row = replica.replay(rows)
+        if row is not None:
+            self.report.replicas.append(row)
+
+    def _split(self, r: ByteRange, segment, errors) -> SplitRange:
+        """A split file's range: its segments row goes to the driver to be added up; its error
+        rows are given here, but for the whole-file ones (unreadable, changed while read),
+        which every range of the file reports and the driver keeps once."""
+        seg = segment.to_pylist()[0]
+        whole = []
+        if errors is not None:
+            rows = errors.to_pylist()
+            unreadable = seg["size"] != r.size  # the file could not be read: all bytes counted
+            whole = [e for e in rows if unreadable or e["reason"].startswith(CHANGED)]
+            kept = [e for e in rows if e not in whole]
+            if kept and "errors" in self.opts.tables:
+                import decoders.schemas as schemas
+
+                self._give("errors", schemas.from_rows("errors", kept).to_batches()[0], r.file)
+        return SplitRange(r.file.path, r.start, r.stop, seg, whole)
+
+
+def left_out_rows(files, skipped: dict[str, str]) -> dict[str, list[dict]]:
+    """The segments and errors rows of files a run left out, not decoded (see
+    jobs.resilience): an error naming each file and the reason, all its bytes counted
+    corrupt."""
+    import decoders
+
+    rows: dict[str, list[dict]] = {"segments": [], "errors": []}
+    for f in files:
+        for table, batch in decoders.skipped_file(f, skipped[f.path], ("segments", "errors")):
+            rows[table].extend(batch.to_pylist())
+    return rows
+
+
+def merge_split(split: list[SplitRange]) -> tuple[list[dict], list[dict]]:
+    """(segments rows, whole-file error rows) of the split files, from their ranges."""
+    by_file: dict[str, list[SplitRange]] = {}
+    for p in split:
+        by_file.setdefault(p.file, []).append(p)
+    segments, errors = [], []
+    for path in sorted(by_file):
+        parts = sorted(by_file[path], key=lambda p: p.start)
+        whole = [e for p in parts for e in p.whole_errors]
+        rows = [p.segment for p in parts]
+        row = dict(rows[0])
+        unreadable = next((p for p in parts if p.segment["size"] != p.stop - p.start), None)
+        if unreadable is not None:  # the file as one unreadable whole, as a whole-file decode
+            segments.append(dict(unreadable.segment))
+            errors.extend(whole[:1])
+            continue
+        for k in SUMMED:
+            row[k] = sum(x[k] or 0 for x in rows)
+        firsts = [x["first_offset"] for x in rows if x["first_offset"] is not None]
+        lasts = [x["last_offset"] for x in rows if x["last_offset"] is not None]
+        row["first_offset"] = min(firsts) if firsts else None
+        row["last_offset"] = max(lasts) if lasts else None
+        changed = whole[:1]
+        row["error_count"] = sum(x["error_count"] for x in rows) - len(whole) + len(changed)
+        row["error"] = next((x["error"] for x in rows if x["error"]), None)
+        segments.append(row)
+        errors.extend(changed)
+    return segments, errors

@@ -1,0 +1,253 @@
+"""The audit's scan in a user's own session: the same tasks as the jobs' scan, kept in Spark.
+
+:func:`replay.audit` runs in a session the user made (any master, Spark Connect, any time zone
+and settings), where the audit has no output directory for a scratch area. Its scan is the
+jobs' scan all the same (:class:`replay.scan_task.ScanTask`: every file decoded once, every
+replica replayed in the task that reads it), run with ``mapInArrow``; what a task gives, its
+tables' batches and its report, leaves it as rows of (table, Arrow IPC stream) that Spark
+keeps in its cache (memory, then disk), and each table is read back from there by a
+``mapInArrow`` that opens the streams. So the session and the jobs replay alike, with the same
+tasks, and a session's audit costs what the job's does rather than a plan of grouped replays
+over a data source.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from collections.abc import Callable, Iterator
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from replay.replicas import REPLAY_TABLES, ReplaySpec, ReplicaRow
+from replay.scan_task import (
+    AUDIT_DECODED,
+    DecodeOptions,
+    ScanTask,
+    TaskReport,
+    audit_schema,
+    left_out_rows,
+    replica_tasks,
+)
+from replay.settings import AuditConfig
+from replay.tables import clusters_of, with_cluster
+
+REPORT = ""  # the ``table`` of a task's report row (its ``data``: the report as JSON)
+ROWS_SCHEMA = "table string, data binary"
+# a task's batches of one table wait for these many rows or bytes, then leave as one stream
+FLUSH_ROWS = 65_536
+FLUSH_BYTES = 8 << 20
+QUEUE_DEPTH = 16  # batches a task's replay runs ahead of what has left the task
+
+
+def parallelism(spark: SparkSession) -> int:
+    """The cores Spark runs tasks on (Spark Connect has no SparkContext to ask: its
+    ``spark.default.parallelism`` if set, else 2)."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect raises its own "not supported" error for sparkContext
+        return int(spark.conf.get("spark.default.parallelism", "0") or 0) or 2
+
+
+def spark_schemas(table: str):
+    """(Spark schema, its Arrow form as Spark exchanges it) of a table of an audit's scan."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from decoders.spark import _struct
+
+    struct = _struct(audit_schema(table))
+    return struct, to_arrow_schema(struct, timezone="UTC")
+
+
+class CachedScan:
+    """The scan's output in Spark's cache (:class:`replay.plan.ScanOutput`)."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        paths: list[str],
+        config: AuditConfig,
+        spec: ReplaySpec,
+        skip: dict[str, str],
+    ) -> None:
+        import decoders
+
+        self.spark, self.cached = spark, []
+        files = decoders.discover(paths)
+        self.dump_bytes = sum(f.size for f in files)
+        left_out = [f for f in files if f.path in skip]
+        files = [f for f in files if f.path not in skip]
+        opts = DecodeOptions(
+            tables=(*AUDIT_DECODED, *REPLAY_TABLES),
+            deep=False,
+            verify_crc=config.verify_crc,
+            window_bytes=config.window_bytes or None,
+            memory_budget=(config.memory_budget_mb << 20) or None,
+            replay=spec,
+        )
+        tasks = replica_tasks(files, config.range_bytes, 2 * parallelism(spark))
+        self.schemas = {t: spark_schemas(t) for t in opts.tables}
+        arrow = {t: s[1] for t, s in self.schemas.items()}
+
+        def scan(batches):  # no hints: Spark infers its UDF type from them
+            for b in batches:
+                for i in b.column(0).to_pylist():
+                    yield from task_rows(tasks[i], opts, arrow)
+
+        n = max(len(tasks), 1)
+        self.rows = self._keep(spark.range(0, len(tasks), 1, n).mapInArrow(scan, ROWS_SCHEMA))
+        reports = [
+            TaskReport.from_json(json.loads(r["data"]))
+            for r in self.rows.filter(F.col("table") == REPORT).select("data").collect()
+        ]
+        self.replicas: list[ReplicaRow] = [row for r in reports for row in r.replicas]
+        self.extra = self._left_out(left_out, skip, spec)
+
+    def table(self, name: str) -> DataFrame:
+        struct, arrow = self.schemas[name]
+
+        def opened(batches):  # no hints: Spark infers its UDF type from them
+            for b in batches:
+                for data in b.column(0).to_pylist():
+                    yield from pa.ipc.open_stream(data)
+
+        df = self.rows.filter(F.col("table") == name).select("data").mapInArrow(opened, struct)
+        if name in self.extra:
+            df = df.unionByName(self.extra[name])
+        return df
+
+    def later(self, name: str, build: Callable[[], DataFrame]) -> Callable[[], DataFrame]:
+        df = self._keep(build())
+        return lambda: df
+
+    def release(self) -> None:
+        for df in self.cached:
+            df.unpersist()
+        self.cached = []
+
+    def _keep(self, df: DataFrame) -> DataFrame:
+        from pyspark import StorageLevel
+
+        self.cached.append(df.persist(StorageLevel.MEMORY_AND_DISK))
+        return df
+
+    def _left_out(self, files, skip, spec: ReplaySpec) -> dict[str, DataFrame]:
+        """The segments and errors rows of the files left out, made on the driver."""
+        from decoders.schemas import from_rows
+        from decoders.spark import spark_batch
+
+        out = {}
+        for table, rows in left_out_rows(files, skip).items():
+            if not rows:
+                continue
+            t = from_rows(table, rows)
+            t = with_cluster(t, clusters_of(t.column("broker"), spec.clusters))
+            made = [spark_batch(b, table, self.schemas[table][1]) for b in t.to_batches()]
+            out[table] = self.spark.createDataFrame(pa.concat_tables(made))
+        return out
+
+
+def task_rows(ranges, opts: DecodeOptions, arrow: dict[str, pa.Schema]) -> Iterator[pa.RecordBatch]:
+    """One scan task's output as rows of (table, Arrow IPC stream): its tables' batches
+    gathered per table into streams of up to :data:`FLUSH_ROWS` rows or :data:`FLUSH_BYTES`,
+    then its report. The task runs on a thread of its own and hands its batches over a queue
+    of :data:`QUEUE_DEPTH`, so that what it holds is bounded however long the replays' output
+    (the replays hand their rows on through a callback, a block at a time)."""
+    pending: dict[str, list[pa.Table]] = {}
+    held: dict[str, list[int]] = {}
+
+    def stream(table: str) -> pa.RecordBatch:
+        parts = pending.pop(table)
+        held.pop(table)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, arrow[table]) as w:
+            for t in parts:
+                w.write_table(t)
+        return _row(table, sink.getvalue().to_pybytes())
+
+    report: list[TaskReport] = []
+    for table, batch in _handed_over(lambda give: report.append(ScanTask(opts, give).run(ranges))):
+        t = _spark_form(batch, table, arrow[table])
+        pending.setdefault(table, []).append(t)
+        n = held.setdefault(table, [0, 0])
+        n[0] += t.num_rows
+        n[1] += t.nbytes
+        if n[0] >= FLUSH_ROWS or n[1] >= FLUSH_BYTES:
+            yield stream(table)
+    for table in list(pending):
+        yield stream(table)
+    yield _row(REPORT, json.dumps(report[0].to_json()).encode())
+
+
+def _spark_form(batch: pa.RecordBatch, table: str, target: pa.Schema) -> pa.Table:
+    """A batch of the scan as Spark holds its table (as the jobs' scan writes it)."""
+    if table in REPLAY_TABLES:  # built by the replay in its scan schema
+        return pa.Table.from_batches([batch]).cast(target)
+    from decoders.spark import spark_batch
+
+    return spark_batch(batch, table, target)
+
+
+def _row(table: str, data: bytes) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [pa.array([table], pa.string()), pa.array([data], pa.binary())], names=["table", "data"]
+    )
+
+
+class _Closed(Exception):
+    """The consumer of :func:`_handed_over` stopped early: the producer gives up."""
+
+
+_END = object()
+
+
+def _handed_over(work: Callable[[Callable[[str, pa.RecordBatch], None]], None]):
+    """What ``work(give)`` gives, as an iterator: ``work`` runs on a thread of its own and
+    each ``give(table, batch)`` waits while :data:`QUEUE_DEPTH` items are not yet taken; an
+    exception of ``work`` is raised here; closing the iterator early stops ``work`` at its
+    next ``give``."""
+    q: queue.Queue = queue.Queue(QUEUE_DEPTH)
+    closed = threading.Event()
+    failure: list[BaseException] = []
+
+    def give(table: str, batch: pa.RecordBatch) -> None:
+        while True:
+            if closed.is_set():
+                raise _Closed
+            try:
+                q.put((table, batch), timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def run() -> None:
+        try:
+            work(give)
+        except _Closed:
+            pass
+        except BaseException as e:  # noqa: BLE001 - raised again on the consumer's side
+            failure.append(e)
+        finally:
+            while not closed.is_set():
+                try:
+                    q.put(_END, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+
+    worker = threading.Thread(target=run, name="logreplay-scan-task", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = q.get()
+            if item is _END:
+                break
+            yield item
+    finally:
+        closed.set()
+        worker.join()
+    if failure:
+        raise failure[0]
