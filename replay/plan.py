@@ -106,7 +106,9 @@ def stage_tasks(spark: SparkSession, dump_bytes: int) -> int:
     execution may not change a cached plan's partitioning): a 1 MB dump ran stages of 200 tasks
     and more."""
     most = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    return max(1, min(most, math.ceil(dump_bytes / BYTES_PER_TASK)))
+    # two at least: one becomes a single partition without its keys, which a cogroup then
+    # shuffles again into the session's default (spark.sql.requireAllClusterKeysForCoPartition)
+    return max(1, min(most, max(2, math.ceil(dump_bytes / BYTES_PER_TASK))))
 
 
 @dataclass(frozen=True)
