@@ -8,6 +8,7 @@ import json
 import os
 import random
 import struct
+import sys
 import time
 
 import pytest
@@ -24,13 +25,13 @@ BUDGET_MB = 256
 
 
 def test_ten_thousand_mutated_inputs():
-    t = time.time()
+    t = time.perf_counter()
     st = runner.run(SEED, COUNT, None, workers=2)
-    took = time.time() - t
-    assert st.inputs == COUNT
+    print(f"\n{COUNT} inputs in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+    assert st.inputs == COUNT  # every input checked: no deadline cut the run short
     assert not st.failures, "\n".join(f"input {i}: {d}" for i, d in st.failures.values())
-    # at most three minutes on two cores (66 s measured here at load 5)
-    assert took < 180, f"{COUNT} inputs took {took:.0f} s"
+    kinds = {cls.split(":")[0] for cls in st.by_class}
+    assert kinds == {"log", "index", "timeindex", "txnindex", "snapshot"}, st.by_class
 
 
 REPLAYED = runner.regressions()
@@ -110,7 +111,8 @@ def test_sparse_files_of_several_gib_within_budget(tmp_path, kind, head):
     assert seg["size"] == size
     assert seg["bytes_valid"] + seg["bytes_padding"] + seg["bytes_corrupt"] == size, seg
     assert got["peak_mb"] < BUDGET_MB, got
-    assert got["seconds"] < 30, got
+    # holes are skipped, not read: a bound on the work, where a time limit stood
+    assert got["read_mb"] < 64, got
 
 
 def test_decompression_bombs_of_every_codec_within_budget(tmp_path):
