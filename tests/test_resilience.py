@@ -93,10 +93,29 @@ def test_a_contained_exception_still_fails_the_fuzz_checks(monkeypatch):
     )
 
 
-def test_an_unset_fault_does_nothing(sample_dump):
+def test_an_unset_fault_does_nothing(sample_dump, monkeypatch):
+    """Without the variables, or naming another file, decoding is what it is without the
+    hook; the same call does fail once the variable names the file."""
     root, _ = sample_dump
     victim = _first_user_log(root)
-    seams.reached(seams.DECODING, victim.info.file)  # no environment: returns
+    tables = ["batches", "records", "segments", "errors"]
+    monkeypatch.delenv(seams.FAIL_FILE, raising=False)
+    monkeypatch.delenv(seams.FAIL_MODE, raising=False)
+    assert seams.reached(seams.DECODING, victim.info.file) is None
+    unset = decoders.read_dump([str(root)], tables)
+    assert DECODE_FAILED not in unset["errors"].column("kind").to_pylist()
+    assert unset["records"].num_rows > 0
+
+    monkeypatch.setenv(seams.FAIL_MODE, "memory")
+    monkeypatch.setenv(seams.FAIL_FILE, "other-0/00000000000000000000.log")
+    assert seams.reached(seams.DECODING, victim.info.file) is None
+    other = decoders.read_dump([str(root)], tables)
+    for t in tables:
+        assert other[t].equals(unset[t]), t
+
+    monkeypatch.setenv(seams.FAIL_FILE, victim.info.file)
+    with pytest.raises(MemoryError, match="test fault injected"):
+        seams.reached(seams.DECODING, victim.info.file)
 
 
 def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:

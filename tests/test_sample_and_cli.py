@@ -24,6 +24,7 @@ def test_sample_dump_decodes_to_what_was_written(sample_dump):
         ["records", "batches", "aborted_txns", "txn_log", "offset_commits", "errors", "segments"],
     )
     rec = t["records"].filter(pc.invert(t["records"]["is_control"]))
+    assert facts["records"]
     for tp, n in facts["records"].items():
         topic, part = tp.rsplit("-", 1)
         mask = pc.and_(pc.equal(rec["topic"], topic), pc.equal(rec["partition"], int(part)))

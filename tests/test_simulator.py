@@ -91,14 +91,18 @@ def test_every_log_decodes_with_kafka_python_and_ours(sim_all):
 
 
 def test_indexes_txnindex_and_snapshots_agree_with_the_logs(sim_all):
+    kinds = set()
     for name in SCENARIOS:
         assert verify([str(sim_all / name)]) == [], name
+        kinds |= {f.info.kind for f in decoders.discover([str(sim_all / name)]) if f.size}
+    assert {"index", "timeindex", "txnindex", "snapshot"} <= kinds  # something was verified
 
 
 def test_damaged_files_report_what_truth_says(sim_all):
     truth = json.loads((sim_all / "corrupt_segments" / "truth.json").read_text())
     errors = decoders.read_dump([str(sim_all / "corrupt_segments")], ["errors"])["errors"]
     got = {(e["kind"], int(e["file"].split("clicks-")[1][0])) for e in errors.to_pylist()}
+    assert truth["anomalies"]
     for a in truth["anomalies"]:
         assert (a["kind"], a["partition"]) in got
 
@@ -412,16 +416,18 @@ def test_failover_resends_markers_with_the_new_coordinator_epoch(sim_all):
         part = int(ckpt.parent.name.rsplit("-", 1)[1])
         lines = ckpt.read_text().split("\n")[2:]
         leader_epochs.setdefault(part, set()).update(int(x.split()[0]) for x in lines if x)
-    for r in b:
-        if r["topic"] == "__transaction_state":
-            assert r["partition_leader_epoch"] in leader_epochs[r["partition"]]
+    coordinator = [r for r in b if r["topic"] == "__transaction_state"]
+    assert coordinator
+    for r in coordinator:
+        assert r["partition_leader_epoch"] in leader_epochs[r["partition"]]
     part_of = {r["producer_id"]: r["log_partition"] for r in txn}
     markers = [r for r in b if r["is_control"] and r["control_type"] in ("COMMIT", "ABORT")]
     seen = {r["coordinator_epoch"] for r in markers if r["producer_id"] in part_of}
     assert len(seen) > 1  # the coordinators' epochs moved (restarts, failover)
-    for r in markers:
-        if r["producer_id"] in part_of and part_of[r["producer_id"]] in leader_epochs:
-            assert r["coordinator_epoch"] in leader_epochs[part_of[r["producer_id"]]]
+    mapped = [r for r in markers if part_of.get(r["producer_id"]) in leader_epochs]
+    assert mapped
+    for r in mapped:
+        assert r["coordinator_epoch"] in leader_epochs[part_of[r["producer_id"]]]
     # the same marker twice in one partition, the second from the new coordinator
     twice = 0
     by_tp: dict[tuple, list] = {}
@@ -450,6 +456,7 @@ def test_coordinator_value_versions_follow_the_transaction_version(sim_all):
     tv = {t: f["transaction_version"] for t, f in truth["facts"]["transactional_ids"].items()}
     assert set(tv.values()) == {0, 1, 2}
     txn = decoders.read_dump([str(sim_all / "production_day")], ["txn_log"])["txn_log"]
+    checked = {0: 0, 1: 0, 2: 0}
     for r in txn.to_pylist():
         if r["is_tombstone"] or r["transactional_id"] not in tv:
             continue
@@ -457,6 +464,8 @@ def test_coordinator_value_versions_follow_the_transaction_version(sim_all):
             assert (r["value_version"], r["client_transaction_version"]) == (1, 2)
         else:
             assert r["value_version"] == 0
+        checked[tv[r["transactional_id"]]] += 1
+    assert all(checked.values()), checked  # records of every transaction version
 
 
 def test_production_faults_truth_points_at_the_evidence(sim_all):

@@ -4,7 +4,9 @@
 worker processes; ``atheris`` runs libFuzzer's coverage-guided loop over Python code with the
 same mutators as its custom mutator (coverage sees only Python: the numba kernels are reached
 through the structure-aware mutations). Every new failure signature is minimised and written
-to tests/fuzz/regressions/, which the suite replays.
+to tests/fuzz/regressions/, which the suite replays; once it is fixed, ``python -m
+tests.fuzz.known --witness`` records what the fixed decoder makes of it, which the replay checks
+too (tests/fuzz/README.md).
 """
 
 from __future__ import annotations

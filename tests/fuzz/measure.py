@@ -1,9 +1,12 @@
-"""Decode one file in a fresh process and report its peak memory, time and accounting.
+"""Decode one file in a fresh process and report its peak memory, bytes read, time and
+accounting.
 
 Run as ``python -m tests.fuzz.measure FILE [BUDGET_MB]``; prints one JSON line. Peak memory is
 ``ru_maxrss`` after decoding minus ``ru_maxrss`` after importing and warming the kernels, so it
-is what decoding this file added. Every table is asked for and every batch is dropped as soon
-as it is counted, as a Spark task does.
+is what decoding this file added; bytes read likewise (the process's ``rchar``, Linux's count of
+bytes its read calls returned). Every table is asked for and every batch is dropped as soon
+as it is counted, as a Spark task does. The time is reported, for reading; tests bound memory
+and bytes read, not time.
 """
 
 from __future__ import annotations
@@ -35,6 +38,15 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _read_mb() -> float:
+    """MB this process's read calls returned so far (/proc/self/io's rchar)."""
+    with open("/proc/self/io") as f:
+        for line in f:
+            if line.startswith("rchar:"):
+                return int(line.split()[1]) / (1 << 20)
+    raise RuntimeError("no rchar in /proc/self/io")
+
+
 def warm_up() -> None:
     """Compile (or load) every kernel signature decoding uses: plain, decompressed, streamed."""
     import decoders
@@ -55,6 +67,7 @@ def measure(path: str, budget_mb: int | None) -> dict:
     # warm up: compile (or load) the kernels and import pyarrow's compute paths
     warm_up()
     base = _rss_mb()
+    read = _read_mb()
     t = time.perf_counter()
     rows: dict[str, int] = {}
     seg = None
@@ -70,6 +83,7 @@ def measure(path: str, budget_mb: int | None) -> dict:
             errors.extend(b.column("reason").to_pylist()[:5])
     return {
         "peak_mb": round(_rss_mb() - base, 1),
+        "read_mb": round(_read_mb() - read, 1),
         "seconds": round(time.perf_counter() - t, 3),
         "rows": rows,
         "segment": {k: seg[k] for k in ("size", "bytes_valid", "bytes_padding", "bytes_corrupt")},
