@@ -12,15 +12,15 @@ import hashlib
 import importlib.resources
 import os
 import tempfile
+from types import ModuleType
 from typing import NamedTuple
 
-import numba
-import numba.core.caching
 import numpy as np
 from numba import njit
 
 # Module-level integers are compile-time constants to numba: the kernels read bytes at the
-# layout's names. Only constants.py may be imported from (the cache is keyed on it, below).
+# layout's names. Only the modules of CACHE_KEY_MODULES may be imported from (the cache is keyed
+# on them, below).
 from decoders.constants import (
     CURRENT_MAGIC_VALUE,
     HEADER_SIZE_UP_TO_MAGIC,
@@ -32,9 +32,12 @@ from decoders.constants import (
     RECORD_BATCH_OVERHEAD,
     SIZE_OFFSET,
 )
+from decoders.numba_cache import cached_signatures
+from decoders.numba_cache import install as install_cache
 
-# The modules numba's on-disk cache depends on: a change to any of them is a new cache.
-CACHE_KEY_MODULES = ("kernels.py", "constants.py")
+# The modules numba's on-disk cache depends on: a change to any of them is a new cache
+# (numba_cache.py: where the cache lives and how it is found).
+CACHE_KEY_MODULES = ("kernels.py", "constants.py", "numba_cache.py")
 
 
 def _cache_dir() -> str | None:
@@ -69,56 +72,9 @@ def _cache_dir() -> str | None:
     return None
 
 
-# the packages whose kernels the locator of :func:`_shipped_locator` places when run from a zip
-_OWN_PACKAGES = ("decoders", "replay")
-
-
-def _shipped_locator(cache_dir: str):
-    """A numba cache locator for our kernels imported from a zip (spark-submit --py-files).
-
-    Numba's own zip locator names the cache after the archive's path, and Spark puts the
-    archive in each application's own work directory: every executor of every application
-    would compile the kernels again (seconds of CPU per executor and run). Numba's stamps are
-    hashes of the source's contents, so a path that depends only on those contents (this
-    module's cache directory, keyed on them, see :func:`_cache_dir`) is safe to share."""
-    base = getattr(numba.core.caching, "ZipCacheLocator", None)
-    if base is None:  # an older numba does not cache zip-imported functions at all
-        return None
-
-    class ShippedLocator(base):
-        def __init__(self, py_func, py_file):
-            super().__init__(py_func, py_file)
-            self._cache_path = os.path.join(cache_dir, os.path.dirname(self._internal_path))
-
-        @classmethod
-        def from_function(cls, py_func, py_file):
-            if ".zip" not in py_file:
-                return None
-            try:
-                _zip, internal = cls._split_zip_path(py_file)
-            except ValueError:
-                return None
-            if internal.split("/")[0] not in _OWN_PACKAGES:
-                return None
-            self = cls(py_func, py_file)
-            try:
-                self.ensure_cache_path()
-            except OSError:
-                return None
-            return self
-
-    return ShippedLocator
-
-
 _CACHE_DIR = _cache_dir()
-if _CACHE_DIR is not None:
-    numba.config.CACHE_DIR = _CACHE_DIR
-    _ShippedLocator = _shipped_locator(_CACHE_DIR)
-    _locators = numba.core.caching.CacheImpl._locator_classes
-    if _ShippedLocator is not None and not any(
-        c.__name__ == "ShippedLocator" for c in _locators
-    ):  # first: numba tries the locators in order
-        _locators.insert(0, _ShippedLocator)
+if _CACHE_DIR is not None:  # before the kernels below are decorated: numba reads it then
+    install_cache(_CACHE_DIR)
 _CACHE = _CACHE_DIR is not None
 NUMBA_CACHE = _CACHE  # for other modules' kernels (replay.crosslog)
 
@@ -487,11 +443,12 @@ def find_resync(buf, start, end, file_remaining_from_start, max_entry):
     return -1
 
 
-def load_cached(*modules) -> int:
+def load_cached(*modules: ModuleType) -> int:
     """Load every compiled kernel of ``modules`` found in numba's on-disk cache now, rather
     than at each kernel's first call: a process that forks workers (jobs.daemon) does it once
-    for all of them. Uses numba's cache index, not a public API: whatever fails is left to the
-    first call as before. The number of kernels loaded."""
+    for all of them. Reads numba's cache index (decoders.numba_cache.cached_signatures, not a
+    public API): a kernel whose index cannot be read is left to its first call. The number of
+    kernels loaded."""
     from numba.core.registry import CPUDispatcher
 
     loaded = 0
@@ -500,10 +457,9 @@ def load_cached(*modules) -> int:
             if not isinstance(kernel, CPUDispatcher):
                 continue
             try:
-                signatures = [key[0] for key in kernel._cache._cache_file._load_index()]
-                for sig in signatures:
+                for sig in cached_signatures(kernel):
                     kernel.compile(sig)
                     loaded += 1
-            except Exception:  # noqa: S112 (an index of another numba: compiled on first call)
+            except Exception:  # noqa: S112 (an unreadable index: compiled on first call)
                 continue
     return loaded

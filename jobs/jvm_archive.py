@@ -3,18 +3,27 @@ installation and mapped by every later session that logreplay starts itself.
 
 Why: a local-mode job's JVM loads some 20,000 of Spark's classes from its jars, parsing,
 verifying and linking each one; that is most of Spark's start-up and a large share of a small
-job's JVM CPU (class loading, then the planning that waits for it). A dynamic archive
-(``-XX:ArchiveClassesAtExit``, JDK 13+) stores those classes already parsed and verified, and
-``-XX:SharedArchiveFile`` maps it: a 1 GB audit's JVM CPU drops by about a quarter
-(README, Benchmarks).
+job's JVM CPU (class loading, then the planning that waits for it). A dynamic archive stores
+those classes already parsed and verified, and a JVM maps it. benchmarks/bench_startup.py
+(fresh processes, alternating, medians of 5 on 2 shared cores): a session's start, its first
+action and its first Python job took 4.5-5.3 s of wall time with the archive against 8.3-8.6 s
+without on JDK 17 (two runs), the JVM's CPU 3.1 s against 5.8 s; on JDK 25 with its own
+mechanism 5.9 s against 10.7 s. A 1 GB audit's JVM CPU drops by about a quarter (README,
+Benchmarks).
 
-How, without JDK 19's ``-XX:+AutoCreateSharedArchive`` (Spark runs on Java 17):
+How, on JDK 19 and later: the JDK's own ``-XX:+AutoCreateSharedArchive
+-XX:SharedArchiveFile=...``, which maps the archive when it matches, and otherwise runs
+without it and writes a new one as the JVM exits (a damaged or stale archive is checked and
+replaced by the JVM itself). The version is read from the JDK's ``release`` file, else from
+``java -version``.
+
+How on JDK 17 and 18 (Spark 4 runs on 17), which have only ``-XX:ArchiveClassesAtExit``:
 
 1. A session that finds no archive for its installation *claims* the dump (a ``.pending.json``
    file created exclusively, so concurrent runs do not all dump) and starts its JVM with
    ``-XX:ArchiveClassesAtExit``: the JVM writes the archive when it exits, after the job is
    done (the Python process does not wait for it). The claim records the JVM's pid, its
-   ``java.home`` and its class path once the session is up.
+   ``java.home`` and its class path once the session is up (jobs.driver_jvm).
 2. A later session finds the claim. While that JVM lives, the archive is not ready: nothing is
    used. Once it has exited, the archive is checked by a probe JVM with ``-Xshare:on`` (which
    refuses an archive it cannot map): a JVM handed a truncated archive crashes rather than
@@ -34,14 +43,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 OFF = ("0", "off", "false", "no")
 ENABLE_ENV = "LOGREPLAY_JVM_ARCHIVE"
@@ -52,6 +64,8 @@ QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 # a claim whose session never recorded its JVM (it failed to start) is given up after this
 UNRECORDED_CLAIM_SECONDS = 600
 PROBE_SECONDS = 60
+# the first JDK whose JVM makes and checks its own dynamic archive (-XX:+AutoCreateSharedArchive)
+AUTO_ARCHIVE_JDK = 19
 
 
 def cache_dir() -> Path:
@@ -105,23 +119,64 @@ def _java() -> str | None:
 
 
 def _spark_home() -> str | None:
-    try:
-        from pyspark.find_spark_home import _find_spark_home
-
-        return _find_spark_home()
-    except Exception:  # no Spark installation found: no archive
+    """The Spark installation a session will run, as PySpark's launcher finds it:
+    ``$SPARK_HOME``, else the one inside the installed ``pyspark`` package (pip's layout, or
+    the distribution it downloaded beside it); None when there is none."""
+    if os.environ.get("SPARK_HOME"):
+        return os.environ["SPARK_HOME"]
+    spec = importlib.util.find_spec("pyspark")  # finds the package without importing it
+    if spec is None or not spec.origin:
         return None
+    package = os.path.dirname(os.path.realpath(spec.origin))
+    for home in (os.path.join(package, "spark-distribution"), package):
+        if os.path.isdir(os.path.join(home, "jars")):
+            return home
+    return None
 
 
-def plan(directory: Path | None = None, key: str | None = None) -> Plan:
-    """The archive options for a session about to start its JVM (see the module's steps)."""
+def java_major(java: str | None = None) -> int | None:
+    """The major version of ``java`` (default: the one Spark's launcher runs), from its JDK's
+    ``release`` file, else from ``java -version``; None when neither says."""
+    java = java or _java()
+    if not java:
+        return None
+    release = Path(os.path.realpath(java)).parents[1] / "release"
+    with contextlib.suppress(OSError):
+        for line in release.read_text().splitlines():
+            if line.startswith("JAVA_VERSION="):
+                return _major(line.partition("=")[2].strip().strip('"'))
+    try:
+        done = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=PROBE_SECONDS, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r'version "([^"]+)"', done.stderr)
+    return _major(found.group(1)) if found else None
+
+
+def _major(version: str) -> int | None:
+    """17 of ``17.0.15``, 8 of ``1.8.0_392``, 25 of ``25-ea``."""
+    found = re.match(r"(\d+)(?:\.(\d+))?", version)
+    if not found:
+        return None
+    first = int(found.group(1))
+    return int(found.group(2)) if first == 1 and found.group(2) else first
+
+
+def plan(directory: Path | None = None, key: str | None = None, major: int | None = None) -> Plan:
+    """The archive options for a session about to start its JVM (see the module's docstring);
+    ``major``: the JDK's major version (default: that of the java Spark's launcher runs)."""
     if not enabled():
         return Plan()
     directory = directory or cache_dir()
     key = key or installation_key()
     if key is None:
         return Plan()
+    major = major or java_major()
     try:
+        if major is not None and major >= AUTO_ARCHIVE_JDK:
+            return _auto_plan(directory, key)
         return _plan(directory, key)
     except OSError:  # an unwritable or vanished cache: run without
         return Plan()
@@ -131,7 +186,15 @@ def archive_path(directory: Path, key: str) -> Path:
     return directory / f"spark-{key}.jsa"
 
 
+def _auto_plan(directory: Path, key: str) -> Plan:
+    """JDK 19+: the JVM maps the archive when it can, else writes a new one as it exits."""
+    directory.mkdir(parents=True, exist_ok=True)
+    final = archive_path(directory, key)
+    return Plan(f"-XX:+AutoCreateSharedArchive -XX:SharedArchiveFile={final} {QUIET}")
+
+
 def _plan(directory: Path, key: str) -> Plan:
+    """JDK 17 and 18: claim, dump at exit, probe, then map (the module's steps)."""
     final = archive_path(directory, key)
     pending = directory / f"spark-{key}.pending.json"
     if not final.exists() and pending.exists():
@@ -162,19 +225,16 @@ def record(claim: Path, jvm_pid: int, java_home: str, class_path: str) -> None:
         os.replace(tmp, claim)
 
 
-def record_session(claim: Path | None, spark) -> None:
-    """:func:`record` from a started session's JVM (py4j), when this session claimed."""
+def record_session(claim: Path | None, spark: Any) -> None:
+    """:func:`record` from a started session's JVM (jobs.driver_jvm), when this session
+    claimed."""
     if claim is None:
         return
+    from jobs.driver_jvm import driver_jvm
+
     with contextlib.suppress(Exception):  # a session without a JVM gateway: the claim expires
-        jvm = spark.sparkContext._jvm
-        system = jvm.java.lang.System
-        record(
-            claim,
-            int(jvm.java.lang.ProcessHandle.current().pid()),
-            str(system.getProperty("java.home")),
-            str(system.getProperty("java.class.path")),
-        )
+        jvm = driver_jvm(spark)
+        record(claim, jvm.pid, jvm.java_home, jvm.class_path)
 
 
 def _settle(pending: Path, final: Path) -> None:

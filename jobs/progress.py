@@ -6,7 +6,8 @@ line every ``LOGREPLAY_PROGRESS_SECONDS`` seconds (default 15) and one per finis
 ``--quiet`` turns both off. A job reports through the module functions (:func:`phase`,
 :func:`total_bytes`, :func:`bytes_decoded`), which do nothing when no progress is running, so the jobs' code reads
 the same under `spark-submit` and in tests. Spark is polled from a daemon thread through
-``SparkContext.statusTracker()`` (a Spark Connect client has none: phases only).
+``SparkContext.statusTracker()`` (a Spark Connect client has none: phases only), of the session
+the job starts (jobs.session hands it over: :func:`watch`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import TextIO
+from typing import Any, TextIO
 
 _current: Reporter | None = None
 
@@ -35,29 +36,31 @@ def _size(n: int) -> str:
 
 
 class SparkStatus:
-    """Stages and tasks of the jobs Spark ran since the reporter started."""
+    """Stages and tasks of the jobs Spark ran since the reporter started, in the SparkContext
+    it is given (at once, or later through :meth:`attach`). Handed over rather than looked up:
+    PySpark's only way to find a running context from another thread without creating one
+    imports pyspark there, and this runs in the reporter's thread while the job's thread may be
+    importing it (two threads initialising the same package race into "partially initialized
+    module" errors)."""
 
-    def __init__(self) -> None:
+    def __init__(self, context: Any = None) -> None:
         self.seen: dict[int, tuple[int, int, int]] = {}  # stage -> (done, total, active)
         self.finished: set[int] = set()  # jobs whose stages are recorded for good
         # jobs the session ran before this reporter (a user's or a test's session): not ours
         self.before: set[int] = set()
-        sc = self._context()
-        with contextlib.suppress(Exception):  # a stopping context: count every job as ours
-            self.before = set(sc.statusTracker().getJobIdsForGroup(None)) if sc else set()
+        self.context: Any = None
+        if context is not None:
+            self.attach(context)
 
-    @staticmethod
-    def _context():
-        """The active SparkContext, if any. Never imports pyspark: this runs in the reporter's
-        thread while the job's thread may be importing it, and two threads initialising the same
-        package race into "partially initialized module" errors. A context exists only once
-        pyspark is fully imported."""
-        context = getattr(sys.modules.get("pyspark.core.context"), "SparkContext", None)
-        return getattr(context, "_active_spark_context", None)
+    def attach(self, context: Any) -> None:
+        """Follow ``context``'s jobs from now on."""
+        with contextlib.suppress(Exception):  # a stopping context: count every job as ours
+            self.before = set(context.statusTracker().getJobIdsForGroup(None))
+        self.context = context
 
     def poll(self) -> tuple[int, int, int, int] | None:
         """(stages done, stages seen, tasks done, tasks seen), or None without a context."""
-        sc = self._context()
+        sc = self.context
         if sc is None:
             return None
         tracker = sc.statusTracker()
@@ -257,6 +260,15 @@ def result(line: str) -> None:
         _current.results.append(line)
     else:
         print(line, flush=True)
+
+
+def watch(spark: Any) -> None:
+    """The running job's Spark session (jobs.session gives each it returns): its stages and
+    tasks are shown from now on. A Spark Connect session has no SparkContext: phases only."""
+    if _current is None:
+        return
+    with contextlib.suppress(Exception):
+        _current.spark.attach(spark.sparkContext)
 
 
 def phase(name: str) -> None:

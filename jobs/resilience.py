@@ -12,13 +12,25 @@ runs the job again without them. Each left-out file is reported by the data sour
 ``errors`` row of kind ``decode_failed`` naming the file and the reason, and as a ``segments``
 row counting its bytes corrupt; the audit turns the row into an error finding, so the gate
 fails. A failure no single file reproduces is raised as it was.
+
+A task failure is recognised from what Spark says in structure first: PySpark's exception
+classes and error conditions (``pyspark.errors``, ``getCondition()``), and for a job failure
+PySpark leaves as py4j's ``Py4JJavaError``, the Java exception and its causes by class (py4j's
+``java_exception``): a Python worker that died is a ``SparkException`` caused by the
+``EOFException`` of its closed socket, an executor out of memory an ``OutOfMemoryError`` under
+one. Spark 4.3 gives a job aborted by its scheduler no error condition ("Job aborted due to
+stage failure", a lost executor), and Spark Connect's exceptions carry no Java classes: what the
+structure leaves open is read from Spark's message, in one place (:func:`_from_message`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 import pyarrow as pa
@@ -29,32 +41,148 @@ from decoders.schemas import TABLES
 
 T = TypeVar("T")
 
-# Spark's words for a job that failed because its tasks did (classic and Connect alike).
-TASK_FAILURE = re.compile(r"stage failure|Lost task|Python worker exited|ExecutorLostFailure")
-# The line of a task failure that says why, most specific first.
-CAUSES = (
+MAX_REASON = 300
+MAX_CAUSES = 20  # a Java exception's causes followed at most (a cycle stops earlier)
+SPARK_EXCEPTION = "org.apache.spark.SparkException"
+WORKER_EOF = "java.io.EOFException"  # a Python worker's socket closed under its runner
+OUT_OF_MEMORY = "java.lang.OutOfMemoryError"
+JOB_CANCELLED = "SPARK_JOB_CANCELLED"
+TASK_WRITE_FAILED = "TASK_WRITE_FAILED"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What a Spark job's exception says: whether the job failed because a task did (every
+    attempt of it), one line a human can act on, and what told (``condition``, ``class``,
+    ``java`` or ``message``: the last is Spark's words, see :func:`_from_message`)."""
+
+    task: bool
+    reason: str
+    source: str
+
+
+@dataclass(frozen=True)
+class JavaCause:
+    """One Java exception of a chain: its class, its Spark error condition (None when it has
+    none or is not Spark's), the first line of its message."""
+
+    name: str
+    condition: str | None
+    message: str
+
+
+def is_task_failure(e: BaseException) -> bool:
+    return classify(e).task
+
+
+def failure_reason(e: BaseException) -> str:
+    """One line a human can act on, from Spark's multi-page failure text."""
+    return classify(e).reason
+
+
+def classify(e: BaseException) -> Failure:
+    """Whether ``e`` is a job's task failure, and why: from Spark's structure where it says,
+    else from its message."""
+    from pyspark.errors import PythonException
+
+    if isinstance(e, PythonException):  # a task's Python code raised, the worker lived on:
+        # decoding turns each file's exceptions into error rows, so this is no file's doing
+        return Failure(False, _first_line(str(e)) or type(e).__name__, "class")
+    chain = java_causes(e)
+    condition = _condition(e) or (chain[0].condition if chain else None)
+    if condition == JOB_CANCELLED:
+        return Failure(False, _first_line(str(e)), "condition")
+    if chain:
+        found = _task_failure_in(chain)
+        if found is not None:
+            return Failure(True, found, "java")
+        if not any(c.name == SPARK_EXCEPTION for c in chain):  # not a Spark job's failure
+            return Failure(False, f"{chain[0].name}: {chain[0].message}"[:MAX_REASON], "java")
+    return _from_message(e)
+
+
+def java_causes(e: BaseException) -> list[JavaCause]:
+    """The Java exception behind ``e`` and its causes, outermost first ([] when ``e`` has none:
+    py4j's ``Py4JJavaError.java_exception``, read through Java's own ``Throwable`` API)."""
+    from py4j.protocol import Py4JError
+
+    chain: list[JavaCause] = []
+    java = getattr(e, "java_exception", None)
+    seen: set[tuple[str, str]] = set()
+    with contextlib.suppress(Py4JError):  # a gateway gone: what was read so far
+        while java is not None and len(chain) < MAX_CAUSES:
+            name = str(java.getClass().getName())
+            message = _first_line(str(java.getMessage() or ""))
+            if (name, message) in seen:
+                break
+            seen.add((name, message))
+            condition = None
+            with contextlib.suppress(Py4JError):  # only Spark's exceptions have one
+                condition = java.getCondition()
+            chain.append(JavaCause(name, str(condition) if condition else None, message))
+            java = java.getCause()
+    return chain
+
+
+def _task_failure_in(chain: list[JavaCause]) -> str | None:
+    """Why the chain's task failed, when its classes or conditions say it did."""
+    for outer, inner in itertools.pairwise(chain):
+        if outer.name == SPARK_EXCEPTION and inner.name == WORKER_EOF:  # the worker died
+            return outer.message[:MAX_REASON]
+    if chain[0].name == SPARK_EXCEPTION:  # below the job's failure: an executor out of memory
+        for cause in chain[1:]:
+            if cause.name == OUT_OF_MEMORY:
+                return f"{cause.name}: {cause.message}"[:MAX_REASON]
+    for i, cause in enumerate(chain):
+        if cause.condition == TASK_WRITE_FAILED:  # a writing task failed: its cause says why
+            below = chain[i + 1] if i + 1 < len(chain) else cause
+            return (below.message or below.name)[:MAX_REASON]
+    return None
+
+
+def _condition(e: BaseException) -> str | None:
+    from pyspark.errors import PySparkException
+
+    if not isinstance(e, PySparkException):
+        return None
+    try:
+        return e.getCondition()
+    except Exception:  # noqa: BLE001 - a classic exception whose JVM is gone: no condition
+        return None
+
+
+# Spark's words for a job that failed because its tasks did (classic and Connect alike), and
+# the lines that say why, most specific first: read by _from_message only.
+_TASK_FAILURE_WORDS = re.compile(
+    r"stage failure|Lost task|Python worker exited|ExecutorLostFailure"
+)
+_CAUSE_LINES = (
     re.compile(r"Python worker exited unexpectedly[^\n]*"),
     re.compile(r"ExecutorLostFailure[^\n]*"),
     re.compile(r"java\.lang\.OutOfMemoryError[^\n]*"),
     re.compile(r"MemoryError[^\n]*"),
     re.compile(r"most recent failure: ([^\n]*)"),
 )
-MAX_REASON = 300
 
 
-def is_task_failure(e: BaseException) -> bool:
-    return bool(TASK_FAILURE.search(str(e)))
-
-
-def failure_reason(e: BaseException) -> str:
-    """One line a human can act on, from Spark's multi-page failure text."""
+def _from_message(e: BaseException) -> Failure:
+    """The fallback, where Spark's structure leaves it open: its message. Spark 4.3's job
+    aborts (a stage failure, a lost executor) carry no error condition, a Spark Connect client
+    gets no Java classes, and a task's own exception may be any class: their text names what
+    happened. The one place logreplay reads Spark's messages."""
     text = str(e)
-    for pattern in CAUSES:
+    if not _TASK_FAILURE_WORDS.search(text):
+        return Failure(False, _first_line(text) or type(e).__name__, "message")
+    for pattern in _CAUSE_LINES:
         m = pattern.search(text)
         if m:
             line = (m.group(1) if m.groups() else m.group(0)).strip()
-            return line[:MAX_REASON]
-    return (text.strip().splitlines() or [type(e).__name__])[0][:MAX_REASON]
+            return Failure(True, line[:MAX_REASON], "message")
+    return Failure(True, _first_line(text) or type(e).__name__, "message")
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:MAX_REASON]
 
 
 def run_resilient(

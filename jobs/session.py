@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
+from jobs import progress
 from jobs.jvm_archive import OFF, Plan, plan, record_session, with_options
 
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
@@ -56,6 +57,7 @@ def spark_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     record_session(archive.claim, spark)
+    progress.watch(spark)
     spark.sparkContext.setLogLevel("WARN")
     if source:
         from decoders.spark import register
@@ -67,11 +69,24 @@ def spark_session(
 def _class_archive(submitted: bool, master: str | None) -> Plan:
     """The driver JVM's class-data archive (jobs.jvm_archive), when this call launches the
     JVM: not under spark-submit, not for a Spark Connect remote, not when a session runs."""
-    from pyspark import SparkContext
-
-    if submitted or (master or "").startswith("sc://") or SparkContext._active_spark_context:
+    if submitted or (master or "").startswith("sc://") or _session_running():
         return Plan()
     return plan()
+
+
+def _session_running() -> bool:
+    """Whether this process runs a Spark session already (PySpark's active session of this
+    thread, else its default one), whose JVM the builder will reuse. A bare SparkContext
+    without a session is not seen: its JVM ignores the options, and a claim recorded from it
+    is dropped once that JVM has exited without writing an archive."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import SparkSession
+
+    try:
+        SparkSession.active()
+    except PySparkException:  # NO_ACTIVE_OR_DEFAULT_SESSION
+        return False
+    return True
 
 
 def is_local(master: str) -> bool:

@@ -162,3 +162,91 @@ def test_spark_sessions_make_then_map_the_archive(tmp_path):
     (final,) = tmp_path.glob("spark-*.jsa")
     assert f"-XX:SharedArchiveFile={final}" in second
     assert final.stat().st_size > 10 << 20  # Spark's classes, not an empty archive
+
+
+def test_the_driver_jvm_answers(spark):
+    """jobs.driver_jvm, the one reach into PySpark's private py4j view: a PySpark that renames
+    or drops it fails here, not by the archive silently never being recorded."""
+    from jobs.driver_jvm import driver_jvm
+
+    jvm = driver_jvm(spark)
+    assert jvm.pid != os.getpid() and ja._alive(jvm.pid)
+    assert (Path(jvm.java_home) / "bin" / "java").is_file()
+    assert any("spark-core" in Path(p).name for p in jvm.class_path.split(os.pathsep))
+    if Path(f"/proc/{jvm.pid}/exe").exists():  # Linux: the process is that java
+        assert (
+            Path(f"/proc/{jvm.pid}/exe").resolve()
+            == (Path(jvm.java_home) / "bin" / "java").resolve()
+        )
+
+
+def test_spark_home_is_where_pysparks_launcher_finds_it(monkeypatch, tmp_path):
+    from pyspark.find_spark_home import _find_spark_home  # PySpark's own rule, read by the test
+
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    found = ja._spark_home()
+    assert found and Path(found, "jars").is_dir()
+    assert os.path.realpath(found) == os.path.realpath(_find_spark_home())
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    assert ja._spark_home() == str(tmp_path)
+
+
+def test_the_java_version_is_read_from_the_jdk(tmp_path):
+    done = subprocess.run([JAVA, "-version"], capture_output=True, text=True, check=True)
+    assert f'version "{ja.java_major(JAVA)}' in done.stderr or (
+        f'version "1.{ja.java_major(JAVA)}' in done.stderr
+    )
+    assert [ja._major(v) for v in ("17.0.15", "1.8.0_392", "25-ea", "21", "x")] == [
+        17,
+        8,
+        25,
+        21,
+        None,
+    ]
+    # a JDK without a release file: its `java -version`
+    fake = tmp_path / "jdk" / "bin" / "java"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("#!/bin/sh\necho 'openjdk version \"21.0.2\" 2024-01-16' >&2\n")
+    fake.chmod(0o755)
+    assert ja.java_major(str(fake)) == 21
+    (tmp_path / "jdk" / "release").write_text('JAVA_VERSION="19.0.1"\n')
+    assert ja.java_major(str(fake)) == 19
+
+
+def test_jdk_19_and_later_use_their_own_archive_mechanism(on):
+    """No claim, no probe: the JVM maps the archive when it can, else writes one as it exits."""
+    auto = ja.plan(key=KEY, major=21)
+    final = ja.archive_path(on, KEY)
+    assert auto.options == f"-XX:+AutoCreateSharedArchive -XX:SharedArchiveFile={final} {ja.QUIET}"
+    assert auto.claim is None and on.is_dir() and not list(on.glob("*.pending.json"))
+    assert "-XX:ArchiveClassesAtExit=" in ja.plan(key=KEY, major=17).options
+
+
+def _new_jdk() -> str | None:
+    """A java of JDK 19 or later: ``LOGREPLAY_TEST_NEW_JDK`` (a JDK's home), else the default
+    java when it is one."""
+    home = os.environ.get("LOGREPLAY_TEST_NEW_JDK")
+    java = os.path.join(home, "bin", "java") if home else JAVA
+    major = ja.java_major(java) if java and os.path.exists(java) else None
+    return java if major and major >= ja.AUTO_ARCHIVE_JDK else None
+
+
+@pytest.mark.skipif(_new_jdk() is None, reason="needs JDK 19+ (LOGREPLAY_TEST_NEW_JDK)")
+def test_a_new_jdk_makes_the_archive_then_maps_it(on, tmp_path):
+    java = _new_jdk()
+    options = ja.plan(key=KEY, major=ja.java_major(java)).options.split()
+    run = [java, *options, "-cp", str(tmp_path), "-version"]
+    subprocess.run(run, check=True, capture_output=True)
+    final = ja.archive_path(on, KEY)
+    assert final.is_file() and final.stat().st_size > 0
+    mapped = subprocess.run([*run[:-1], "-Xlog:cds", "-version"], capture_output=True, text=True)
+    assert mapped.returncode == 0 and "Mapped dynamic region" in mapped.stdout
+
+
+def test_no_archive_for_a_process_whose_session_runs(spark, on):
+    """The builder reuses a running session's JVM: the options would be ignored, and a claim
+    recorded from that JVM would never be written."""
+    from jobs.session import _class_archive
+
+    assert _class_archive(False, "local[1]") == ja.Plan()
+    assert not list(on.glob("*"))

@@ -119,7 +119,7 @@ print(json.dumps({
 def test_kernels_shipped_in_a_zip_compile_once_whatever_the_zips_directory(tmp_path, sample_dump):
     """Spark unpacks --py-files into each application's own work directory; numba's own zip
     locator names the cache after that path, so every executor of every run compiled again.
-    The kernels' cache is named for their sources' contents (kernels._shipped_locator): the
+    The kernels' cache is named for their sources' contents (numba_cache.ShippedLocator): the
     second application, from another directory, loads what the first compiled."""
     import json
     import os

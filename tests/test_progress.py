@@ -119,7 +119,7 @@ def test_a_job_that_ends_between_two_polls_is_counted_and_earlier_jobs_are_not(s
     while set(tracker.getJobIdsForGroup(None)) == known or tracker.getActiveJobsIds():
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    status = SparkStatus()
+    status = SparkStatus(spark.sparkContext)
     assert status.poll() == (0, 0, 0, 0)
     spark.range(0, 10, 1, 2).count()  # runs and ends before the next poll
     counts = status.poll()

@@ -17,6 +17,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pyarrow.parquet as pq
 import pytest
@@ -24,7 +25,7 @@ import pytest
 import decoders
 from decoders import seams
 from decoders.errors import DECODE_FAILED
-from jobs.resilience import failure_reason, is_task_failure
+from jobs.resilience import classify, failure_reason, is_task_failure
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -43,6 +44,107 @@ def test_task_failures_are_recognised_and_explained_in_one_line():
     lost = "Job aborted due to stage failure: ExecutorLostFailure (executor 1 exited caused by one"
     assert failure_reason(RuntimeError(lost)).startswith("ExecutorLostFailure (executor 1 exited")
     assert not is_task_failure(ValueError("unknown table 'x'"))  # a usage error is not retried
+
+
+class _Java:
+    """A Java exception as py4j shows it: its class, message, Spark error condition, cause."""
+
+    def __init__(self, name, message="", condition=None, cause=None):
+        self.name, self.message, self.condition, self.cause = name, message, condition, cause
+
+    def getClass(self):  # noqa: N802 (Java's names)
+        return SimpleNamespace(getName=lambda: self.name)
+
+    def getMessage(self):  # noqa: N802
+        return self.message
+
+    def getCondition(self):  # noqa: N802
+        if not self.name.startswith("org.apache.spark."):  # not a SparkThrowable: no method
+            from py4j.protocol import Py4JError
+
+            raise Py4JError("Method getCondition([]) does not exist")
+        return self.condition
+
+    def getCause(self):  # noqa: N802
+        return self.cause
+
+
+class _JobFailed(Exception):
+    """py4j's Py4JJavaError as the classification reads it: ``java_exception``, and a text
+    that quotes the outermost Java exception as py4j's does."""
+
+    def __init__(self, java):
+        super().__init__(f"An error occurred while calling o1.collectToPython.\n: {java.name}: "
+                         f"{java.message}")  # fmt: skip
+        self.java_exception = java
+
+
+SPARK = "org.apache.spark.SparkException"
+ABORTED = "Job aborted due to stage failure: Task 0 in stage 7.0 failed 1 times"
+
+
+def test_a_task_failure_is_recognised_from_the_java_classes():
+    worker = _Java(SPARK, "Python worker exited unexpectedly (crashed). Consider setting it",
+                   cause=_Java("java.io.EOFException"))  # fmt: skip
+    crash = classify(_JobFailed(_Java(SPARK, ABORTED, cause=worker)))
+    assert crash == type(crash)(
+        True, "Python worker exited unexpectedly (crashed). Consider setting it", "java"
+    )
+    oom = _Java(SPARK, ABORTED, cause=_Java("java.lang.OutOfMemoryError", "Java heap space"))
+    assert classify(_JobFailed(oom)).reason == "java.lang.OutOfMemoryError: Java heap space"
+    assert classify(_JobFailed(oom)).task
+    write = _Java(SPARK, ABORTED, cause=_Java(SPARK, "Task failed while writing rows to /out",
+                  "TASK_WRITE_FAILED", cause=_Java("java.io.IOException", "No space left")))  # fmt: skip
+    assert classify(_JobFailed(write)) == type(crash)(True, "No space left", "java")
+
+
+def test_what_the_structure_rules_out_is_not_read_from_the_message():
+    """A driver out of memory, a Java error outside any job, a cancelled job, a task's own
+    Python exception: not task failures, whatever their text says."""
+    from pyspark.errors import PythonException
+
+    driver_oom = _Java("java.lang.OutOfMemoryError", "Java heap space (Lost task in text)")
+    assert classify(_JobFailed(driver_oom)) == type(classify(_JobFailed(driver_oom)))(
+        False, "java.lang.OutOfMemoryError: Java heap space (Lost task in text)", "java"
+    )
+    not_spark = _Java("java.lang.IllegalArgumentException", "stage failure in a name")
+    assert not is_task_failure(_JobFailed(not_spark))
+    cancelled = _Java(SPARK, "Job 3 cancelled: stage failure", "SPARK_JOB_CANCELLED")
+    assert classify(_JobFailed(cancelled)).source == "condition"
+    assert not is_task_failure(_JobFailed(cancelled))
+    python = PythonException("An exception was thrown from the Python worker: Lost task")
+    assert classify(python).source == "class" and not is_task_failure(python)
+
+
+def test_what_the_structure_leaves_open_is_read_from_the_message():
+    """A lost executor aborts the job with no cause and no error condition (Spark 4.3)."""
+    lost = _Java(SPARK, "Job aborted due to stage failure: ExecutorLostFailure (executor 1 lost)")
+    got = classify(_JobFailed(lost))
+    assert got == type(got)(True, "ExecutorLostFailure (executor 1 lost)", "message")
+    text = f"{ABORTED}, most recent failure: ExecutorLostFailure (executor 1 exited)"
+    got = classify(RuntimeError(text))
+    assert got.task and got.source == "message"
+    assert got.reason == "ExecutorLostFailure (executor 1 exited)"
+
+
+@pytest.mark.spark
+def test_a_crashed_worker_is_recognised_from_spark_s_structure(spark):
+    """Against the running Spark: a Python worker that dies fails the job with a SparkException
+    caused by the EOFException of the worker's socket. A Spark that changes that fails here,
+    rather than leaving the classification to its words."""
+
+    def crash(batches):
+        import os
+
+        for _ in batches:
+            os._exit(faults.CRASH_EXIT_CODE)
+        yield from ()
+
+    with pytest.raises(Exception) as failed:  # noqa: PT011 (whatever class Spark raises)
+        spark.range(0, 2, 1, 1).mapInArrow(crash, "id long").collect()
+    got = classify(failed.value)
+    assert got.task and got.source == "java", got
+    assert got.reason.startswith("Python worker exited unexpectedly"), got
 
 
 def _first_user_log(root: pathlib.Path) -> decoders.DumpFile:
