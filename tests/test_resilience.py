@@ -137,7 +137,7 @@ def test_a_crashed_worker_is_recognised_from_spark_s_structure(spark):
         import os
 
         for _ in batches:
-            os._exit(faults.CRASH_EXIT_CODE)
+            os._exit(seams.CRASH_EXIT_CODE)
         yield from ()
 
     with pytest.raises(Exception) as failed:  # noqa: PT011 (whatever class Spark raises)
