@@ -7,42 +7,63 @@ findings a correct replay must produce) and the gates (which judge them).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from replay.tables import FINDINGS
 
 SEVERITIES = ("info", "warning", "error", "critical")
+# the report's context plot of a finding (jobs/report): the producer's sequences in its
+# partition, a transaction across the logs, aborted data and the commits past it, a group's
+# commit timeline
+FAMILIES = ("sequences", "transactions", "reads", "commits")
 
-# Default severity per kind. Context may lower or raise one (an offset reset while the group
-# was empty is info, a rewind while it was stable a warning).
-KINDS: dict[str, str] = {
-    "crc_mismatch": "error",
-    "truncated_batch": "warning",
-    "corrupt_bytes": "error",
-    "unknown_version": "warning",
-    "index_inconsistent": "warning",
-    "decode_failed": "error",
-    "duplicate_sequence": "error",
-    "sequence_gap": "error",
-    "out_of_order_sequence": "error",
-    "invalid_epoch_start": "error",
-    "fenced_epoch_write": "critical",
-    "hanging_transaction": "error",
-    "orphan_marker": "warning",
-    "non_transactional_write_in_txn": "error",
-    "split_outcome": "critical",
-    "missing_marker": "error",
-    "write_outside_transaction": "error",
-    "aborted_read_exposure": "info",
-    "aborted_read_leak": "error",
-    "aborted_data_propagated": "critical",
-    "offset_overwrite": "error",
-    "offset_regression": "warning",
-    "replica_divergence": "error",
-    # added by the replay (docs/findings.md: not in the original vocabulary): a `__transaction_state` record
-    # whose state cannot follow the previous one (docs/formats.md 8.4)
-    "invalid_txn_transition": "error",
+
+@dataclass(frozen=True)
+class Kind:
+    """A finding kind as the vocabulary declares it: its default severity (context may lower
+    or raise one: an offset reset while the group was empty is info, a rewind while it was
+    stable a warning) and the report's context plot of its findings (:data:`FAMILIES`; None:
+    the evidence alone shows it, as for a file's damaged bytes or a diverging replica)."""
+
+    severity: str
+    family: str | None
+
+
+# Every kind, declared once. Adding one: docs/architecture.md, "Adding a finding kind"
+# (tests/test_vocabulary.py holds this, docs/findings.md and the report together).
+VOCABULARY: dict[str, Kind] = {
+    "crc_mismatch": Kind("error", None),
+    "truncated_batch": Kind("warning", None),
+    "corrupt_bytes": Kind("error", None),
+    "unknown_version": Kind("warning", None),
+    "index_inconsistent": Kind("warning", None),
+    "decode_failed": Kind("error", None),
+    "duplicate_sequence": Kind("error", "sequences"),
+    "sequence_gap": Kind("error", "sequences"),
+    "out_of_order_sequence": Kind("error", "sequences"),
+    "invalid_epoch_start": Kind("error", "sequences"),
+    "fenced_epoch_write": Kind("critical", "sequences"),
+    "hanging_transaction": Kind("error", "transactions"),
+    "orphan_marker": Kind("warning", "transactions"),
+    "non_transactional_write_in_txn": Kind("error", "transactions"),
+    "split_outcome": Kind("critical", "transactions"),
+    "missing_marker": Kind("error", "transactions"),
+    "write_outside_transaction": Kind("error", "transactions"),
+    "aborted_read_exposure": Kind("info", "reads"),
+    "aborted_read_leak": Kind("error", "reads"),
+    "aborted_data_propagated": Kind("critical", "reads"),
+    "offset_overwrite": Kind("error", "commits"),
+    "offset_regression": Kind("warning", "commits"),
+    "replica_divergence": Kind("error", None),
+    # added by the replay (not in the original vocabulary): a `__transaction_state` record
+    # whose state cannot follow the previous one (docs/formats.md 8.4); the record is its
+    # evidence
+    "invalid_txn_transition": Kind("error", None),
 }
+
+# default severity per kind
+KINDS: dict[str, str] = {kind: k.severity for kind, k in VOCABULARY.items()}
 
 # Lowered severity per kind, where the context makes a finding less serious than its default
 # (docs/findings.md, the severity in parentheses): an offset moved back while the group was

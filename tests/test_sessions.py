@@ -152,8 +152,6 @@ def test_session_zone_changes_how_instants_show_not_what_they_are(plain, dump):
 def _audit_tables(spark, root) -> dict[str, list[str]]:
     from replay import audit
 
-    # Spark's default 200 shuffle partitions make a tiny audit slow, not different
-    spark.conf.set("spark.sql.shuffle.partitions", "4")
     try:
         return {
             name: canonical(df.toArrow())
@@ -197,6 +195,46 @@ def test_audit_in_a_non_utc_session(plain, dump):
     timeline = [r["commit_timestamp"] for r in out["offset_timeline"] if r["commit_timestamp"]]
     assert timeline and set(timeline) <= commits
     assert checked >= 5
+
+
+def _stage_tasks(spark, shuffle_partitions: int, root) -> list[int]:
+    """The tasks of every stage of an audit in ``spark`` with that many shuffle partitions,
+    every table read."""
+    from replay import audit_session
+
+    sc = spark.sparkContext
+    group = f"stages-{shuffle_partitions}"
+    spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    sc.setJobGroup(group, "an audit's stages")
+    try:
+        with audit_session(spark, [str(root)]) as tables:
+            for df in tables.values():
+                df.count()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        spark.conf.unset("spark.sql.shuffle.partitions")
+    tracker = sc.statusTracker()
+    stages = [s for j in tracker.getJobIdsForGroup(group) for s in tracker.getJobInfo(j).stageIds]
+    return [tracker.getStageInfo(s).numTasks for s in stages if tracker.getStageInfo(s)]
+
+
+@pytest.mark.spark
+def test_the_audit_s_stages_follow_the_dump_not_the_shuffle_partitions(plain, dump):
+    """replay.audit in a user's session keeps Spark's default of 200 shuffle partitions (a
+    plan that caches its grouped replays cannot have them coalesced): no stage may run more
+    tasks than the dump calls for, and the session's setting must not change them."""
+    from replay.plan import stage_tasks
+    from replay.scan_task import replica_tasks
+    from replay.session_scan import parallelism
+
+    root, _ = dump
+    files = decoders.discover([str(root)])
+    scan = len(replica_tasks(files, 128 << 20, 2 * parallelism(plain)))
+    grouped = stage_tasks(plain, sum(f.size for f in files))
+    default, many = _stage_tasks(plain, 200, root), _stage_tasks(plain, 1000, root)
+    assert default and sorted(default) == sorted(many)
+    # a stage reads at most every input of the widest union (the findings': 8 stages' rows)
+    assert max(default) <= 8 * max(scan, grouped) < 200, default
 
 
 PLAIN_SCRIPT = """

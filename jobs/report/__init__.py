@@ -117,6 +117,18 @@ def build(
     return facts["path"], facts
 
 
+# the context plots of each family of findings (replay.findings.FAMILIES): (source, cards,
+# evidence, dump roots) -> card number -> plot
+PLOTS = {
+    "transactions": lambda src, cards, evidence, roots: context.transaction_contexts(src, cards),
+    "reads": lambda src, cards, evidence, roots: context.read_contexts(src, cards, evidence),
+    "commits": lambda src, cards, evidence, roots: context.commit_contexts(src, cards, evidence),
+    "sequences": lambda src, cards, evidence, roots: context.sequence_contexts(
+        src, cards, evidence, roots
+    ),
+}
+
+
 def _contexts(pool, src: AuditOutput, cards: list, evidence: dict, roots: list[str],
               plots_per_kind: int) -> dict:  # fmt: skip
     """card number -> its context plot, for the first ``plots_per_kind`` cards of each kind;
@@ -127,13 +139,9 @@ def _contexts(pool, src: AuditOutput, cards: list, evidence: dict, roots: list[s
         fam = selection.family(kind)
         if fam is not None and i < plots_per_kind:
             families.setdefault(fam, {})[n] = f
-    asked = {
-        "transactions": lambda cards: context.transaction_contexts(src, cards),
-        "reads": lambda cards: context.read_contexts(src, cards, evidence),
-        "commits": lambda cards: context.commit_contexts(src, cards, evidence),
-        "sequences": lambda cards: context.sequence_contexts(src, cards, evidence, roots),
-    }
-    running = [pool.submit(asked[fam], cards) for fam, cards in families.items()]
+    running = [
+        pool.submit(PLOTS[fam], src, cards, evidence, roots) for fam, cards in families.items()
+    ]
     plots: dict = {}
     for done in running:
         plots |= done.result()

@@ -14,32 +14,18 @@ import shlex
 from typing import Any
 
 from jobs.report.source import AuditOutput, rows
-from replay.findings import KINDS, SEVERITIES
+from replay.findings import KINDS, SEVERITIES, VOCABULARY
 
 PAYLOAD_KEYS = {"key", "value", "keys", "values", "headers", "header_values", "payload"}
-TXN_KINDS = {
-    "hanging_transaction", "split_outcome", "missing_marker", "orphan_marker",
-    "write_outside_transaction", "non_transactional_write_in_txn",
-}  # fmt: skip
-READ_KINDS = {"aborted_read_exposure", "aborted_read_leak", "aborted_data_propagated"}
-GROUP_KINDS = {"offset_overwrite", "offset_regression"}
-SEQUENCE_KINDS = {
-    "duplicate_sequence", "sequence_gap", "out_of_order_sequence", "invalid_epoch_start",
-    "fenced_epoch_write",
-}  # fmt: skip
-
 COLUMNS = ["cluster", "kind", "severity", "topic", "partition", "producer_id", "producer_epoch",
            "transactional_id", "group_id", "first_offset", "last_offset", "record_count",
            "message", "evidence"]  # fmt: skip
 
 
 def family(kind: str) -> str | None:
-    """The context plot a finding of this kind gets, if any."""
-    for name, kinds in (("transactions", TXN_KINDS), ("reads", READ_KINDS),
-                        ("commits", GROUP_KINDS), ("sequences", SEQUENCE_KINDS)):  # fmt: skip
-        if kind in kinds:
-            return name
-    return None
+    """The context plot a finding of this kind gets, if any (the vocabulary's, replay.findings)."""
+    known = VOCABULARY.get(kind)
+    return known.family if known else None
 
 
 def rank(severity: str | None) -> int:
