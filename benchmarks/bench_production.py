@@ -186,7 +186,7 @@ def mb(n: int) -> str:
     return f"{n / 1e6:,.0f}"
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gb", type=float, nargs="*", default=[1, 4])
     ap.add_argument("--large-gb", type=float, nargs="*", default=[1])
@@ -200,7 +200,11 @@ def main() -> None:
         "whether a larger dump needs a larger driver",
     )
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     if args.child:
         child(*args.child)
         return
@@ -208,15 +212,7 @@ def main() -> None:
     dumps = make_dumps(args)
     scratch = os.path.join(args.data, "bench-out")
     shutil.rmtree(scratch, ignore_errors=True)
-    load = os.getloadavg()[0]
-    start, sm = spawn_child("startup", dumps[0][1], os.path.join(scratch, "startup"))
-    startup = start["session"] + start["first_action"] + start["python_job"]
-    print(
-        f"\nSpark start-up (local[2]): session {start['session']:.1f} s, first action "
-        f"{start['first_action']:.1f} s, first Python job writing Parquet "
-        f"{start['python_job']:.1f} s = {startup:.1f} s; driver peak RSS "
-        f"{mb(sm.peak('jvm') + sm.peak('python_driver'))} MB; load average at start {load:.2f}"
-    )
+    startup = startup_floor(dumps[0][1], scratch)
     head = (
         "| dump | GB | M batches | what | wall s | wall - start-up s | s/GB | s/M batches | CPU s "
         "| CPU s/GB | CPU s/M batches | driver peak RSS MB (JVM + Python) | worker peak RSS MB |"
@@ -224,96 +220,125 @@ def main() -> None:
     print("\n" + head)
     print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for shape, dump in dumps:
-        size = prodshape.dump_size(dump)
-        gb = size / 1e9
-        fl = floors(dump)
-        batches = fl["header scan"]["rows"].get("batches", 0)
-        mbat = batches / 1e6
-
-        def row(what, wall, beyond, cpu, driver="", worker="", shape=shape, gb=gb, mbat=mbat):
-            print(
-                f"| {shape} | {gb:.2f} | {mbat:.3f} | {what} | {wall:.1f} | {beyond} | "
-                f"{(wall if beyond == '' else beyond) / gb:.1f} | "
-                f"{(wall if beyond == '' else beyond) / mbat:.1f} | {cpu:.1f} | "
-                f"{cpu / gb:.1f} | {cpu / mbat:.1f} | {driver} | {worker} |",
-                flush=True,
-            )
-
-        for name in ("header scan", "deep decode", "deep decode, records"):
-            f = fl[name]
-            row(f"floor: {name}, 1 process", f["wall"], "", f["cpu"])
-        runs = [(job, []) for job in args.jobs]
-        if args.small_driver and shape == "production" and "audit" in args.jobs:
-            small = os.path.join(scratch, "small-driver.yaml")
-            with open(small, "w") as f:
-                f.write(f"spark:\n  config:\n    spark.driver.memory: {args.small_driver}\n")
-            runs.append(("audit", ["--conf", small]))
-        decoded = ""  # the records `logreplay decode` wrote: the data source's Parquet peer
-        for job, extra in runs:
-            out = os.path.join(scratch, f"{job}-{os.path.basename(dump)}")
-            m = logreplay([job, dump, "--out", out, *extra])
-            roles = {
-                r: sum(p.cpu for p in m.procs.values() if p.role == r)
-                for r in ("jvm", "python_driver", "python_worker")
-            }
-            found = ""
-            if job == "audit":  # a clean production-shaped dump must give no finding
-                summary = json.loads(m.stdout.strip().splitlines()[-1])
-                found = f", {summary['findings']['total']} findings"
-            if extra:
-                found += f", spark.driver.memory {args.small_driver}"
-            row(
-                f"logreplay {job}"
-                + (" (all tables)" if job == "decode" else found)
-                + f" [CPU s: JVM {roles['jvm']:.0f}, Python driver {roles['python_driver']:.0f}"
-                + f", Python workers {roles['python_worker']:.0f}]",
-                m.wall,
-                round(m.wall - startup, 1),
-                m.cpu,
-                mb(m.peak("jvm") + m.peak("python_driver")),
-                mb(m.peak("python_worker")),
-            )
-            if job == "decode" and args.source:
-                decoded = os.path.join(out, "records")
-            else:
-                shutil.rmtree(out, ignore_errors=True)
-        if args.source:
-            res, _m = spawn_child("source", dump, os.path.join(scratch, "source"), decoded)
-            single = (
-                fl["deep decode, records"]["rows"]["records"] / fl["deep decode, records"]["cpu"]
-            )
-            rates = {k: res["rows"] / res[k] for k in ("count", "count_again", "write")}
-            print(
-                f"| {shape} | {gb:.2f} | {mbat:.3f} | data source, records, user's session: "
-                + ", ".join(
-                    f"{label} {rates[k] / 1e6:.2f} M rows/s ({rates[k] / 2e6:.2f} M per core, "
-                    f"{rates[k] / 2 / single:.2f} of single)"
-                    for k, label in (
-                        ("count", ".count() first query"),
-                        ("count_again", ".count() again"),
-                        ("write", ".write.parquet"),
-                    )
-                )
-                + f"; single process {single / 1e6:.2f} M rows per CPU s | {res['count']:.1f} "
-                "|  |  |  |  |  |  |  |  |",
-                flush=True,
-            )
-            if "parquet_write" in res:  # the same rows through Spark's own Parquet source
-                peer = res["parquet_rows"] / res["parquet_write"]
-                print(
-                    f"| {shape} | {gb:.2f} | {mbat:.3f} | peer: the same records read from "
-                    f"`logreplay decode`'s Parquet, same session: .count() "
-                    f"{res['parquet_rows'] / res['parquet_count'] / 1e6:.2f} M rows/s, "
-                    f".write.parquet {peer / 1e6:.2f} M rows/s; the data source's .write.parquet "
-                    f"is {rates['write'] / peer:.2f} of Spark's own Parquet-to-Parquet "
-                    f"| {res['parquet_write']:.1f} |  |  |  |  |  |  |  |  |",
-                    flush=True,
-                )
-            shutil.rmtree(os.path.join(scratch, "source"), ignore_errors=True)
-            if decoded:
-                shutil.rmtree(os.path.dirname(decoded), ignore_errors=True)
+        bench_dump(args, scratch, startup, shape, dump)
     shutil.rmtree(scratch, ignore_errors=True)
     print(f"\nload average at end {os.getloadavg()[0]:.2f} (2 cores, shared)")
+
+
+def startup_floor(dump: str, scratch: str) -> float:
+    """Spark's own start-up, measured once and printed: what every job's wall time is also
+    shown without, so the jobs compare by the work they do."""
+    load = os.getloadavg()[0]
+    start, sm = spawn_child("startup", dump, os.path.join(scratch, "startup"))
+    startup = start["session"] + start["first_action"] + start["python_job"]
+    print(
+        f"\nSpark start-up (local[2]): session {start['session']:.1f} s, first action "
+        f"{start['first_action']:.1f} s, first Python job writing Parquet "
+        f"{start['python_job']:.1f} s = {startup:.1f} s; driver peak RSS "
+        f"{mb(sm.peak('jvm') + sm.peak('python_driver'))} MB; load average at start {load:.2f}"
+    )
+    return startup
+
+
+def bench_dump(args, scratch: str, startup: float, shape: str, dump: str) -> None:
+    """The table's rows of one dump: its single-process floors, each job, and (with
+    ``--source``) the data source alone and its Parquet peer."""
+    gb = prodshape.dump_size(dump) / 1e9
+    fl = floors(dump)
+    mbat = fl["header scan"]["rows"].get("batches", 0) / 1e6
+
+    def row(what, wall, beyond, cpu, driver="", worker=""):
+        print(
+            f"| {shape} | {gb:.2f} | {mbat:.3f} | {what} | {wall:.1f} | {beyond} | "
+            f"{(wall if beyond == '' else beyond) / gb:.1f} | "
+            f"{(wall if beyond == '' else beyond) / mbat:.1f} | {cpu:.1f} | "
+            f"{cpu / gb:.1f} | {cpu / mbat:.1f} | {driver} | {worker} |",
+            flush=True,
+        )
+
+    for name in ("header scan", "deep decode", "deep decode, records"):
+        f = fl[name]
+        row(f"floor: {name}, 1 process", f["wall"], "", f["cpu"])
+    runs = [(job, []) for job in args.jobs]
+    if args.small_driver and shape == "production" and "audit" in args.jobs:
+        small = os.path.join(scratch, "small-driver.yaml")
+        with open(small, "w") as f:
+            f.write(f"spark:\n  config:\n    spark.driver.memory: {args.small_driver}\n")
+        runs.append(("audit", ["--conf", small]))
+    decoded = ""  # the records `logreplay decode` wrote: the data source's Parquet peer
+    for job, extra in runs:
+        out = os.path.join(scratch, f"{job}-{os.path.basename(dump)}")
+        bench_job(args, job, extra, dump, out, startup, row)
+        if job == "decode" and args.source:
+            decoded = os.path.join(out, "records")
+        else:
+            shutil.rmtree(out, ignore_errors=True)
+    if args.source:
+        res, _m = spawn_child("source", dump, os.path.join(scratch, "source"), decoded)
+        print_source_rows(f"| {shape} | {gb:.2f} | {mbat:.3f} |", fl, res)
+        shutil.rmtree(os.path.join(scratch, "source"), ignore_errors=True)
+        if decoded:
+            shutil.rmtree(os.path.dirname(decoded), ignore_errors=True)
+
+
+def bench_job(args, job: str, extra: list[str], dump: str, out: str, startup: float, row) -> None:
+    """One ``logreplay`` job over the dump, its row with the CPU seconds of each kind of
+    process (an audit's with its findings: a clean production-shaped dump must give none)."""
+    m = logreplay([job, dump, "--out", out, *extra])
+    roles = {
+        r: sum(p.cpu for p in m.procs.values() if p.role == r)
+        for r in ("jvm", "python_driver", "python_worker")
+    }
+    found = ""
+    if job == "audit":
+        summary = json.loads(m.stdout.strip().splitlines()[-1])
+        found = f", {summary['findings']['total']} findings"
+    if extra:
+        found += f", spark.driver.memory {args.small_driver}"
+    row(
+        f"logreplay {job}"
+        + (" (all tables)" if job == "decode" else found)
+        + f" [CPU s: JVM {roles['jvm']:.0f}, Python driver {roles['python_driver']:.0f}"
+        + f", Python workers {roles['python_worker']:.0f}]",
+        m.wall,
+        round(m.wall - startup, 1),
+        m.cpu,
+        mb(m.peak("jvm") + m.peak("python_driver")),
+        mb(m.peak("python_worker")),
+    )
+
+
+def print_source_rows(lead: str, fl: dict, res: dict) -> None:
+    """The data source's rows (``lead``: the dump's first cells): its rates in a user's session
+    per core against the single-process decode, then its peer, Spark's own Parquet source."""
+    single = fl["deep decode, records"]["rows"]["records"] / fl["deep decode, records"]["cpu"]
+    rates = {k: res["rows"] / res[k] for k in ("count", "count_again", "write")}
+    print(
+        f"{lead} data source, records, user's session: "
+        + ", ".join(
+            f"{label} {rates[k] / 1e6:.2f} M rows/s ({rates[k] / 2e6:.2f} M per core, "
+            f"{rates[k] / 2 / single:.2f} of single)"
+            for k, label in (
+                ("count", ".count() first query"),
+                ("count_again", ".count() again"),
+                ("write", ".write.parquet"),
+            )
+        )
+        + f"; single process {single / 1e6:.2f} M rows per CPU s | {res['count']:.1f} "
+        "|  |  |  |  |  |  |  |  |",
+        flush=True,
+    )
+    if "parquet_write" in res:  # the same rows through Spark's own Parquet source
+        peer = res["parquet_rows"] / res["parquet_write"]
+        print(
+            f"{lead} peer: the same records read from "
+            f"`logreplay decode`'s Parquet, same session: .count() "
+            f"{res['parquet_rows'] / res['parquet_count'] / 1e6:.2f} M rows/s, "
+            f".write.parquet {peer / 1e6:.2f} M rows/s; the data source's .write.parquet "
+            f"is {rates['write'] / peer:.2f} of Spark's own Parquet-to-Parquet "
+            f"| {res['parquet_write']:.1f} |  |  |  |  |  |  |  |  |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

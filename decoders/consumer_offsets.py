@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from decoders import consumer_protocol
@@ -176,22 +177,40 @@ def decode_group_value(ktype: int, value: bytes) -> dict[str, Any]:
     if v < 0:
         raise UnknownVersion(f"negative value version {v} for record type {ktype}")
     out: dict[str, Any] = {"value_version": v}
-
-    def topic_partitions() -> list[dict]:
-        return _struct_array(
-            r, lambda: {"topic_id": _uuid(r), "partitions": r.array(r.int32, True)}
-        )
-
-    if ktype in (3, 11):
-        out["epoch"] = r.int32()
-        tags = r.tagged_fields({0: lambda s: s.int64(), 1: lambda s: s.int64()})
-        if 0 in tags:
-            out["metadata_hash"] = tags[0]
-        if 1 in tags:
-            out["creation_time_ms"] = tags[1]
+    read = _GROUP_VALUE_READERS.get(ktype)
+    if read is None:
+        out["raw"] = value.hex()  # streams-group records: layout not covered, kept verbatim
         return out
-    if ktype in (4, 9):
-        out["topics"] = _struct_array(
+    out.update(read(r))
+    if ktype not in _READS_OWN_TAGS:
+        tags = r.tagged_fields()
+        if "unknown_tags" in tags:
+            out["unknown_tags"] = tags["unknown_tags"]
+    return out
+
+
+def _topic_partitions(r: ByteReader) -> list[dict]:
+    """A list of (topic id, partitions): how assignments name the partitions they hold."""
+    return _struct_array(r, lambda: {"topic_id": _uuid(r), "partitions": r.array(r.int32, True)})
+
+
+def _group_metadata_fields(r: ByteReader) -> dict[str, Any]:
+    """Consumer/ShareGroupMetadataValue (3, 11): the group epoch; the metadata hash and the
+    creation time are tagged fields, read here with the rest of the tags."""
+    out: dict[str, Any] = {"epoch": r.int32()}
+    tags = r.tagged_fields({0: lambda s: s.int64(), 1: lambda s: s.int64()})
+    if 0 in tags:
+        out["metadata_hash"] = tags[0]
+    if 1 in tags:
+        out["creation_time_ms"] = tags[1]
+    return out
+
+
+def _partition_metadata_fields(r: ByteReader) -> dict[str, Any]:
+    """Consumer/ShareGroupPartitionMetadataValue (4, 9): the subscribed topics with their
+    partition counts and racks."""
+    return {
+        "topics": _struct_array(
             r,
             lambda: {
                 "topic_id": _uuid(r),
@@ -206,81 +225,130 @@ def decode_group_value(ktype: int, value: bytes) -> dict[str, Any]:
                 ),
             },
         )
-    elif ktype == 5:
-        out.update(
-            instance_id=r.nullable_string(True),
-            rack_id=r.nullable_string(True),
-            client_id=r.string(True),
-            client_host=r.string(True),
-            subscribed_topic_names=r.array(lambda: r.string(True), True),
-            subscribed_topic_regex=r.nullable_string(True),
-            rebalance_timeout_ms=r.int32(),
-            server_assignor=r.nullable_string(True),
-        )
+    }
 
-        def classic(s: ByteReader) -> dict | None:
-            if s.int8() < 0:
-                return None
-            d = {"session_timeout_ms": s.int32()}
 
-            def proto() -> dict:
-                p = {"name": s.string(True), "metadata": s.bytes_(True)}
-                s.tagged_fields()
-                try:
-                    p["subscription"] = consumer_protocol.subscription(p["metadata"])
-                    p["subscription"]["subscription_user_data"] = None
-                except DecodeError:
-                    pass
-                p["metadata"] = p["metadata"].hex()
-                return p
-
-            d["supported_protocols"] = s.array(proto, True)
-            s.tagged_fields()
-            return d
-
-        tags = r.tagged_fields({0: classic})
-        if 0 in tags:
-            out["classic_member_metadata"] = tags[0]
-        return out
-    elif ktype in (6, 12):
-        out["assignment_epoch"] = r.int32()
-    elif ktype in (7, 13):
-        out["topic_partitions"] = topic_partitions()
-    elif ktype in (8, 14):
-        out.update(member_epoch=r.int32(), previous_member_epoch=r.int32(), state=r.int8())
-        out["assigned_partitions"] = topic_partitions()
-        if ktype == 8:
-            out["partitions_pending_revocation"] = topic_partitions()
-    elif ktype == 10:
-        out.update(
-            rack_id=r.nullable_string(True),
-            client_id=r.string(True),
-            client_host=r.string(True),
-            subscribed_topic_names=r.array(lambda: r.string(True), True),
-        )
-    elif ktype == 15:
-        out["initialized_topics"] = _struct_array(
-            r,
-            lambda: {
-                "topic_id": _uuid(r),
-                "topic_name": r.string(True),
-                "partitions": r.array(r.int32, True),
-            },
-        )
-        out["deleting_topics"] = _struct_array(
-            r, lambda: {"topic_id": _uuid(r), "topic_name": r.string(True)}
-        )
-    elif ktype == 16:
-        out.update(
-            topics=r.array(lambda: r.string(True), True), version=r.int64(), timestamp=r.int64()
-        )
-    else:
-        out["raw"] = value.hex()  # streams-group records: layout not covered, kept verbatim
-        return out
-    tags = r.tagged_fields()
-    if "unknown_tags" in tags:
-        out["unknown_tags"] = tags["unknown_tags"]
+def _consumer_member_fields(r: ByteReader) -> dict[str, Any]:
+    """ConsumerGroupMemberMetadataValue (5); a member that joined with the classic protocol
+    carries its session timeout and protocols in tagged field 0, read here with the rest."""
+    out: dict[str, Any] = dict(
+        instance_id=r.nullable_string(True),
+        rack_id=r.nullable_string(True),
+        client_id=r.string(True),
+        client_host=r.string(True),
+        subscribed_topic_names=r.array(lambda: r.string(True), True),
+        subscribed_topic_regex=r.nullable_string(True),
+        rebalance_timeout_ms=r.int32(),
+        server_assignor=r.nullable_string(True),
+    )
+    tags = r.tagged_fields({0: _classic_member_metadata})
+    if 0 in tags:
+        out["classic_member_metadata"] = tags[0]
     return out
+
+
+def _classic_member_metadata(s: ByteReader) -> dict | None:
+    """Tagged field 0 of a type-5 value (null when its first byte is negative): a classic
+    member's session timeout and supported protocols, their subscriptions decoded when the
+    consumer protocol reads them (the metadata kept as hex either way)."""
+    if s.int8() < 0:
+        return None
+    d = {"session_timeout_ms": s.int32()}
+
+    def proto() -> dict:
+        p = {"name": s.string(True), "metadata": s.bytes_(True)}
+        s.tagged_fields()
+        try:
+            p["subscription"] = consumer_protocol.subscription(p["metadata"])
+            p["subscription"]["subscription_user_data"] = None
+        except DecodeError:
+            pass
+        p["metadata"] = p["metadata"].hex()
+        return p
+
+    d["supported_protocols"] = s.array(proto, True)
+    s.tagged_fields()
+    return d
+
+
+def _target_assignment_metadata_fields(r: ByteReader) -> dict[str, Any]:
+    """Consumer/ShareGroupTargetAssignmentMetadataValue (6, 12): the target assignment's epoch."""
+    return {"assignment_epoch": r.int32()}
+
+
+def _target_assignment_member_fields(r: ByteReader) -> dict[str, Any]:
+    """Consumer/ShareGroupTargetAssignmentMemberValue (7, 13): the partitions a member is to
+    hold."""
+    return {"topic_partitions": _topic_partitions(r)}
+
+
+def _current_assignment_fields(ktype: int, r: ByteReader) -> dict[str, Any]:
+    """Consumer/ShareGroupCurrentMemberAssignmentValue (8, 14): the member's epochs, state and
+    partitions; a consumer group's (8) also lists the partitions it is still to revoke."""
+    out: dict[str, Any] = dict(
+        member_epoch=r.int32(), previous_member_epoch=r.int32(), state=r.int8()
+    )
+    out["assigned_partitions"] = _topic_partitions(r)
+    if ktype == 8:
+        out["partitions_pending_revocation"] = _topic_partitions(r)
+    return out
+
+
+def _share_member_fields(r: ByteReader) -> dict[str, Any]:
+    """ShareGroupMemberMetadataValue (10)."""
+    return dict(
+        rack_id=r.nullable_string(True),
+        client_id=r.string(True),
+        client_host=r.string(True),
+        subscribed_topic_names=r.array(lambda: r.string(True), True),
+    )
+
+
+def _share_state_fields(r: ByteReader) -> dict[str, Any]:
+    """ShareGroupStatePartitionMetadataValue (15): the topics whose share state is initialised
+    and those being deleted."""
+    out: dict[str, Any] = {}
+    out["initialized_topics"] = _struct_array(
+        r,
+        lambda: {
+            "topic_id": _uuid(r),
+            "topic_name": r.string(True),
+            "partitions": r.array(r.int32, True),
+        },
+    )
+    out["deleting_topics"] = _struct_array(
+        r, lambda: {"topic_id": _uuid(r), "topic_name": r.string(True)}
+    )
+    return out
+
+
+def _regular_expression_fields(r: ByteReader) -> dict[str, Any]:
+    """ConsumerGroupRegularExpressionValue (16): the topics a subscribed regex resolved to."""
+    return dict(
+        topics=r.array(lambda: r.string(True), True), version=r.int64(), timestamp=r.int64()
+    )
+
+
+# Record type -> the reader of its value's fields (after the version); a type without one
+# (the streams-group records) is kept raw.
+_GROUP_VALUE_READERS: dict[int, Callable[[ByteReader], dict[str, Any]]] = {
+    3: _group_metadata_fields,
+    11: _group_metadata_fields,
+    4: _partition_metadata_fields,
+    9: _partition_metadata_fields,
+    5: _consumer_member_fields,
+    6: _target_assignment_metadata_fields,
+    12: _target_assignment_metadata_fields,
+    7: _target_assignment_member_fields,
+    13: _target_assignment_member_fields,
+    8: lambda r: _current_assignment_fields(8, r),
+    14: lambda r: _current_assignment_fields(14, r),
+    10: _share_member_fields,
+    15: _share_state_fields,
+    16: _regular_expression_fields,
+}
+# Types whose reader reads the value's tagged fields itself (it knows some of their tags).
+_READS_OWN_TAGS = {3, 11, 5}
 
 
 def fields_json(d: dict[str, Any]) -> str:

@@ -253,8 +253,6 @@ def read_txn_index(
     not) is corruption, reported as one error row for the whole range, never as aborted
     transactions. Runs of entries with the same problem are one error row each too.
     """
-    from decoders.errors import ErrorRow
-
     info = info or FileInfo(file=src.name, kind="txnindex")
     acct = Accounting(size=src.size)
     size = ABORTED_TXN_ENTRY_SIZE
@@ -267,13 +265,50 @@ def read_txn_index(
         if isinstance(data, int):
             runs.add(CORRUPT_BYTES, entry0, data // size, _ZEROS)
             continue
+        chunk = _TxnEntries.read(data, prev_last)
+        chunk.report(runs, entry0)
+        if chunk.good.any():
+            idx = np.flatnonzero(chunk.good)
+            prev_last = int(chunk.last[idx][-1])
+            f_min, l_max = int(chunk.first[idx].min()), int(chunk.last[idx].max())
+            first_min = f_min if first_min is None else min(first_min, f_min)
+            last_max = l_max if last_max is None else max(last_max, l_max)
+            acct.valid += idx.size * size
+            acct.batches += idx.size
+            tables.append(chunk.table(info, idx, entry0))
+    _txn_index_tail(src, info, acct, runs)
+    if first_min is not None:
+        acct.see_offsets(first_min, last_max)
+    table = pa.concat_tables(tables) if tables else ABORTED_TXNS.empty_table()
+    return IndexResult(table, acct)
+
+
+@dataclass(slots=True)
+class _TxnEntries:
+    """One chunk of AbortedTxn entries as columns, each entry with its problem: 0 fine, 1 all
+    zeros, 2 unknown version, 3 lastOffset not increasing, 4 firstOffset after lastOffset.
+    ``good`` entries (readable, current version) become rows even when inconsistent (3, 4)."""
+
+    version: np.ndarray
+    pid: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    lso: np.ndarray
+    problem: np.ndarray
+    good: np.ndarray
+
+    @classmethod
+    def read(cls, data, prev_last: int | None) -> _TxnEntries:
+        """Decode and classify a chunk; ``prev_last``: the last good lastOffset of the chunks
+        before, so the order check runs across chunk boundaries."""
+        size = ABORTED_TXN_ENTRY_SIZE
         n = len(data) // size
         raw = fixed.rows(data, size, n)
         version = fixed.field(raw, ABORTED_TXN_VERSION_OFFSET, ">i2")
         pid, first, last, lso = (fixed.field(raw, a, ">i8") for a in _ABORTED_TXN_LONGS)
         zero = ~raw.any(axis=1)
         good = (version == ABORTED_TXN_CURRENT_VERSION) & ~zero
-        problem = np.zeros(n, np.int8)  # 0 fine, 1 zeros, 2 version, 3 order, 4 first > last
+        problem = np.zeros(n, np.int8)
         problem[zero] = 1
         problem[~zero & (version != ABORTED_TXN_CURRENT_VERSION)] = 2
         lasts = last if prev_last is None else np.concatenate([[prev_last], last])
@@ -282,44 +317,50 @@ def read_txn_index(
             order[(0 if prev_last is not None else 1) :] = np.diff(lasts) > 0
         problem[good & ~order] = 3
         problem[good & order & (first > last)] = 4
+        return cls(version, pid, first, last, lso, problem, good)
+
+    def report(self, runs: _Runs, entry0: int) -> None:
+        """An error row per run of entries with the same problem (``entry0``: the chunk's first
+        entry); inconsistent entries are readable, so their bytes are not counted corrupt."""
         for kind, code in ((CORRUPT_BYTES, 1), (UNKNOWN_VERSION, 2)):
-            for a, b in _true_runs(problem == code):
-                why = _ZEROS if code == 1 else f"version {int(version[a])}"
+            for a, b in _true_runs(self.problem == code):
+                why = _ZEROS if code == 1 else f"version {int(self.version[a])}"
                 runs.add(kind, entry0 + a, b - a, why)
         for code in (3, 4):
-            for a, b in _true_runs(problem == code):
+            for a, b in _true_runs(self.problem == code):
                 why = (
-                    f"lastOffset {int(last[a])} does not increase"
+                    f"lastOffset {int(self.last[a])} does not increase"
                     if code == 3
-                    else f"firstOffset {int(first[a])} after lastOffset {int(last[a])}"
+                    else f"firstOffset {int(self.first[a])} after lastOffset {int(self.last[a])}"
                 )
                 runs.add(INDEX_INCONSISTENT, entry0 + a, b - a, why, counted=False)
-        if good.any():
-            prev_last = int(last[good][-1])
-            idx = np.flatnonzero(good)
-            f_min, l_max = int(first[idx].min()), int(last[idx].max())
-            first_min = f_min if first_min is None else min(first_min, f_min)
-            last_max = l_max if last_max is None else max(last_max, l_max)
-            k = idx.size
-            acct.valid += k * size
-            acct.batches += k
-            tables.append(
-                pa.table(
-                    {
-                        "broker": const(info.broker, k, pa.string()),
-                        "topic": const(info.topic, k, pa.string()),
-                        "partition": const(info.partition, k, pa.int32()),
-                        "file": const(info.file, k, pa.string()),
-                        "entry": pa.array((idx + entry0).astype(np.int32)),
-                        "version": pa.array(version[idx]),
-                        "producer_id": pa.array(pid[idx]),
-                        "first_offset": pa.array(first[idx]),
-                        "last_offset": pa.array(last[idx]),
-                        "last_stable_offset": pa.array(lso[idx]),
-                    },
-                    schema=ABORTED_TXNS,
-                )
-            )
+
+    def table(self, info: FileInfo, idx: np.ndarray, entry0: int) -> pa.Table:
+        """The aborted_txns rows of the entries at ``idx``."""
+        k = idx.size
+        return pa.table(
+            {
+                "broker": const(info.broker, k, pa.string()),
+                "topic": const(info.topic, k, pa.string()),
+                "partition": const(info.partition, k, pa.int32()),
+                "file": const(info.file, k, pa.string()),
+                "entry": pa.array((idx + entry0).astype(np.int32)),
+                "version": pa.array(self.version[idx]),
+                "producer_id": pa.array(self.pid[idx]),
+                "first_offset": pa.array(self.first[idx]),
+                "last_offset": pa.array(self.last[idx]),
+                "last_stable_offset": pa.array(self.lso[idx]),
+            },
+            schema=ABORTED_TXNS,
+        )
+
+
+def _txn_index_tail(src: ByteSource, info: FileInfo, acct: Accounting, runs: _Runs) -> None:
+    """Bytes after the last whole entry: zeros continuing a zero range join that range's row
+    (one crash, one row); anything else is its own error row, after the runs' rows."""
+    from decoders.errors import ErrorRow
+
+    size = ABORTED_TXN_ENTRY_SIZE
     whole = src.size - src.size % size
     tail = src.size - whole
     if tail and not any(src.read_at(whole, tail)) and runs.ends_zeros_at(whole // size):
@@ -338,10 +379,6 @@ def read_txn_index(
                 f"{tail} trailing bytes do not make a whole entry",
             )
         )
-    if first_min is not None:
-        acct.see_offsets(first_min, last_max)
-    table = pa.concat_tables(tables) if tables else ABORTED_TXNS.empty_table()
-    return IndexResult(table, acct)
 
 
 _ZEROS = "all-zero bytes where aborted-transaction entries belong (the file is never preallocated)"

@@ -32,6 +32,14 @@ MIN_VIEW = 1 << 16
 _DELTA_TIMESTAMPS = -2
 
 
+def _grown(rbuf: np.ndarray, filled: int, cap: int) -> np.ndarray:
+    """``rbuf`` grown to ``cap`` bytes, its ``filled`` bytes kept: a streamed record larger than
+    the buffer must be whole in it to be scanned."""
+    grown = np.empty(cap, np.uint8)
+    grown[:filled] = rbuf[:filled]
+    return grown
+
+
 class V2Records:
     """Decodes the records of one file's v2 batches, window after window.
 
@@ -145,20 +153,15 @@ class V2Records:
         only validates (and marks the batch bad); the second builds the Arrow records. Returns
         the number of records decoded.
         """
-        a, e = h.records_area(i)
         codec = int(h.codec[i])
-        piece = self.stream_piece
-        if codec == COMPRESSION_NONE:
-            pieces = (bytes(buf[p : min(p + piece, e)]) for p in range(a, e, piece))
-        else:
-            pieces = stream_decompress(codec, memoryview(buf)[a:e], piece=piece)
+        pieces = self._pieces(buf, h, i)
         total = int(h.count[i])
         args = (
             np.array([h.base_offset[i]], np.int64),
             np.array([h.base_ts[i]], np.int64),
             np.array([fixed_ts[i]], np.int64),
         )
-        cap = 2 * piece
+        cap = 2 * self.stream_piece
         rbuf = np.empty(cap, np.uint8)
         filled, decoded, ended = 0, 0, False
         pending = b""
@@ -197,17 +200,11 @@ class V2Records:
                     break
                 p = int(scan.error_pos[0])
                 if p == 0 and cap - filled < len(pending):  # one record fills the buffer
-                    if st != kernels.REC_BAD_LENGTH or 2 * cap > self.budget // 4:
-                        problem = (
-                            kernels.REC_REASONS[st]
-                            if st != kernels.REC_BAD_LENGTH
-                            else f"a record larger than a quarter of the memory budget ({self.budget // 4} bytes)"
-                        )
+                    problem = self._unfinished(st, cap)
+                    if problem:
                         break
                     cap *= 2
-                    grown = np.empty(cap, np.uint8)
-                    grown[:filled] = rbuf[:filled]
-                    rbuf = grown
+                    rbuf = _grown(rbuf, filled, cap)
                     continue
                 rbuf[: filled - p] = rbuf[p:filled]
                 filled -= p
@@ -216,6 +213,28 @@ class V2Records:
         if problem and first_pass:
             self.fail(h, i, CORRUPT_BYTES, f"{problem} (record {decoded} of {total})")
         return decoded
+
+    def _pieces(self, buf, h: V2Headers, i: int) -> Iterator[bytes]:
+        """Batch ``i``'s records area in pieces of at most ``stream_piece`` bytes: sliced from
+        the window as it is, or decompressed a piece at a time (lazily: a payload that does not
+        decompress fails where the stream is read)."""
+        a, e = h.records_area(i)
+        codec = int(h.codec[i])
+        piece = self.stream_piece
+        if codec == COMPRESSION_NONE:
+            return (bytes(buf[p : min(p + piece, e)]) for p in range(a, e, piece))
+        return stream_decompress(codec, memoryview(buf)[a:e], piece=piece)
+
+    def _unfinished(self, status: int, cap: int) -> str | None:
+        """Why a record that fills the whole buffer ends the stream, or None to grow the buffer:
+        only a record whose length is past the buffer may grow it, and only up to a quarter of
+        the memory budget; any other status is the batch's problem."""
+        if status != kernels.REC_BAD_LENGTH:
+            return kernels.REC_REASONS[status]
+        if 2 * cap > self.budget // 4:
+            quarter = self.budget // 4
+            return f"a record larger than a quarter of the memory budget ({quarter} bytes)"
+        return None
 
     def _decompress_chunks(self, buf, idx, h: V2Headers):
         """Lay the records areas of a window out in bounded buffers, decompressing as needed.

@@ -62,8 +62,25 @@ def write_sample_dump(out: str) -> dict:
     broker = os.path.join(out, "broker-1")
     os.makedirs(broker)
     facts: dict = {"records": {}, "aborted": [], "committed": []}
+    n_orders = _idempotent_orders(broker)
+    facts["records"]["orders-0"] = n_orders
+    committed, aborted = _transactional_orders(broker)
+    facts["committed"].append(committed)
+    facts["aborted"].append(aborted)
+    facts["records"]["orders-1"] = 3 + 4 + 6 + 2
+    _legacy_formats(broker)
+    facts["records"]["legacy-0"] = 7
+    part = _consumer_offsets(broker)
+    facts["offsets_partition"] = part
+    _transaction_state(broker, part)
+    _broker_files(broker, n_orders)
+    facts["damaged"] = _damaged_replica(out, broker)
+    return facts
 
-    # orders-0: an idempotent producer cycling through every codec, small segments.
+
+def _idempotent_orders(broker: str) -> int:
+    """orders-0: an idempotent producer cycling through every codec, small segments (so the
+    readers meet several segments, indexes and a producer snapshot); returns its records."""
     w = PartitionWriter(broker, "orders", 0, segment_bytes=4096, index_interval_bytes=512)
     seq, n_orders = 0, 0
     for i in range(40):
@@ -85,10 +102,13 @@ def write_sample_dump(out: str) -> dict:
                 [SnapshotEntry(IDEMPOTENT_PID, 0, seq - 1, w.next_offset - 1, 4, T0 + i * 10 + 4)],
             )
     w.close()
-    facts["records"]["orders-0"] = n_orders
+    return n_orders
 
-    # orders-1: a transactional producer: one committed and one aborted transaction,
-    # interleaved with plain writes; the abort gets its .txnindex entry.
+
+def _transactional_orders(broker: str) -> tuple[tuple, tuple]:
+    """orders-1: a transactional producer: one committed and one aborted transaction,
+    interleaved with plain writes; the abort gets its .txnindex entry. Returns the committed
+    and the aborted transaction as (topic, partition, producer id, first offset, marker)."""
     w = PartitionWriter(broker, "orders", 1, index_interval_bytes=256)
     w.append(build_batch(_records(3, T0, "plain"), codec=COMPRESSION_LZ4))
     first, _ = w.append(
@@ -101,7 +121,7 @@ def write_sample_dump(out: str) -> dict:
         )
     )
     _, marker = w.append(control_batch(COMMIT, TXN_PID, 0, 5, T0 + 200))
-    facts["committed"].append(("orders", 1, TXN_PID, first, marker))
+    committed = ("orders", 1, TXN_PID, first, marker)
     first, _ = w.append(
         build_batch(
             _records(6, T0 + 300, "tx2"),
@@ -115,12 +135,15 @@ def write_sample_dump(out: str) -> dict:
     w.append(build_batch(_records(2, T0 + 350, "plain2")))
     _, marker = w.append(control_batch(ABORT, TXN_PID, 0, 5, T0 + 400))
     w.add_aborted(TXN_PID, first, marker, marker + 1)
-    facts["aborted"].append(("orders", 1, TXN_PID, first, marker))
+    aborted = ("orders", 1, TXN_PID, first, marker)
     w.add_snapshot(w.next_offset, [SnapshotEntry(TXN_PID, 0, 9, first + 5, 5, T0 + 400, 5, -1)])
     w.close()
-    facts["records"]["orders-1"] = 3 + 4 + 6 + 2
+    return committed, aborted
 
-    # legacy-0: message format v1 plain, v1 gzip wrapper, v0 lz4 wrapper (broken header checksum).
+
+def _legacy_formats(broker: str) -> None:
+    """legacy-0: message format v1 plain, v1 gzip wrapper, v0 lz4 wrapper (broken header
+    checksum), v1 snappy wrapper with log-append time: the pre-v2 readers' every path."""
     w = PartitionWriter(broker, "legacy", 0)
     w.append(legacy_message(0, b"k0", b"plain v1", magic=1, timestamp=T0))
     w.append(
@@ -138,11 +161,11 @@ def write_sample_dump(out: str) -> dict:
         )
     )
     w.close()
-    facts["records"]["legacy-0"] = 7
 
-    # __consumer_offsets: group metadata (two members, range), commits, a transactional commit.
-    part = partition_for(GROUP)
-    w = PartitionWriter(broker, "__consumer_offsets", part)
+
+def _group_metadata(state_timestamp: int) -> bytes:
+    """The group's metadata value: two consumer members under the range assignor, each owning
+    one orders partition, so the consumer-protocol decoding of members is exercised."""
     members = [
         {
             "member_id": f"c{i}-uuid",
@@ -153,7 +176,17 @@ def write_sample_dump(out: str) -> dict:
         }
         for i in range(2)
     ]
-    gm = co.encode_group_metadata("consumer", 1, "range", "c0-uuid", members, state_timestamp=T0)
+    return co.encode_group_metadata(
+        "consumer", 1, "range", "c0-uuid", members, state_timestamp=state_timestamp
+    )
+
+
+def _consumer_offsets(broker: str) -> int:
+    """__consumer_offsets: group metadata (two members, range), commits, a transactional commit
+    and a tombstone; returns the partition the group's records live in."""
+    part = partition_for(GROUP)
+    w = PartitionWriter(broker, "__consumer_offsets", part)
+    gm = _group_metadata(T0)
     w.append(
         build_batch(
             [Record(co.encode_group_metadata_key(GROUP), gm, timestamp=T0)], base_sequence=0
@@ -191,11 +224,14 @@ def write_sample_dump(out: str) -> dict:
         )
     )
     w.close()
-    facts["offsets_partition"] = part
+    return part
 
-    # __transaction_state: the life of both transactions.
+
+def _transaction_state(broker: str, offsets_partition: int) -> None:
+    """__transaction_state: the life of both transactions, the committed one spanning orders-1
+    and the group's ``offsets_partition``."""
     w = PartitionWriter(broker, "__transaction_state", partition_for(TXN_ID))
-    parts = {"orders": [1], "__consumer_offsets": [part]}
+    parts = {"orders": [1], "__consumer_offsets": [offsets_partition]}
     for state, ts, p in (
         ("Empty", 0, None),
         ("Ongoing", 100, {"orders": [1]}),
@@ -210,13 +246,14 @@ def write_sample_dump(out: str) -> dict:
         w.append(build_batch([Record(tl.encode_key(TXN_ID), value, timestamp=T0 + ts)]))
     w.close()
 
+
+def _broker_files(broker: str, n_orders: int) -> None:
+    """The broker's own files beside the partitions: meta.properties (a ZooKeeper-mode broker)
+    and the replication checkpoint of both orders partitions."""
     with open(os.path.join(broker, "meta.properties"), "w") as f:
         f.write(meta_properties_text(1, "sample-cluster-0000000", kraft=False))
     with open(os.path.join(broker, "replication-offset-checkpoint"), "w") as f:
         f.write(offset_checkpoint_text([("orders", 0, n_orders), ("orders", 1, 17)]))
-
-    facts["damaged"] = _damaged_replica(out, broker)
-    return facts
 
 
 def _damaged_replica(out: str, healthy: str) -> dict:

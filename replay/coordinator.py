@@ -96,6 +96,8 @@ class CoordinatorReplay:
         return (r.get("log_offset") or 0) >= self.complete_from.get(r.get("log_partition"), 0)
 
     def record(self, r: dict[str, Any]) -> None:
+        """The next record of the log: its transition judged, then the transaction it belongs
+        to started, prepared or completed (and handed on once no later record changes it)."""
         tid = r["transactional_id"]
         s = self.ids.get(tid)
         if s is None:
@@ -104,85 +106,103 @@ class CoordinatorReplay:
         if pid is not None and pid >= 0:
             s.first_of.setdefault(pid, r)
         new = DEAD if r["is_tombstone"] else r["state"]
-        # across a cleaned range the records between two survivors are gone: not judged
+        self._judge_transition(s, r, new)
+        ts = r["last_update_timestamp"]
+        if new == "Ongoing":
+            self._ongoing(s, r, ts)
+        elif new in ("PrepareCommit", "PrepareAbort"):
+            self._prepare(s, r, ts, "COMMIT" if new == "PrepareCommit" else "ABORT")
+        elif new in ("CompleteCommit", "CompleteAbort"):
+            self._complete(s, r, ts, "COMMIT" if new == "CompleteCommit" else "ABORT")
+        s.state, s.previous = new, r
+
+    def _judge_transition(self, s: _Id, r: dict[str, Any], new: str) -> None:
+        """A finding when 8.4 does not allow moving from the id's state to ``new``; across a
+        cleaned range the records between two survivors are gone: not judged."""
+        tid = r["transactional_id"]
         judged = s.previous is not None and self._whole(s.previous)
         allowed = valid_previous_states(new, r.get("client_transaction_version") or 0)
-        if judged and allowed is not None and s.state not in allowed:
-            self.emit(
-                "finding",
-                finding(
-                    "invalid_txn_transition",
-                    f"transactional id {tid!r} moved from {s.state} to {new}",
-                    {
-                        "from": s.state,
-                        "to": new,
-                        "log_partition": r.get("log_partition"),
-                        "log_offset": r.get("log_offset"),
-                        "producer_id": r["producer_id"],
-                        "producer_epoch": r["producer_epoch"],
-                    },  # fmt: skip
-                    transactional_id=tid,
-                    producer_id=r["producer_id"],
-                    producer_epoch=r["producer_epoch"],
-                    topic="__transaction_state",
-                    partition=r.get("log_partition"),
-                    first_offset=r.get("log_offset"),
-                ),
-            )
-        ts = r["last_update_timestamp"]
-        current = s.current
-        if new == "Ongoing":
-            if current is None or current.get("outcome"):
-                if current is not None:  # its Complete record is not in the log
-                    self._done(s, current)
-                current = s.current = {
-                    "transactional_id": tid,
-                    "producer_id": r["producer_id"],
-                    "data_epoch": r["producer_epoch"],
-                    "marker_epoch": None,
-                    "outcome": None,
-                    "partitions": set(),
-                    "start_timestamp": r["start_timestamp"] if r["start_timestamp"] >= 0 else ts,
-                    "prepare_timestamp": None,
-                    "complete_timestamp": None,
-                    "timeout_ms": r["timeout_ms"],
-                    "transaction_version": r.get("client_transaction_version") or 0,
-                    "fenced": False,
-                    "maybe": not self._whole(r),
+        if not (judged and allowed is not None and s.state not in allowed):
+            return
+        self.emit(
+            "finding",
+            finding(
+                "invalid_txn_transition",
+                f"transactional id {tid!r} moved from {s.state} to {new}",
+                {
+                    "from": s.state,
+                    "to": new,
                     "log_partition": r.get("log_partition"),
-                    "first_log_offset": r.get("log_offset"),
-                }
-            current["partitions"] |= _partitions(r["partitions"])
-        elif new in ("PrepareCommit", "PrepareAbort") and current is None:
-            current = s.current = _surviving(
-                r, tid, ts, "COMMIT" if new == "PrepareCommit" else "ABORT"
-            )
+                    "log_offset": r.get("log_offset"),
+                    "producer_id": r["producer_id"],
+                    "producer_epoch": r["producer_epoch"],
+                },  # fmt: skip
+                transactional_id=tid,
+                producer_id=r["producer_id"],
+                producer_epoch=r["producer_epoch"],
+                topic="__transaction_state",
+                partition=r.get("log_partition"),
+                first_offset=r.get("log_offset"),
+            ),
+        )
+
+    def _ongoing(self, s: _Id, r: dict[str, Any], ts: int) -> None:
+        """An Ongoing record: the first starts a transaction (the previous one, if its Complete
+        record is not in the log, is handed on), later ones add partitions to it."""
+        current = s.current
+        if current is None or current.get("outcome"):
+            if current is not None:  # its Complete record is not in the log
+                self._done(s, current)
+            current = s.current = {
+                "transactional_id": r["transactional_id"],
+                "producer_id": r["producer_id"],
+                "data_epoch": r["producer_epoch"],
+                "marker_epoch": None,
+                "outcome": None,
+                "partitions": set(),
+                "start_timestamp": r["start_timestamp"] if r["start_timestamp"] >= 0 else ts,
+                "prepare_timestamp": None,
+                "complete_timestamp": None,
+                "timeout_ms": r["timeout_ms"],
+                "transaction_version": r.get("client_transaction_version") or 0,
+                "fenced": False,
+                "maybe": not self._whole(r),
+                "log_partition": r.get("log_partition"),
+                "first_log_offset": r.get("log_offset"),
+            }
+        current["partitions"] |= _partitions(r["partitions"])
+
+    def _prepare(self, s: _Id, r: dict[str, Any], ts: int, outcome: str) -> None:
+        """A PrepareCommit or PrepareAbort record: the outcome, the marker epoch and every
+        partition of the transaction (one whose Ongoing records are gone starts here)."""
+        current = s.current
+        if current is None:
+            current = s.current = _surviving(r, r["transactional_id"], ts, outcome)
             current["partitions"] |= _partitions(r["partitions"])
             current["maybe"] = False  # a Prepare record lists every partition
             current["prepare_timestamp"] = ts
-        elif new in ("CompleteCommit", "CompleteAbort") and current is None:
+            return
+        current["maybe"] = False  # a Prepare record lists every partition
+        current["outcome"] = outcome
+        current["marker_epoch"] = r["producer_epoch"]
+        current["prepare_timestamp"] = ts
+        current["partitions"] |= _partitions(r["partitions"])
+        # TV0/1: an abort with a bumped epoch is the coordinator fencing or timing out (10.4)
+        bumped = (current["data_epoch"] is not None) and r["producer_epoch"] > current["data_epoch"]
+        current["fenced"] = outcome == "ABORT" and bumped and current["transaction_version"] < 2
+
+    def _complete(self, s: _Id, r: dict[str, Any], ts: int, outcome: str) -> None:
+        """A CompleteCommit or CompleteAbort record: the transaction is handed on."""
+        current = s.current
+        if current is None:
             # only the Complete record survived (compaction): which partitions, nobody knows
-            t = _surviving(r, tid, ts, "COMMIT" if new == "CompleteCommit" else "ABORT")
+            t = _surviving(r, r["transactional_id"], ts, outcome)
             t["complete_timestamp"] = ts
             self._done(s, t)
-        elif new in ("PrepareCommit", "PrepareAbort") and current is not None:
-            current["maybe"] = False  # a Prepare record lists every partition
-            current["outcome"] = "COMMIT" if new == "PrepareCommit" else "ABORT"
-            current["marker_epoch"] = r["producer_epoch"]
-            current["prepare_timestamp"] = ts
-            current["partitions"] |= _partitions(r["partitions"])
-            # TV0/1: an abort with a bumped epoch is the coordinator fencing or timing out (10.4)
-            bumped = (current["data_epoch"] is not None) and r["producer_epoch"] > current[
-                "data_epoch"
-            ]
-            current["fenced"] = (
-                new == "PrepareAbort" and bumped and current["transaction_version"] < 2
-            )
-        elif new in ("CompleteCommit", "CompleteAbort") and current is not None:
-            current["complete_timestamp"] = ts
-            s.current = None
-            self._done(s, current)
-        s.state, s.previous = new, r
+            return
+        current["complete_timestamp"] = ts
+        s.current = None
+        self._done(s, current)
 
     def finish(self) -> None:
         """The transactions still open at the end of the log, by transactional id."""

@@ -47,65 +47,62 @@ def judge_partition(
             continue
         proof = _proof(transactions, cs, skew_ms)
         isolation = declared.get(group)
-        leaked = sum(t["record_count"] for t in passed)
-        producers = sorted({t["producer_id"] for t in passed})
-        where = {
-            "topic": topic,
-            "partition": partition,
-            "group_id": group,
-            "producer_id": producers[0],
-            "first_offset": min(t["first_offset"] for t in passed),
-            "last_offset": max(t["last_offset"] for t in passed),
-            "record_count": leaked,
-        }
-        evidence = {
-            "max_committed_offset": top,
-            "transactions": [
-                {
-                    k: t[k]
-                    for k in (
-                        "producer_id",
-                        "producer_epoch",
-                        "first_offset",
-                        "last_offset",
-                        "marker_offset",
-                        "outcome",
-                        "record_count",
-                        "marker_timestamp",
-                    )
-                }
-                for t in passed[:20]
-            ],  # fmt: skip
-            "producers": producers,
-            "declared_isolation": isolation,
-            "commit_producer_ids": sorted(
-                {c["producer_id"] for c in cs if c["producer_id"] is not None}
-            ),
-        }
         if isolation == "read_committed":
             continue  # declared read_committed: it skipped them
-        if proof is None and isolation != "read_uncommitted":
-            out.append(
-                finding(
-                    "aborted_read_exposure",
-                    f"group {group!r} committed past {leaked} records of aborted or open "
-                    f"transactions in {topic}-{partition}; they leaked if it read uncommitted",
-                    evidence,
-                    **where,
-                )
-            )
-            continue
-        evidence["proof"] = proof or {"declared": "read_uncommitted"}
-        out.append(
-            finding(
-                "aborted_read_leak",
-                f"group {group!r} read uncommitted and consumed {leaked} records of aborted or "
-                f"open transactions in {topic}-{partition}",
-                evidence,
-                **where,
-            )
-        )
+        out.append(_group_finding(topic, partition, group, cs, top, passed, proof, isolation))
     return out
+
+
+# The fields of a passed-over transaction the finding's evidence shows.
+_EVIDENCE_FIELDS = (
+    "producer_id", "producer_epoch", "first_offset", "last_offset", "marker_offset", "outcome",
+    "record_count", "marker_timestamp",
+)  # fmt: skip
+
+
+def _group_finding(
+    topic: str, partition: int, group: str, cs: list[dict], top: int, passed: list[dict],
+    proof: dict | None, isolation: str | None,
+) -> dict:  # fmt: skip
+    """The finding of a group whose commits (``cs``, up to ``top``) passed over aborted or open
+    transactions: a leak when proved (a commit past the LSO, or read_uncommitted declared),
+    else only an exposure, since a read_committed consumer would have skipped them."""
+    leaked = sum(t["record_count"] for t in passed)
+    producers = sorted({t["producer_id"] for t in passed})
+    where = {
+        "topic": topic,
+        "partition": partition,
+        "group_id": group,
+        "producer_id": producers[0],
+        "first_offset": min(t["first_offset"] for t in passed),
+        "last_offset": max(t["last_offset"] for t in passed),
+        "record_count": leaked,
+    }
+    evidence = {
+        "max_committed_offset": top,
+        "transactions": [{k: t[k] for k in _EVIDENCE_FIELDS} for t in passed[:20]],
+        "producers": producers,
+        "declared_isolation": isolation,
+        "commit_producer_ids": sorted(
+            {c["producer_id"] for c in cs if c["producer_id"] is not None}
+        ),
+    }
+    if proof is None and isolation != "read_uncommitted":
+        return finding(
+            "aborted_read_exposure",
+            f"group {group!r} committed past {leaked} records of aborted or open "
+            f"transactions in {topic}-{partition}; they leaked if it read uncommitted",
+            evidence,
+            **where,
+        )
+    evidence["proof"] = proof or {"declared": "read_uncommitted"}
+    return finding(
+        "aborted_read_leak",
+        f"group {group!r} read uncommitted and consumed {leaked} records of aborted or "
+        f"open transactions in {topic}-{partition}",
+        evidence,
+        **where,
+    )
 
 
 def _proof(transactions: list[dict], commits: list[dict], skew_ms: int) -> dict | None:

@@ -54,15 +54,32 @@ class World:
         self.slow = c.log(
             "__transaction_state", partition_for(f"inventory-sync-{self.inv_pid}-0", 50)
         ).leader
-        # Any two clocks stay within the audit's tested tolerance (2 s) for the whole day: a
-        # drift of 20 ppm moves a clock by 0.3 s over the simulated hours.
-        if faults:  # the slow broker's clock is 2 s behind the other two, drift-free
+        self._set_clocks()
+        self._create_topics()
+        self._start_producers()
+        self._start_streams_apps()
+        self._start_consumer_groups()
+        self.window = 0
+        self.t0 = c.clock.now
+        self.inventory_fast = False
+        self.alert_every = knobs.randint(4, 7)
+
+    def _set_clocks(self) -> None:
+        """The brokers' clocks. Any two stay within the audit's tested tolerance (2 s) for the
+        whole day: a drift of 20 ppm moves a clock by 0.3 s over the simulated hours. With
+        faults, the slow broker's clock is 2 s behind the other two, drift-free."""
+        c = self.c
+        if self.faults:
             c.broker_clocks = [
                 MachineClock(-1_000 if b == self.slow else 1_000 - 13 * b, 0.0) for b in range(1, 4)
             ]
         else:
             c.broker_clocks = spread_clocks(c.clock_rng, 3, 400, 20.0)
-        seg = 64 << 10
+
+    def _create_topics(self) -> None:
+        """The applications' topics: replication factors, codecs, a topic with retention and
+        log-append time, a compacted one the cleaner has worked on."""
+        c, seg = self.c, 64 << 10
         for name, n, rf, extra in (
             ("clickstream", 6, 2, {}),
             ("telemetry", 4, 1, {"retention_ms": 3 * 3_600_000, "segment_bytes": 16 << 10,
@@ -79,7 +96,11 @@ class World:
                                           "segment_bytes": 8 << 10}),
         ):  # fmt: skip
             c.create_topic(TopicConfig(name, n, replicas=rf, **{"segment_bytes": seg, **extra}))
-        # -- producers (small batches of ~200-byte values)
+
+    def _start_producers(self) -> None:
+        """The plain, idempotent and transactional producers (small batches of ~200-byte
+        values), created in a fixed order: producer ids are handed out in it."""
+        c = self.c
         self.web = [Producer(c, idempotent=False, value_bytes=150) for _ in range(2)]
         self.sensors = Producer(c, value_bytes=120)
         self.order_src = [
@@ -92,7 +113,11 @@ class World:
             c, "payments-gateway", version=0, timeout_ms=60_000, codec=COMPRESSION_ZSTD,
             value_bytes=200,
         )  # fmt: skip
-        # -- Streams apps
+
+    def _start_streams_apps(self) -> None:
+        """The exactly-once Streams apps: transaction versions 1 and 2, commit intervals of 100
+        and 10 ms; the inventory app's tasks planned across the slow/fast clock divide."""
+        c = self.c
         self.enricher = StreamsApp(
             c, "order-enricher", "orders", lambda p, b: [("orders-enriched", p, b.records)],
             threads=3, version=1, commit_interval_ms=100, timeout_ms=TIMEOUT_MS,
@@ -106,15 +131,18 @@ class World:
             commit_interval_ms=10, timeout_ms=TIMEOUT_MS, process_id=self.inv_pid,
         )  # fmt: skip
         self._plan_inventory()
-        # -- consumer groups
-        t = truth
+
+    def _start_consumer_groups(self) -> None:
+        """The consumer groups (read_committed and read_uncommitted, three assignors), their
+        members and commit intervals; the Streams apps' groups go into the truth as well."""
+        c, t = self.c, self.truth
         self.analytics = _group(c, "clickstream-analytics", "range", READ_UNCOMMITTED, t)
         self.archiver = _group(c, "telemetry-archiver", "cooperative-sticky", READ_UNCOMMITTED, t)
         self.shipping = _group(c, "shipping", "range", READ_COMMITTED, t)
         self.ledger = _group(c, "ledger", "roundrobin", READ_COMMITTED, t)
         self.audit = _group(c, "inventory-audit", "range", READ_UNCOMMITTED, t)
         for app in (self.enricher, self.scorer, self.inventory):
-            truth.facts.setdefault("groups", {})[app.app_id] = {
+            t.facts.setdefault("groups", {})[app.app_id] = {
                 "assignor": "stream",
                 "isolation": READ_COMMITTED,
             }
@@ -139,10 +167,6 @@ class World:
             "inventory-audit": 1_000,
         }
         self.last_commit = {g: c.clock.now for g in self.consumers}
-        self.window = 0
-        self.t0 = c.clock.now
-        self.inventory_fast = False
-        self.alert_every = knobs.randint(4, 7)
 
     def _plan_inventory(self) -> None:
         """A follow-up rebalance of the inventory app (Streams' probing rebalances move tasks
@@ -240,26 +264,38 @@ class World:
 
 
 def _day(out: str, seed: int, name: str, faults: bool, doc: str) -> Truth:
+    """The day in order: three busy windows with idle hours between, then the truth closed."""
     truth = Truth(name, seed, 0.0, doc)
     w = World(out, seed, truth, faults)
-    c, knobs = w.c, w.knobs
-    inv = w.inventory
     f = Faults(w) if faults else None
+    _morning(w)
+    _midday(w, f)
+    _evening(w, f)
+    _close_day(out, seed, w, f)
+    return truth
 
-    # window 1: the morning; a consumer joins, a stream thread crashes and is replaced
+
+def _morning(w: World) -> None:
+    """Window 1: a consumer joins, a stream thread crashes and is replaced; then the idle hours,
+    in the middle of which the log cleaner makes its last pass: the morning's history of the
+    compacted topics is cleaned, the rest of the day is their dirty section."""
+    c, knobs = w.c, w.knobs
     w.run_window(0, {
         knobs.randint(3_000, 5_000): lambda: w.rebalance_group("clickstream-analytics",
                                                                join="analytics-2"),
         knobs.randint(7_000, 10_000): lambda: _crash(w.enricher.threads[1]),
     })  # fmt: skip
     w.idle(IDLE_MS // 2)
-    # the log cleaner's last pass: the morning's history of the compacted topics is cleaned,
-    # the rest of the day is their dirty section
     c.clean_until = c.clock.now
     w.idle(IDLE_MS // 2)
 
-    # window 2: inventory input every 10 ms (transactions ~10 ms apart); a fourth thread joins
-    # and takes over two tasks; the faults happen just before and after.
+
+def _midday(w: World, f: Faults | None) -> None:
+    """Window 2: inventory input every 10 ms (transactions ~10 ms apart); a fourth thread joins
+    and takes over two tasks; the faults happen just before and after. Then a rolling restart
+    in the quiet hours: every broker in turn."""
+    c, knobs, inv = w.c, w.knobs, w.inventory
+
     def fast():
         w.inventory_fast = True
 
@@ -284,15 +320,18 @@ def _day(out: str, seed: int, name: str, faults: bool, doc: str) -> Truth:
         events.update({1_800: f.split_outcome, 6_000: f.stall_for_leak})
     w.run_window(1, events)
     w.inventory_fast = False
-    # a rolling restart in the quiet hours: every broker in turn
     w.idle(IDLE_MS // 2)
     for b in (1, 2, 3):
         c.restart_broker(b)
         w.idle(knobs.randint(60_000, 120_000))
     w.idle(IDLE_MS // 2)
 
-    # window 3: the evening; a coordinator fails over in the middle of a commit, a thread
-    # outlives its transaction timeout, a consumer leaves
+
+def _evening(w: World, f: Faults | None) -> None:
+    """Window 3: a coordinator fails over in the middle of a commit, a thread outlives its
+    transaction timeout, a consumer leaves."""
+    c, knobs = w.c, w.knobs
+
     def failover():
         t = w.enricher.threads[0]
         t.process()
@@ -314,7 +353,14 @@ def _day(out: str, seed: int, name: str, faults: bool, doc: str) -> Truth:
         events.update({1_000: f.duplicate, 4_500: f.rewind})
     w.run_window(2, events)
 
-    for tp in (w.gateway, *(t.producer for a in (w.enricher, w.scorer, inv) for t in a.threads)):
+
+def _close_day(out: str, seed: int, w: World, f: Faults | None) -> None:
+    """The end of the day: the transactional producers' and the clocks' facts, the cluster
+    closed, the anomalies recorded and every other partition and group marked clean; last, the
+    index and snapshot files the dump's copies lost."""
+    c, truth = w.c, w.truth
+    for tp in (w.gateway, *(t.producer for a in (w.enricher, w.scorer, w.inventory)
+                             for t in a.threads)):  # fmt: skip
         _txn_fact(truth, tp)
     c.close()
     truth.facts["clocks"] = {
@@ -333,7 +379,6 @@ def _day(out: str, seed: int, name: str, faults: bool, doc: str) -> Truth:
             truth.clean_group(gid, "no injected fault")
     dropped = drop_some_files(out, random.Random(seed * 13 + 5), share=0.15)
     truth.facts["files_missing"] = len(dropped)
-    return truth
 
 
 def _crash(t) -> None:

@@ -407,21 +407,50 @@ def transaction_faults(out: str, seed: int, scale: float) -> Truth:
     _bulk(c, "ledger", scale)
     timeout = 10_000
     filler = Producer(c)
-
-    def move_on(ms: int = timeout * 3) -> None:
-        """Other producers keep writing for longer than the transaction timeout."""
-        for _ in range(6):
-            for p in range(6):
-                filler.send("ledger", p, 2, tag="filler")
-            c.clock.tick(ms // 6)
-
     ok = TransactionalProducer(c, "ledger-ok-tx", timeout_ms=timeout)
     for i in range(6):
         ok.send("ledger-ok", i % 2, 3)
         ok.commit() if i % 3 else ok.abort()
+    late, hanging_late = _late_write(c, truth, timeout)
+    hanging = [hanging_late]
 
-    # partition 0: aborted by timeout, then a late produce request of the old epoch lands in
-    # partition 1, which the coordinator never added: it opens a transaction nobody will end.
+    # partition 2: the coordinator's log stops at Ongoing; no marker ever comes.
+    stuck = TransactionalProducer(c, "ledger-stuck", timeout_ms=timeout)
+    sp = stuck.send("ledger", 2, 4)
+    hanging.append(("ledger", 2, stuck, stuck.epoch, sp[0], 4))
+
+    split = _split_outcome(c, truth, timeout)
+    miss, hanging_miss = _missing_marker(c, truth, timeout)
+    hanging.append(hanging_miss)
+    mixed = _non_transactional_write_in_txn(c, truth, timeout)
+    _move_on(c, filler, timeout * 3)
+    for topic, p, prod, ep, first, n in hanging:
+        truth.add("hanging_transaction", topic=topic, partition=p, producer_id=prod.producer_id,
+                  producer_epoch=ep, transactional_id=prod.transactional_id, first_offset=first,
+                  record_count=n)  # fmt: skip
+    for tp in (ok, late, stuck, split, miss, mixed):
+        _txn_fact(truth, tp)
+    c.close()
+    _clean_topic(truth, c, "ledger-ok", "committed and aborted transactions, all markers")
+    return truth
+
+
+# A transaction that never ends, as transaction_faults lists them to report hanging:
+# (topic, partition, producer, producer epoch, first offset, records).
+_Hanging = tuple[str, int, TransactionalProducer, int, int, int]
+
+
+def _move_on(c: Cluster, filler: Producer, ms: int) -> None:
+    """Other producers keep writing for longer than the transaction timeout."""
+    for _ in range(6):
+        for p in range(6):
+            filler.send("ledger", p, 2, tag="filler")
+        c.clock.tick(ms // 6)
+
+
+def _late_write(c: Cluster, truth: Truth, timeout: int) -> tuple[TransactionalProducer, _Hanging]:
+    """Partition 0: aborted by timeout, then a late produce request of the old epoch lands in
+    partition 1, which the coordinator never added: it opens a transaction nobody will end."""
     late = TransactionalProducer(c, "ledger-late", timeout_ms=timeout)
     late.send("ledger", 0, 3)
     old_epoch = late.epoch
@@ -434,14 +463,11 @@ def transaction_faults(out: str, seed: int, scale: float) -> Truth:
     truth.add("write_outside_transaction", topic="ledger", partition=1, producer_id=late.producer_id,
               producer_epoch=old_epoch, transactional_id="ledger-late", first_offset=lp[0],
               last_offset=lp[1], record_count=2)  # fmt: skip
-    hanging = [("ledger", 1, late, old_epoch, lp[0], 2)]
+    return late, ("ledger", 1, late, old_epoch, lp[0], 2)
 
-    # partition 2: the coordinator's log stops at Ongoing; no marker ever comes.
-    stuck = TransactionalProducer(c, "ledger-stuck", timeout_ms=timeout)
-    sp = stuck.send("ledger", 2, 4)
-    hanging.append(("ledger", 2, stuck, stuck.epoch, sp[0], 4))
 
-    # partitions 3 and 4: one transaction, COMMIT in 3 and ABORT in 4.
+def _split_outcome(c: Cluster, truth: Truth, timeout: int) -> TransactionalProducer:
+    """Partitions 3 and 4: one transaction, COMMIT in 3 and ABORT in 4."""
     split = TransactionalProducer(c, "ledger-split", timeout_ms=timeout)
     split.send("ledger", 3, 3)
     s4 = split.send("ledger", 4, 3)
@@ -450,8 +476,14 @@ def transaction_faults(out: str, seed: int, scale: float) -> Truth:
     truth.add("split_outcome", topic="ledger", partition=4, producer_id=split.producer_id,
               producer_epoch=epoch, transactional_id="ledger-split", first_offset=s4[0],
               record_count=3)  # fmt: skip
+    return split
 
-    # partitions 3 and 5: the coordinator completes a commit, partition 5 never gets its marker.
+
+def _missing_marker(
+    c: Cluster, truth: Truth, timeout: int
+) -> tuple[TransactionalProducer, _Hanging]:
+    """Partitions 3 and 5: the coordinator completes a commit, partition 5 never gets its
+    marker (so its transaction also hangs)."""
     miss = TransactionalProducer(c, "ledger-miss", timeout_ms=timeout)
     miss.send("ledger", 3, 2)
     m5 = miss.send("ledger", 5, 3)
@@ -460,9 +492,13 @@ def transaction_faults(out: str, seed: int, scale: float) -> Truth:
     truth.add("missing_marker", topic="ledger", partition=5, producer_id=miss.producer_id,
               producer_epoch=epoch, transactional_id="ledger-miss", first_offset=m5[0],
               record_count=3)  # fmt: skip
-    hanging.append(("ledger", 5, miss, epoch, m5[0], 3))
+    return miss, ("ledger", 5, miss, epoch, m5[0], 3)
 
-    # partition 0 again: a non-transactional batch of a producer whose transaction is open.
+
+def _non_transactional_write_in_txn(
+    c: Cluster, truth: Truth, timeout: int
+) -> TransactionalProducer:
+    """Partition 0 again: a non-transactional batch of a producer whose transaction is open."""
     mixed = TransactionalProducer(c, "ledger-mixed", timeout_ms=timeout)
     mixed.send("ledger", 0, 2)
     nt = c.log("ledger", 0).produce(
@@ -474,17 +510,7 @@ def transaction_faults(out: str, seed: int, scale: float) -> Truth:
               transactional_id="ledger-mixed", first_offset=nt[0], last_offset=nt[1],
               record_count=2)  # fmt: skip
     mixed.commit()
-
-    move_on()
-    for topic, p, prod, ep, first, n in hanging:
-        truth.add("hanging_transaction", topic=topic, partition=p, producer_id=prod.producer_id,
-                  producer_epoch=ep, transactional_id=prod.transactional_id, first_offset=first,
-                  record_count=n)  # fmt: skip
-    for tp in (ok, late, stuck, split, miss, mixed):
-        _txn_fact(truth, tp)
-    c.close()
-    _clean_topic(truth, c, "ledger-ok", "committed and aborted transactions, all markers")
-    return truth
+    return mixed
 
 
 @scenario

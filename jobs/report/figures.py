@@ -52,6 +52,28 @@ def transaction_timeline(
     """A partition's transactions as bars from their first batch to their marker (an open one
     to the end of the log) at the height of their first offset, with the LSO and log end offset
     stepping over the same leader's time; ``focus`` (first/last offset) is the finding's."""
+    data = _outcome_traces(txns, end_timestamp)
+    hit = _focus_transactions(txns, focus)
+    focus_trace = _focus_trace(hit, lso, focus, end_timestamp)
+    if focus_trace is not None:
+        data.append(focus_trace)
+    if lso:
+        data += _lso_traces(lso)
+    layout = _layout(
+        f"{topic_partition}: transactions and LSO",
+        "batch timestamp (this partition's leader clock)",
+        f"offset in {topic_partition}",
+        xaxis={"type": "date"},
+    )
+    zoom = _zoom(txns, hit, end_timestamp)
+    if zoom is not None:  # open on the finding's neighbourhood; autoscale shows the window
+        layout["xaxis"]["range"], layout["yaxis"]["range"] = zoom
+    return {"data": data, "layout": layout}
+
+
+def _outcome_traces(txns: list[dict], end_timestamp: int | None) -> list[dict]:
+    """One trace per outcome (in OUTCOME_COLOURS' order, none for an outcome without
+    transactions): a segment per transaction, hovering with its producer, offsets and size."""
     data = []
     for outcome, colour in OUTCOME_COLOURS.items():
         rows = []
@@ -84,7 +106,13 @@ def transaction_timeline(
                 "marker": {"size": 5, "color": colour},
             }
         )
-    hit = [
+    return data
+
+
+def _focus_transactions(txns: list[dict], focus: dict) -> list[dict]:
+    """The transactions whose offsets overlap the finding's (and of its producer, when it
+    names one); an open transaction reaches to the end of the log."""
+    return [
         t
         for t in txns
         if focus.get("first_offset") is not None
@@ -93,58 +121,55 @@ def transaction_timeline(
         >= focus["first_offset"]
         and (focus.get("producer_id") is None or t["producer_id"] == focus["producer_id"])
     ]
+
+
+def _focus_trace(
+    hit: list[dict], lso: list[dict], focus: dict, end_timestamp: int | None
+) -> dict | None:
+    """The finding highlighted: its transactions drawn over their bars, or without one a mark
+    at its first offset at the LSO's last time; None when the finding has no offsets."""
     if hit:
         rows = [
             {**t, "_end": t["marker_timestamp"] or end_timestamp or t["first_timestamp"]}
             for t in hit
         ]
         xs, ys = _segments(rows, "first_timestamp", "_end", "first_offset", "first_offset")
-        data.append(
-            {
-                "type": "scatter",
-                "mode": "lines+markers",
-                "name": "this finding's transaction",
-                "x": xs,
-                "y": ys,
-                "line": {"color": HIGHLIGHT, "width": 9},
-                "marker": {"size": 10, "color": HIGHLIGHT, "symbol": "diamond"},
-                "opacity": 0.6,
-            }
-        )
-    elif focus.get("first_offset") is not None and lso:
-        data.append(
-            {
-                "type": "scatter",
-                "mode": "markers",
-                "name": "this finding's offsets",
-                "x": [lso[-1]["timestamp"]],
-                "y": [focus["first_offset"]],
-                "marker": {"size": 12, "color": HIGHLIGHT, "symbol": "x"},
-            }
-        )
-    if lso:
+        return {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": "this finding's transaction",
+            "x": xs,
+            "y": ys,
+            "line": {"color": HIGHLIGHT, "width": 9},
+            "marker": {"size": 10, "color": HIGHLIGHT, "symbol": "diamond"},
+            "opacity": 0.6,
+        }
+    if focus.get("first_offset") is not None and lso:
+        return {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "this finding's offsets",
+            "x": [lso[-1]["timestamp"]],
+            "y": [focus["first_offset"]],
+            "marker": {"size": 12, "color": HIGHLIGHT, "symbol": "x"},
+        }
+    return None
+
+
+def _lso_traces(lso: list[dict]) -> list[dict]:
+    """The last stable offset and the log end offset as steps over the leader's time."""
+    return [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": name,
+            "x": [r["timestamp"] for r in lso],
+            "y": [r[col] for r in lso],
+            "line": {"shape": "hv", "color": "#455a64", "dash": dash, "width": 1.5},
+        }
         for col, name, dash in (("lso", "last stable offset", "solid"),
-                                ("log_end_offset", "log end offset", "dot")):  # fmt: skip
-            data.append(
-                {
-                    "type": "scatter",
-                    "mode": "lines",
-                    "name": name,
-                    "x": [r["timestamp"] for r in lso],
-                    "y": [r[col] for r in lso],
-                    "line": {"shape": "hv", "color": "#455a64", "dash": dash, "width": 1.5},
-                }
-            )
-    layout = _layout(
-        f"{topic_partition}: transactions and LSO",
-        "batch timestamp (this partition's leader clock)",
-        f"offset in {topic_partition}",
-        xaxis={"type": "date"},
-    )
-    zoom = _zoom(txns, hit, end_timestamp)
-    if zoom is not None:  # open on the finding's neighbourhood; autoscale shows the window
-        layout["xaxis"]["range"], layout["yaxis"]["range"] = zoom
-    return {"data": data, "layout": layout}
+                                ("log_end_offset", "log end offset", "dot"))
+    ]  # fmt: skip
 
 
 def _zoom(txns: list[dict], hit: list[dict], end: int | None, around: int = 12):

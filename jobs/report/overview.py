@@ -75,10 +75,21 @@ def inputs(src: AuditOutput) -> dict:
 
 
 def plots(src: AuditOutput) -> list[figures.Figure]:
+    """The overview's plots, in page order; one whose tables are missing or empty is left out."""
+    made = (
+        _per_topic(src),
+        _transactions_over_time(src),
+        _group_generations(src),
+        _producers_per_partition(src),
+    )
+    return [fig for fig in made if fig is not None]
+
+
+def _per_topic(src: AuditOutput) -> figures.Figure | None:
+    """Bytes (of log segments) and records per topic, the TOP largest by bytes, on two axes:
+    records come from the partitions table, bytes from the segments table."""
     from pyspark.sql import functions as F
 
-    out = []
-    # bytes and records per topic
     seg = src.frame("segments", ["topic", "kind", "size"])
     size = {}
     if seg is not None:
@@ -94,102 +105,115 @@ def plots(src: AuditOutput) -> list[figures.Figure]:
             F.desc("n"), "topic").limit(TOP)  # fmt: skip
         recs = {r["topic"]: r["n"] for r in rows(per)}
     topics = sorted(set(size) | set(recs), key=lambda t: -(size.get(t) or 0))[:TOP]
-    if topics:
-        fig = figures.bars(
-            "bytes and records per topic (log segments)",
-            "topic",
-            "bytes",
-            {
-                "bytes": {"x": topics, "y": [size.get(t, 0) for t in topics]},
-            },
-        )
-        fig["data"].append(
-            {
-                "type": "bar",
-                "name": "records",
-                "x": topics,
-                "y": [recs.get(t, 0) for t in topics],
-                "yaxis": "y2",
-                "offsetgroup": 2,
-                "marker": {"color": figures.PALETTE[1]},
-            }
-        )
-        fig["data"][0]["offsetgroup"] = 1
-        fig["layout"]["yaxis2"] = {"title": {"text": "records"}, "overlaying": "y",
-                                   "side": "right"}  # fmt: skip
-        fig["layout"]["margin"]["r"] = 70
-        out.append(fig)
-    # transactions per outcome over time
+    if not topics:
+        return None
+    fig = figures.bars(
+        "bytes and records per topic (log segments)",
+        "topic",
+        "bytes",
+        {
+            "bytes": {"x": topics, "y": [size.get(t, 0) for t in topics]},
+        },
+    )
+    fig["data"].append(
+        {
+            "type": "bar",
+            "name": "records",
+            "x": topics,
+            "y": [recs.get(t, 0) for t in topics],
+            "yaxis": "y2",
+            "offsetgroup": 2,
+            "marker": {"color": figures.PALETTE[1]},
+        }
+    )
+    fig["data"][0]["offsetgroup"] = 1
+    fig["layout"]["yaxis2"] = {"title": {"text": "records"}, "overlaying": "y",
+                               "side": "right"}  # fmt: skip
+    fig["layout"]["margin"]["r"] = 70
+    return fig
+
+
+def _transactions_over_time(src: AuditOutput) -> figures.Figure | None:
+    """Transactions per outcome over time, stacked in coarse buckets of their first batch."""
+    from pyspark.sql import functions as F
+
     tx = src.frame("transactions", ["outcome", "first_timestamp"])
     span = {}
     if tx is not None:
         tx = millis(tx).where(F.col("first_timestamp").isNotNull())
         span = _one(tx.agg(F.min("first_timestamp").alias("lo"),
                            F.max("first_timestamp").alias("hi")))  # fmt: skip
-    if span.get("lo") is not None:
-        lo, hi = span["lo"], span["hi"]
-        # coarse buckets (>= 1 s, about 60 over the span): each partition's leader clock only
-        # places a transaction in its bucket, no order between partitions is claimed
-        width = max(1000, (hi - lo) // 60 + 1)
-        bucket = (F.floor(F.col("first_timestamp") / width) * width).cast("long")
-        counted = rows(tx.groupBy(bucket.alias("bucket"), "outcome").count())
-        series = {}
-        for outcome, colour in figures.OUTCOME_COLOURS.items():
-            mine = sorted((r for r in counted if r["outcome"] == outcome),
-                          key=lambda r: r["bucket"])  # fmt: skip
-            if mine:
-                series[outcome.lower()] = {"x": [r["bucket"] for r in mine],
-                                           "y": [r["count"] for r in mine], "color": colour}  # fmt: skip
-        out.append(
-            figures.bars(
-                f"transactions per outcome ({width // 1000} s buckets of their first batch)",
-                "first batch timestamp (each partition's leader clock, bucketed)",
-                "transactions",
-                series,
-                stacked=True,
-                date_x=True,
-            )
-        )
-    # consumer-group rebalances: each group's generations on its own log's time
+    if span.get("lo") is None:
+        return None
+    lo, hi = span["lo"], span["hi"]
+    # coarse buckets (>= 1 s, about 60 over the span): each partition's leader clock only
+    # places a transaction in its bucket, no order between partitions is claimed
+    width = max(1000, (hi - lo) // 60 + 1)
+    bucket = (F.floor(F.col("first_timestamp") / width) * width).cast("long")
+    counted = rows(tx.groupBy(bucket.alias("bucket"), "outcome").count())
+    series = {}
+    for outcome, colour in figures.OUTCOME_COLOURS.items():
+        mine = sorted((r for r in counted if r["outcome"] == outcome),
+                      key=lambda r: r["bucket"])  # fmt: skip
+        if mine:
+            series[outcome.lower()] = {"x": [r["bucket"] for r in mine],
+                                       "y": [r["count"] for r in mine], "color": colour}  # fmt: skip
+    return figures.bars(
+        f"transactions per outcome ({width // 1000} s buckets of their first batch)",
+        "first batch timestamp (each partition's leader clock, bucketed)",
+        "transactions",
+        series,
+        stacked=True,
+        date_x=True,
+    )
+
+
+def _group_generations(src: AuditOutput) -> figures.Figure | None:
+    """Consumer-group rebalances: the 12 busiest groups' generations, each on its own
+    coordinator log's time."""
+    from pyspark.sql import functions as F
+
     gens = src.frame("group_generations", ["group_id", "generation", "timestamp"])
     busiest = []
     if gens is not None:
         per = gens.groupBy("group_id").count().orderBy(F.desc("count"), "group_id").limit(12)
         busiest = [r["group_id"] for r in rows(per)]
-    if busiest:
-        got = rows(gens.where(F.col("group_id").isin(busiest)))
-        series = {}
-        for g in sorted(busiest):
-            mine = sorted((r for r in got if r["group_id"] == g),
-                          key=lambda r: (r["timestamp"] or 0))  # fmt: skip
-            series[g] = {"x": [r["timestamp"] for r in mine], "y": [r["generation"] for r in mine]}
-        out.append(
-            figures.lines(
-                "consumer-group generations (rebalances)",
-                "group record timestamp (each group's coordinator log)",
-                "generation",
-                series,
-                date_x=True,
-            )
-        )
-    # producers per partition
+    if not busiest:
+        return None
+    got = rows(gens.where(F.col("group_id").isin(busiest)))
+    series = {}
+    for g in sorted(busiest):
+        mine = sorted((r for r in got if r["group_id"] == g),
+                      key=lambda r: (r["timestamp"] or 0))  # fmt: skip
+        series[g] = {"x": [r["timestamp"] for r in mine], "y": [r["generation"] for r in mine]}
+    return figures.lines(
+        "consumer-group generations (rebalances)",
+        "group record timestamp (each group's coordinator log)",
+        "generation",
+        series,
+        date_x=True,
+    )
+
+
+def _producers_per_partition(src: AuditOutput) -> figures.Figure | None:
+    """Producer ids with state per partition, the TOP partitions with the most."""
+    from pyspark.sql import functions as F
+
     ps = src.frame("producer_states", ["topic", "partition", "producer_id"])
     per = []
     if ps is not None:
         per = rows(ps.groupBy("topic", "partition").agg(F.count(F.lit(1)).alias("count"))
                    .orderBy(F.desc("count"), "topic", "partition").limit(TOP))  # fmt: skip
-    if per:
-        out.append(
-            figures.bars(
-                f"producers per partition (top {len(per)})",
-                "partition",
-                "producer ids with state",
-                {
-                    "producers": {
-                        "x": [f"{r['topic']}-{r['partition']}" for r in per],
-                        "y": [r["count"] for r in per],
-                    }
-                },  # fmt: skip
-            )
-        )
-    return out
+    if not per:
+        return None
+    return figures.bars(
+        f"producers per partition (top {len(per)})",
+        "partition",
+        "producer ids with state",
+        {
+            "producers": {
+                "x": [f"{r['topic']}-{r['partition']}" for r in per],
+                "y": [r["count"] for r in per],
+            }
+        },  # fmt: skip
+    )
