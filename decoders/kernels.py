@@ -224,6 +224,7 @@ def _varlong(b, p, end):
     return v, p, ok
 
 
+# one compiled loop over every record of every batch: split, its state would cross calls
 @njit(cache=_CACHE, nogil=True)
 def scan_records(buf, starts, ends, counts, base_offsets, base_timestamps, fixed_timestamps):
     """Scan the records areas of v2 batches into columns.

@@ -295,6 +295,22 @@ def spark_batch(
     return pa.Table.from_batches([_spark_safe(batch).cast(pa.schema(fields))]).cast(target)
 
 
+def spark_table(
+    batches: list[pa.RecordBatch], table: str, target: pa.Schema, avro_topics: dict | None = None
+) -> pa.Table:
+    """Decoded batches of one table as one table in ``target`` (:func:`spark_batch`),
+    converted together: a dump of many small files gives a few rows per file, and one
+    conversion per batch costs more than decoding them; one by one where their decoded
+    schemas differ."""
+    try:
+        whole = pa.Table.from_batches(batches).combine_chunks()
+    except pa.ArrowInvalid:  # schemas differ between the batches
+        return pa.concat_tables([spark_batch(b, table, target, avro_topics) for b in batches])
+    if not whole.num_rows:
+        return target.empty_table()
+    return spark_batch(whole.to_batches()[0], table, target, avro_topics)
+
+
 class KafkaSegmentsDataSource(DataSource):
     """Decoded Kafka log-segment dumps as Spark tables."""
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from decoders.planning import SPLITTABLE, ByteRange, pack, split
@@ -173,7 +173,7 @@ class TaskTables:
         self.pending.setdefault(table, []).append(batch)
         held = self.held[table]
         held[0] += batch.num_rows
-        held[1] += batch.nbytes
+        held[1] += batch.get_total_buffer_size()  # (nbytes: ~25 us a batch)
         if held[0] >= FLUSH_ROWS or held[1] >= self.limit:
             self.flush(table)
 
@@ -226,17 +226,11 @@ def scan_ranges(ranges, opts: ScanOptions, base: str, key: str, task: int, attem
 
 
 def _converted(batches: list, table: str, opts: ScanOptions):
-    """Decoded batches of one table as one table of its Parquet schema (:func:`to_output`),
-    converted together; one by one where their decoded schemas differ."""
-    import pyarrow as pa
+    """Decoded batches of one table as one table of its Parquet schema, converted together
+    (:func:`replay.session_scan.spark_rows`: the session's scan holds them alike)."""
+    from replay.session_scan import spark_rows
 
-    if table in REPLAY_TABLES:  # built by the replay in the schema of its Parquet files
-        return pa.Table.from_batches(batches).cast(opts.schemas[table][1])
-    try:
-        whole = pa.Table.from_batches(batches).combine_chunks()
-    except pa.ArrowInvalid:  # schemas differ between the batches
-        return pa.concat_tables([to_output(b, table, opts) for b in batches])
-    return to_output(whole.to_batches()[0], table, opts) if whole.num_rows else whole
+    return spark_rows(batches, table, opts.schemas[table][1], opts.decode.avro)
 
 
 def to_output(batch, table: str, opts: ScanOptions):
@@ -403,7 +397,7 @@ def decoded_once(spark, files, conf: dict, out, key: str, skipped: dict[str, str
     attempt's scratch files are removed by the next attempt of the same run."""
     from decoders.spark import _struct
     from jobs.output import OutputDir
-    from replay.scan_task import AUDIT_DECODED, audit_schema
+    from replay.scan_task import AUDIT_DECODED, audit_schema, replicated_partitions
     from replay.session_scan import parallelism
 
     scratch = OutputDir(out.child(f"{SCRATCH}/{key}"))
@@ -414,6 +408,7 @@ def decoded_once(spark, files, conf: dict, out, key: str, skipped: dict[str, str
 
     tables = [*AUDIT_DECODED, *REPLAY_TABLES]
     opts = scan_options(spark_schema, tables, False, conf, None, replay)
+    opts.decode = replace(opts.decode, headers_of=replicated_partitions(files, replay))
     # the scratch tables' files are the run's own: as many tasks as keep the cores busy
     scanned = scan_tables(
         spark, files, opts, scratch.uri, key, int(conf["range_bytes"]), None, skipped,

@@ -26,7 +26,7 @@ from replay.grouped import INTERNAL_TOPICS, crosslog_tables, with_shares
 from replay.leakage import judge_partition
 from replay.replicas import REPLAY_TABLES, REPLICA_BROKER, chosen_replicas, replay_spec
 from replay.rules import DIVERGENCE, INTEGRITY, PROPAGATION
-from replay.scan_task import AUDIT_DECODED, DecodeOptions, ScanTask, replica_units
+from replay.scan_task import ScanTask, audit_options, replica_units
 from replay.settings import AuditConfig
 from replay.tables import CLUSTER
 
@@ -42,17 +42,11 @@ def scanned(paths: list[str], config: AuditConfig) -> tuple[dict[str, pa.Table],
     """Every replica of the dump read and replayed as the scan's tasks do, one unit (a
     partition directory, or a file outside one) at a time: the scan's tables (decoded ones with
     their broker's cluster, the replays' with their replica's keys), and the replicas kept."""
-    opts = DecodeOptions(
-        tables=(*AUDIT_DECODED, *REPLAY_TABLES),
-        deep=False,
-        verify_crc=config.verify_crc,
-        window_bytes=config.window_bytes or None,
-        memory_budget=(config.memory_budget_mb << 20) or None,
-        replay=replay_spec(paths, config),
-    )
+    files = decoders.discover(paths)
+    opts = audit_options(files, config, replay_spec(paths, config))
     parts: dict[str, list[pa.RecordBatch]] = {t: [] for t in opts.tables}
     replicas = []
-    for unit in replica_units(decoders.discover(paths)):
+    for unit in replica_units(files):
         report = ScanTask(opts, lambda table, b: parts[table].append(b)).run(unit)
         replicas += report.replicas
     tables = {}

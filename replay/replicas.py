@@ -400,7 +400,7 @@ class _Stream:
     def add(self, b: pa.RecordBatch) -> int:
         """Hold ``b``; the bytes it holds."""
         self.memory.append(b)
-        return b.nbytes
+        return b.get_total_buffer_size()  # (nbytes walks every column: ~25 us a batch)
 
     def spill_out(self) -> None:
         if not self.memory:

@@ -54,6 +54,9 @@ class DecodeOptions:
     memory_budget: int | None
     avro: dict | None = None
     replay: ReplaySpec | None = None
+    # the partitions (cluster, topic, partition) whose batch headers an audit gives: those a
+    # replica divergence can show (:func:`replicated_partitions`); None: every one
+    headers_of: frozenset[tuple[str, str, int]] | None = None
 
     @property
     def decoded(self) -> tuple[str, ...]:
@@ -144,6 +147,34 @@ def replica_units(files) -> list[list[ByteRange]]:
     return list(units.values())
 
 
+def audit_options(files, config, spec: ReplaySpec) -> DecodeOptions:
+    """The scan of an audit (``config``: a :class:`replay.settings.AuditConfig`): header-only,
+    every replica replayed with ``spec``, giving the decoders' accounting, the batch headers
+    of the partitions held by several brokers and the replays' rows."""
+    return DecodeOptions(
+        tables=(*AUDIT_DECODED, *REPLAY_TABLES),
+        deep=False,
+        verify_crc=config.verify_crc,
+        window_bytes=config.window_bytes or None,
+        memory_budget=(config.memory_budget_mb << 20) or None,
+        replay=spec,
+        headers_of=replicated_partitions(files, spec),
+    )
+
+
+def replicated_partitions(files, spec: ReplaySpec) -> frozenset[tuple[str, str, int]]:
+    """(cluster, topic, partition) of the partitions whose directories two brokers or more of
+    one cluster hold: the only batch headers the replica-divergence check reads, known from
+    the listing before anything is decoded."""
+    brokers: dict[tuple[str, str, int], set[str]] = {}
+    for f in files:
+        home = replica_of(f)
+        if home is not None:
+            broker, topic, partition = home
+            brokers.setdefault((spec.cluster_of(broker), topic, partition), set()).add(broker)
+    return frozenset(k for k, held in brokers.items() if len(held) > 1)
+
+
 def replica_tasks(files, range_bytes: int, min_tasks: int = 1) -> list[list[ByteRange]]:
     """The tasks of an audit's scan: :func:`replica_units` packed into tasks of about
     ``range_bytes`` (at least about ``min_tasks`` of them when the files allow), none split:
@@ -221,9 +252,15 @@ class ScanTask:
             )
 
     def _give(self, table: str, batch: pa.RecordBatch, file) -> None:
-        """A decoded batch to the sink; in an audit, with its broker's cluster."""
+        """A decoded batch to the sink; in an audit, with its broker's cluster (and batch
+        headers only of the partitions :attr:`DecodeOptions.headers_of` names)."""
         if self.opts.replay is not None:
-            batch = with_cluster(batch, self.opts.replay.cluster_of(file.info.broker or ""))
+            cluster = self.opts.replay.cluster_of(file.info.broker or "")
+            kept = self.opts.headers_of
+            place = (cluster, file.info.topic, file.info.partition)
+            if table == "batches" and kept is not None and place not in kept:
+                return
+            batch = with_cluster(batch, cluster)
         self.sink(table, batch)
 
     def _replay(self, replica: ReplicaReplay | None) -> None:

@@ -13,6 +13,7 @@ over a data source.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import threading
@@ -24,10 +25,10 @@ from pyspark.sql import functions as F
 
 from replay.replicas import REPLAY_TABLES, ReplaySpec, ReplicaRow
 from replay.scan_task import (
-    AUDIT_DECODED,
     DecodeOptions,
     ScanTask,
     TaskReport,
+    audit_options,
     audit_schema,
     left_out_rows,
     replica_tasks,
@@ -40,7 +41,8 @@ ROWS_SCHEMA = "table string, data binary"
 # a task's batches of one table wait for these many rows or bytes, then leave as one stream
 FLUSH_ROWS = 65_536
 FLUSH_BYTES = 8 << 20
-QUEUE_DEPTH = 16  # batches a task's replay runs ahead of what has left the task
+QUEUE_DEPTH = 4  # chunks a task's replay runs ahead of what has left the task
+HANDOFF_BYTES = 4 << 20  # a chunk handed over between a task's threads
 
 
 def parallelism(spark: SparkSession) -> int:
@@ -76,18 +78,12 @@ class CachedScan:
         import decoders
 
         self.spark, self.cached = spark, []
+        self.opened: dict[str, DataFrame] = {}
         files = decoders.discover(paths)
         self.dump_bytes = sum(f.size for f in files)
         left_out = [f for f in files if f.path in skip]
         files = [f for f in files if f.path not in skip]
-        opts = DecodeOptions(
-            tables=(*AUDIT_DECODED, *REPLAY_TABLES),
-            deep=False,
-            verify_crc=config.verify_crc,
-            window_bytes=config.window_bytes or None,
-            memory_budget=(config.memory_budget_mb << 20) or None,
-            replay=spec,
-        )
+        opts = audit_options(files, config, spec)
         tasks = replica_tasks(files, config.range_bytes, 2 * parallelism(spark))
         self.schemas = {t: spark_schemas(t) for t in opts.tables}
         arrow = {t: s[1] for t, s in self.schemas.items()}
@@ -104,9 +100,22 @@ class CachedScan:
             for r in self.rows.filter(F.col("table") == REPORT).select("data").collect()
         ]
         self.replicas: list[ReplicaRow] = [row for r in reports for row in r.replicas]
+        from replay.plan import stage_tasks
+
+        self.partitions = stage_tasks(spark, self.dump_bytes)
         self.extra = self._left_out(left_out, skip, spec)
 
     def table(self, name: str) -> DataFrame:
+        """A table of the scan. The replays' tables, which the stages after read several
+        times each, are opened once and kept: every later read is Spark's own; a decoded table
+        is read once."""
+        if name not in REPLAY_TABLES:
+            return self._open(name)
+        if name not in self.opened:
+            self.opened[name] = self._keep(self._open(name))
+        return self.opened[name]
+
+    def _open(self, name: str) -> DataFrame:
         struct, arrow = self.schemas[name]
 
         def opened(batches):  # no hints: Spark infers its UDF type from them
@@ -114,7 +123,10 @@ class CachedScan:
                 for data in b.column(0).to_pylist():
                     yield from pa.ipc.open_stream(data)
 
-        df = self.rows.filter(F.col("table") == name).select("data").mapInArrow(opened, struct)
+        rows = self.rows.filter(F.col("table") == name).select("data")
+        # as many partitions as the stages after run tasks (the scan's tasks keep the cores
+        # busy; a table of a few rows per partition need not be read by as many)
+        df = rows.coalesce(self.partitions).mapInArrow(opened, struct)
         if name in self.extra:
             df = df.unionByName(self.extra[name])
         return df
@@ -137,7 +149,6 @@ class CachedScan:
     def _left_out(self, files, skip, spec: ReplaySpec) -> dict[str, DataFrame]:
         """The segments and errors rows of the files left out, made on the driver."""
         from decoders.schemas import from_rows
-        from decoders.spark import spark_batch
 
         out = {}
         for table, rows in left_out_rows(files, skip).items():
@@ -145,36 +156,35 @@ class CachedScan:
                 continue
             t = from_rows(table, rows)
             t = with_cluster(t, clusters_of(t.column("broker"), spec.clusters))
-            made = [spark_batch(b, table, self.schemas[table][1]) for b in t.to_batches()]
-            out[table] = self.spark.createDataFrame(pa.concat_tables(made))
+            made = spark_rows(t.to_batches(), table, self.schemas[table][1])
+            out[table] = self.spark.createDataFrame(made)
         return out
 
 
 def task_rows(ranges, opts: DecodeOptions, arrow: dict[str, pa.Schema]) -> Iterator[pa.RecordBatch]:
     """One scan task's output as rows of (table, Arrow IPC stream): its tables' batches
     gathered per table into streams of up to :data:`FLUSH_ROWS` rows or :data:`FLUSH_BYTES`,
-    then its report. The task runs on a thread of its own and hands its batches over a queue
-    of :data:`QUEUE_DEPTH`, so that what it holds is bounded however long the replays' output
-    (the replays hand their rows on through a callback, a block at a time)."""
-    pending: dict[str, list[pa.Table]] = {}
+    then its report. The task runs on a thread of its own and hands its batches over in
+    chunks through a queue (:func:`_handed_over`), so that what it holds is bounded however
+    long the replays' output (the replays hand their rows on through a callback, a block at a
+    time)."""
+    pending: dict[str, list[pa.RecordBatch]] = {}
     held: dict[str, list[int]] = {}
 
     def stream(table: str) -> pa.RecordBatch:
-        parts = pending.pop(table)
+        rows = spark_rows(pending.pop(table), table, arrow[table])
         held.pop(table)
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, arrow[table]) as w:
-            for t in parts:
-                w.write_table(t)
+            w.write_table(rows)
         return _row(table, sink.getvalue().to_pybytes())
 
     report: list[TaskReport] = []
     for table, batch in _handed_over(lambda give: report.append(ScanTask(opts, give).run(ranges))):
-        t = _spark_form(batch, table, arrow[table])
-        pending.setdefault(table, []).append(t)
+        pending.setdefault(table, []).append(batch)
         n = held.setdefault(table, [0, 0])
-        n[0] += t.num_rows
-        n[1] += t.nbytes
+        n[0] += batch.num_rows
+        n[1] += batch.get_total_buffer_size()
         if n[0] >= FLUSH_ROWS or n[1] >= FLUSH_BYTES:
             yield stream(table)
     for table in list(pending):
@@ -182,13 +192,16 @@ def task_rows(ranges, opts: DecodeOptions, arrow: dict[str, pa.Schema]) -> Itera
     yield _row(REPORT, json.dumps(report[0].to_json()).encode())
 
 
-def _spark_form(batch: pa.RecordBatch, table: str, target: pa.Schema) -> pa.Table:
-    """A batch of the scan as Spark holds its table (as the jobs' scan writes it)."""
-    if table in REPLAY_TABLES:  # built by the replay in its scan schema
-        return pa.Table.from_batches([batch]).cast(target)
-    from decoders.spark import spark_batch
+def spark_rows(batches: list[pa.RecordBatch], table: str, target: pa.Schema,
+               avro_topics: dict | None = None) -> pa.Table:  # fmt: skip
+    """A scan task's batches of one table as one table in ``target``, the Arrow form of its
+    Spark schema: the replays' tables are made in it; decoded ones are converted together
+    (:func:`decoders.spark.spark_table`)."""
+    if table in REPLAY_TABLES:
+        return pa.Table.from_batches(batches).cast(target)
+    from decoders.spark import spark_table
 
-    return spark_batch(batch, table, target)
+    return spark_table(batches, table, target, avro_topics)
 
 
 def _row(table: str, data: bytes) -> pa.RecordBatch:
@@ -205,47 +218,54 @@ _END = object()
 
 
 def _handed_over(work: Callable[[Callable[[str, pa.RecordBatch], None]], None]):
-    """What ``work(give)`` gives, as an iterator: ``work`` runs on a thread of its own and
-    each ``give(table, batch)`` waits while :data:`QUEUE_DEPTH` items are not yet taken; an
-    exception of ``work`` is raised here; closing the iterator early stops ``work`` at its
-    next ``give``."""
+    """What ``work(give)`` gives, as an iterator: ``work`` runs on a thread of its own; what it
+    gives is handed over in chunks of :data:`HANDOFF_BYTES` (a hand-over per batch costs a
+    switch between the threads each), at most :data:`QUEUE_DEPTH` chunks waiting; an exception
+    of ``work`` is raised here; closing the iterator early stops ``work`` at its next
+    hand-over."""
     q: queue.Queue = queue.Queue(QUEUE_DEPTH)
     closed = threading.Event()
     failure: list[BaseException] = []
+    chunk: list[tuple[str, pa.RecordBatch]] = []
+    held = [0]
 
-    def give(table: str, batch: pa.RecordBatch) -> None:
-        while True:
-            if closed.is_set():
-                raise _Closed
+    def put(item) -> None:
+        while not closed.is_set():
             try:
-                q.put((table, batch), timeout=0.1)
+                q.put(item, timeout=0.1)
                 return
             except queue.Full:
                 continue
+        raise _Closed
+
+    def give(table: str, batch: pa.RecordBatch) -> None:
+        chunk.append((table, batch))
+        held[0] += batch.get_total_buffer_size()
+        if held[0] >= HANDOFF_BYTES:
+            put(list(chunk))
+            chunk.clear()
+            held[0] = 0
 
     def run() -> None:
         try:
             work(give)
+            put(list(chunk))
         except _Closed:
             pass
         except BaseException as e:  # noqa: BLE001 - raised again on the consumer's side
             failure.append(e)
         finally:
-            while not closed.is_set():
-                try:
-                    q.put(_END, timeout=0.1)
-                    break
-                except queue.Full:
-                    continue
+            with contextlib.suppress(_Closed):
+                put(_END)
 
     worker = threading.Thread(target=run, name="logreplay-scan-task", daemon=True)
     worker.start()
     try:
         while True:
-            item = q.get()
-            if item is _END:
+            items = q.get()
+            if items is _END:
                 break
-            yield item
+            yield from items
     finally:
         closed.set()
         worker.join()
