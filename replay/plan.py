@@ -54,6 +54,7 @@ from replay.replicas import (
     replicated_topics,
 )
 from replay.scan_task import audit_schema
+from replay.session_scan import settled
 from replay.settings import AuditConfig
 from replay.tables import CLUSTER, with_cluster
 
@@ -257,6 +258,7 @@ class Audit:
         facts = self.config.facts()
 
         def judge(key, left, coord):  # no hints: Spark infers its UDF type from them
+            settled()
             cluster, pid = key[0].as_py(), key[1].as_py()
             return with_cluster(crosslog_tables(pid, left, coord, facts), cluster, first=True)
 
@@ -320,6 +322,7 @@ class Audit:
         tolerance = self.config.clock_tolerance_ms
 
         def judge(key, txns, commits):  # no hints: Spark infers its UDF type from them
+            settled()
             cluster = key[0].as_py()
             uncommitted = pc.is_in(txns.column("outcome"), pa.array(NOT_COMMITTED))
             if not commits.num_rows or not pc.any(uncommitted).as_py():

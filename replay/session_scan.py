@@ -45,6 +45,21 @@ QUEUE_DEPTH = 4  # chunks a task's replay runs ahead of what has left the task
 HANDOFF_BYTES = 4 << 20  # a chunk handed over between a task's threads
 
 
+_SETTLED = [False]
+
+
+def settled() -> None:
+    """In a Python worker, once its modules are imported: ``gc.freeze()`` what it holds.
+    PySpark's worker runs a full garbage collection after every task, which otherwise walks
+    the objects of numpy, pyarrow, pandas and numba each time (a few hundred ms a task); the
+    jobs' worker daemon (jobs.daemon) does the same before it forks."""
+    if not _SETTLED[0]:
+        import gc
+
+        gc.freeze()
+        _SETTLED[0] = True
+
+
 def parallelism(spark: SparkSession) -> int:
     """The cores Spark runs tasks on (Spark Connect has no SparkContext to ask: its
     ``spark.default.parallelism`` if set, else 2)."""
@@ -89,6 +104,7 @@ class CachedScan:
         arrow = {t: s[1] for t, s in self.schemas.items()}
 
         def scan(batches):  # no hints: Spark infers its UDF type from them
+            settled()
             for b in batches:
                 for i in b.column(0).to_pylist():
                     yield from task_rows(tasks[i], opts, arrow)
@@ -119,6 +135,7 @@ class CachedScan:
         struct, arrow = self.schemas[name]
 
         def opened(batches):  # no hints: Spark infers its UDF type from them
+            settled()
             for b in batches:
                 for data in b.column(0).to_pylist():
                     yield from pa.ipc.open_stream(data)
