@@ -27,14 +27,15 @@ def findings_frame(df: DataFrame, rule: RowRule) -> DataFrame:
         kind, severity = F.col("kind"), F.lit(integrity_severity("corrupt_bytes"))
         for k in INTEGRITY_KINDS:
             severity = F.when(F.col("kind") == k, integrity_severity(k)).otherwise(severity)
-    args = [_text(df, a) for a in rule.args]
+    types = {f.name: f.dataType for f in df.schema.fields}  # analysed once
+    args = [_text(types, a) for a in rule.args]
     cols = {
         "kind": kind,
         "severity": severity,
         "message": F.format_string(rule.template, *args),
         "evidence": F.to_json(F.struct(*rule.evidence)),
     }
-    have = set(df.columns)
+    have = set(types)
     out = [F.col(CLUSTER)]
     for f in T.FINDINGS:
         if f.name in cols:
@@ -46,9 +47,9 @@ def findings_frame(df: DataFrame, rule: RowRule) -> DataFrame:
     return df.select(*out)
 
 
-def _text(df: DataFrame, name: str) -> Column | str:
+def _text(types: dict, name: str) -> Column | str:
     """A message argument: a list joined with ", " (as RowRule.message joins it)."""
-    return F.array_join(name, ", ") if isinstance(df.schema[name].dataType, ArrayType) else name
+    return F.array_join(name, ", ") if isinstance(types[name], ArrayType) else name
 
 
 def integrity(errors: DataFrame) -> DataFrame:

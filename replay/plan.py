@@ -283,9 +283,11 @@ class Audit:
                 [CLUSTER, "topic", "partition"],
             )
         )
+        # each DataFrame's columns and types asked once: every ask analyses its whole plan
+        have, types = set(sides.columns), {f.name: f.dataType for f in pt.schema.fields}
         sides = sides.select(
             F.lit("side").alias("_row"), CLUSTER, "producer_id",
-            *[(F.col(c) if c in sides.columns else F.lit(None)).cast(pt.schema[c].dataType).alias(c)
+            *[(F.col(c) if c in have else F.lit(None)).cast(types[c]).alias(c)
               for c in txn_cols],
             *side_cols,
         )  # fmt: skip
