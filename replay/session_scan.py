@@ -93,6 +93,7 @@ class CachedScan:
         import decoders
 
         self.spark, self.cached = spark, []
+        self.background, self.pending = None, []
         self.opened: dict[str, DataFrame] = {}
         files = decoders.discover(paths)
         self.dump_bytes = sum(f.size for f in files)
@@ -149,10 +150,31 @@ class CachedScan:
         return df
 
     def later(self, name: str, build: Callable[[], DataFrame]) -> Callable[[], DataFrame]:
+        """``build()`` kept, and computed at once on a background thread of the driver: the
+        cross-log and leakage stages run side by side with each other and with the planning
+        of the tables that read them, as the job's do (a small dump's Spark jobs are mostly
+        latency); a query that reads it meanwhile waits for its cached pieces."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from pyspark.util import inheritable_thread_target
+
         df = self._keep(build())
+        if self.background is None:
+            self.background = ThreadPoolExecutor(2, thread_name_prefix="logreplay-later")
+        # the caller's job group, description and tags go with it (Spark's pinned threads)
+        counted = inheritable_thread_target(self.spark)(df.count)
+        self.pending.append(self.background.submit(counted))
         return lambda: df
 
     def release(self) -> None:
+        """Once the background computations have ended (however they ended: the caller's
+        error is the one it sees)."""
+        from concurrent.futures import wait
+
+        if self.background is not None:
+            self.background.shutdown(wait=True, cancel_futures=True)
+            wait(self.pending)
+            self.background, self.pending = None, []
         for df in self.cached:
             df.unpersist()
         self.cached = []
