@@ -1,9 +1,10 @@
-"""The functions the audit runs per group, over Arrow tables in and out.
+"""The replays fed a partition's rows, and the cross-log judgement of one producer.
 
-Spark runs each per key with ``applyInArrow`` (:mod:`replay.plan`); :mod:`replay.local` runs
-the same functions in one process (tests, small dumps). Pure Python: no Spark import here.
-Rows leave as one table per call holding several output tables' columns, ``out`` naming the
-table of each row (:func:`replay.tables.union`).
+A scan task feeds a replica's pieces to :func:`replay_partition`, :func:`replay_coordinator` and
+:func:`replay_groups` (:mod:`replay.replicas`); Spark runs :func:`crosslog_tables` per producer
+id (:mod:`replay.plan`) and :mod:`replay.local` the same in one process. Pure Python: no Spark
+import here. Rows leave in tables holding several output tables' columns, ``out`` naming the
+table of each row (:func:`replay.tables.union`), a block at a time.
 """
 
 from __future__ import annotations
@@ -67,21 +68,6 @@ class InOrder:
     broker: str | None
     first_offset: int | None
     leftovers_end: int
-
-
-def partition_tables(
-    topic: str,
-    partition: int,
-    bt: pa.Table | InOrder,
-    side: list[dict],
-    facts: Facts,
-    cleaned_upto: int = 0,
-) -> pa.Table:
-    """:func:`replay_partition`'s rows as one table (:data:`PARTITION_SCHEMA`)."""
-    return T.collected(
-        PARTITION_SCHEMA,
-        lambda flush: replay_partition(topic, partition, bt, side, facts, cleaned_upto, flush),
-    )
 
 
 def replay_partition(
@@ -288,20 +274,6 @@ COORDINATOR_COLUMNS = (
 )  # fmt: skip
 
 
-def coordinator_tables(records: pa.Table, complete_from: dict[int, int]) -> pa.Table:
-    """`__transaction_state` records (:data:`COORDINATOR_COLUMNS`) in any order, of one
-    transactional id or of a whole partition (an id's records live in one partition,
-    ``partitionFor``, docs/formats.md 6.9), replayed in log order by
-    :func:`replay_coordinator`: its rows as one table (:data:`COORDINATOR_SCHEMA`)."""
-    records = records.select(list(COORDINATOR_COLUMNS))
-    records = records.take(pc.sort_indices(records, TXN_LOG_ORDER))  # stable, as sorted()
-    latest = txn_latest_epochs(records)
-    return T.collected(
-        COORDINATOR_SCHEMA,
-        lambda flush: replay_coordinator([records], complete_from, latest, flush),
-    )
-
-
 def replay_coordinator(
     pieces: Iterable[pa.Table],
     complete_from: dict[int, int],
@@ -370,27 +342,6 @@ MARKER_COLUMNS = ("base_offset", "max_timestamp", "producer_id", "control_type")
 # events in log order: by `__consumer_offsets` partition and offset, ``_order`` (metadata 0,
 # commit 1, marker 2) only as a tie-break
 LOG_ORDER = [("log_partition", "ascending"), ("log_offset", "ascending"), ("_order", "ascending")]
-
-
-def group_partition_tables(
-    partition: int,
-    commits: pa.Table,
-    metadata: pa.Table,
-    markers: pa.Table,
-    broadcast: frozenset[str] | set[str],
-) -> pa.Table:
-    """Every group of one `__consumer_offsets` partition replica: ``commits``
-    (:data:`COMMIT_COLUMNS`), ``metadata`` (:data:`METADATA_COLUMNS`) and the partition's
-    control batches holding a marker (:data:`MARKER_COLUMNS`), in any order. A group's
-    records and the markers of its transactional commits live in one partition
-    (``partitionFor``, docs/formats.md 6.8-6.9). ``broadcast``: the groups declared
-    broadcast-style. Its rows as one table (:data:`GROUP_SCHEMA`)."""
-    events = pa.concat_tables(
-        [commit_events(commits), metadata_events(metadata), marker_events(partition, markers)],
-        promote_options="permissive",
-    )
-    events = events.take(pc.sort_indices(events, LOG_ORDER))  # stable, as sorted()
-    return T.collected(GROUP_SCHEMA, lambda flush: replay_groups([events], broadcast, flush))
 
 
 def replay_groups(

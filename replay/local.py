@@ -81,7 +81,7 @@ def _plain(table: pa.Table) -> list[dict]:
 def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dict[str, list[dict]]:
     """Replay a dump in this process; rows by table name (findings, transactions, partitions,
     coordinator_transactions, offset_timeline, checks), each row with its ``cluster``."""
-    config = conf if isinstance(conf, AuditConfig) else AuditConfig.from_conf(conf)
+    config = AuditConfig.of(conf)
     tables, chosen = scanned(paths, config)
     replayed = {t: _kept(tables[t], chosen) for t in REPLAY_TABLES}
     part, coord, groups = replayed["replayed"], replayed["coordinated"], replayed["grouped"]

@@ -422,7 +422,7 @@ def summary_of(checks: list[dict], clusters) -> dict:
 
 
 def _config(conf: dict | AuditConfig | None) -> AuditConfig:
-    return conf if isinstance(conf, AuditConfig) else AuditConfig.from_conf(conf)
+    return AuditConfig.of(conf)
 
 
 @contextmanager

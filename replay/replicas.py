@@ -2,15 +2,16 @@
 
 The audit's scan (:mod:`jobs.scan`) reads every file of one partition directory in one task:
 its logs in offset order, its `.snapshot` and `.txnindex` files. The batch headers the task
-decodes are replayed right there (:func:`replay.grouped.partition_tables`, the same function
-the grouped Spark plan and :mod:`replay.local` run), so that only the replay's results, a few
-rows per partition and per transaction, go through Spark: shuffling 0.9 M batch headers of a
+decodes are replayed right there (:func:`replay.grouped.replay_partition`, and for an internal
+topic the coordinator's or the groups' replay), so that only the replay's results, a few rows
+per partition and per transaction, go through Spark: shuffling 0.9 M batch headers of a
 production-shaped gigabyte into a grouped function and converting them twice cost more than
-decoding and replaying them (docs/architecture.md, step 3 of the audit).
+decoding and replaying them (docs/architecture.md, step 2 of the audit). The one-process runner
+(:mod:`replay.local`) and a user's session (:mod:`replay.session_scan`) run the same unit.
 
 Every replica is replayed; which replica the audit keeps is decided after the scan, from one
-row per replica (its last offset and CRC-valid batches) that the task reports to the driver,
-by the rule of :meth:`replay.plan.Audit._chosen_replicas` (:func:`chosen_replicas`). Pure Python over Arrow: no Spark here.
+row per replica (:class:`ReplicaRow`: its last offset and CRC-valid batches) that the task
+reports to the driver, by :func:`chosen_replicas`. Pure Python over Arrow: no Spark here.
 """
 
 from __future__ import annotations
@@ -363,19 +364,6 @@ class ReplicaReplay:
             return iter([])
         whole = pa.concat_tables(parts, promote_options="permissive")
         return iter([whole.take(pc.sort_indices(whole, LOG_ORDER))])
-
-    def result(self) -> tuple[dict[str, pa.Table], dict] | None:
-        """:meth:`replay`'s rows as one table per scratch table (for tests)."""
-        parts: dict[str, list[pa.Table]] = {}
-        row = self.replay(lambda table, rows: parts.setdefault(table, []).append(rows))
-        if row is None:
-            return None
-        wanted = ["replayed"] + {TRANSACTION_STATE_TOPIC: ["coordinated"],
-                                 CONSUMER_OFFSETS_TOPIC: ["grouped"]}.get(self.topic, [])  # fmt: skip
-        return {
-            t: pa.concat_tables(parts[t]) if t in parts else REPLAY_TABLES[t].empty_table()
-            for t in wanted
-        }, row
 
     def _keyed(self, t: pa.Table, table: str) -> pa.Table:
         """Rows of the replay with the replica they come from."""

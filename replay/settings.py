@@ -44,6 +44,11 @@ class AuditConfig:
             verify_crc=decode["verify_crc"],
         )
 
+    @classmethod
+    def of(cls, conf: AuditConfig | Mapping | None) -> AuditConfig:
+        """``conf`` as the replay's settings: as it is, or from a configuration (from_conf)."""
+        return conf if isinstance(conf, AuditConfig) else cls.from_conf(conf)
+
     def declared_isolation(self) -> dict[str, str]:
         return {g: v["isolation"] for g, v in self.groups.items() if v and v.get("isolation")}
 

@@ -289,8 +289,4 @@ class RowBlocks:
             self.flush(rows_table(self.schema, out, these))
 
 
-def collected(schema: pa.Schema, run: Callable[[Callable[[pa.Table], None]], None]) -> pa.Table:
-    """The output of a replay that hands on its rows (``run(flush)``) as one table."""
-    parts: list[pa.Table] = []
-    run(parts.append)
-    return pa.concat_tables(parts) if parts else schema.empty_table()
+# END

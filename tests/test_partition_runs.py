@@ -16,10 +16,11 @@ import pyarrow as pa
 import pytest
 
 import decoders
-from replay.grouped import Facts, partition_tables
+from replay.grouped import Facts
 from replay.partition import BATCH_COLUMNS, PartitionReplay
 from replay.replicas import SIDE_COLUMNS
 from replay.settings import AuditConfig
+from tests.whole_tables import partition_tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -23,14 +23,13 @@ from replay.grouped import (
     Facts,
     InOrder,
     commit_events,
-    coordinator_tables,
-    group_partition_tables,
     marker_events,
     merged_in_order,
     replay_coordinator,
     replay_groups,
     replay_partition,
 )
+from tests.whole_tables import collected, coordinator_tables, group_partition_tables
 
 T0 = 1_700_000_000_000
 PIECE = 4096  # rows of each piece a stream hands on (a spill file's or a decoded window's)
@@ -113,7 +112,7 @@ def test_a_partition_replay_holds_its_producers_not_its_transactions():
     replay_partition("t", 0, InOrder(_pieces(_batches, 4000), "b", 0, 0), [], FACTS, 0,
                      parts.append)  # fmt: skip
     streamed = pa.concat_tables(parts)
-    at_once = T.collected(
+    at_once = collected(
         PARTITION_SCHEMA, lambda f: replay_partition("t", 0, whole, [], FACTS, 0, f)
     )
     assert _rows(streamed) == _rows(at_once)

@@ -23,6 +23,7 @@ from replay.replicas import HELD_RECORDS, REPLAY_READS, REPLAY_TABLES, ReplicaRe
 from replay.scan_task import AUDIT_DECODED, audit_schema, replica_of
 from replay.settings import AuditConfig
 from simulator import synth
+from tests.whole_tables import replica_result
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 USER_TOPIC_READS = tuple(t for t in REPLAY_READS if t not in HELD_RECORDS)
@@ -132,7 +133,7 @@ def test_a_replica_out_of_offset_order_is_replayed_sorted(dumps):
                 r.add(t, b)
             results.append(r)
         assert results[0].in_order and not results[1].in_order
-        (a, _), (b, _) = (r.result() for r in results)
+        (a, _), (b, _) = (replica_result(r) for r in results)
         assert _sorted(a["replayed"]) == _sorted(b["replayed"]), key
         compared += 1
     assert compared >= 2
@@ -166,7 +167,7 @@ def test_internal_records_out_of_log_order_are_replayed_sorted(dumps, scenario):
                 r.add(t, b)
             results.append(r)
         assert results[0].records_in_order and not results[1].records_in_order
-        (a, _), (b, _) = (r.result() for r in results)
+        (a, _), (b, _) = (replica_result(r) for r in results)
         table = "coordinated" if key[1] == "__transaction_state" else "grouped"
         assert a[table].num_rows and _sorted(a[table]) == _sorted(b[table]), key
         compared += 1

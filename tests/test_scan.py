@@ -218,7 +218,9 @@ def test_a_consumer_offsets_replica_without_one_kind_of_record_is_replayed(damag
             kept = tuple(sorted({"offset_commits", "group_metadata"} - {without}))
             for t, b in decoders.iter_file(f, kept, deep=True):
                 replica.add(t, b)
-    tables, row = replica.result()
+    from tests.whole_tables import replica_result
+
+    tables, row = replica_result(replica)
     assert (row.topic, row.partition, row.broker) == (CONSUMER_OFFSETS_TOPIC, partition, broker)
     got = tables["grouped"].to_pylist()
     timeline = [r for r in got if r["out"] == "timeline"]
