@@ -21,7 +21,11 @@ each size (:mod:`prodshape`: small batches of 5 records, an exactly-once Streams
   second); its peer, in the same session: Spark's own Parquet source over the same records
   (those ``logreplay decode`` wrote), counted and written to Parquet again;
 - with ``--small-driver MEM``, each production-shaped dump audited again with
-  ``spark.driver.memory`` MEM: whether a larger dump needs a larger driver.
+  ``spark.driver.memory`` MEM: whether a larger dump needs a larger driver;
+- instead, with ``--long-lived N...``: one long-lived TV1 Streams producer of N transactions
+  (:mod:`simulator.long_lived`; ``--faults`` its faults variant, checked against its truth)
+  against a production-shaped dump of the same size, audited in the same run: wall time and
+  the largest Python worker's peak RSS (the task that judges the producer).
 
 The machine is shared: compare figures within one run, not across runs.
 """
@@ -199,6 +203,22 @@ def parse_args() -> argparse.Namespace:
         help="also audit each production-shaped dump with spark.driver.memory=MEM (e.g. 512m): "
         "whether a larger dump needs a larger driver",
     )
+    ap.add_argument(
+        "--long-lived",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="TRANSACTIONS",
+        help="instead: audit one long-lived TV1 Streams producer with each number of "
+        "transactions (simulator.long_lived), each against a production-shaped dump of the "
+        "same size, in one table",
+    )
+    ap.add_argument(
+        "--faults",
+        action="store_true",
+        help="with --long-lived: the faults variant (late split outcome, missing marker, "
+        "write outside any transaction), whose findings are checked against its truth",
+    )
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     return ap.parse_args()
 
@@ -209,6 +229,9 @@ def main() -> None:
         child(*args.child)
         return
     os.makedirs(args.data, exist_ok=True)
+    if args.long_lived:
+        bench_long_lived(args)
+        return
     dumps = make_dumps(args)
     scratch = os.path.join(args.data, "bench-out")
     shutil.rmtree(scratch, ignore_errors=True)
@@ -223,6 +246,76 @@ def main() -> None:
         bench_dump(args, scratch, startup, shape, dump)
     shutil.rmtree(scratch, ignore_errors=True)
     print(f"\nload average at end {os.getloadavg()[0]:.2f} (2 cores, shared)")
+
+
+def long_lived_dump(args, transactions: int) -> str:
+    """The long-lived producer's dump of ``transactions`` (generated once under --data)."""
+    from simulator.long_lived import TRANSACTIONS_PER_SCALE, history
+
+    name = "long_lived_producer_faults" if args.faults else "long_lived_producer"
+    path = os.path.join(args.data, f"{name}-{transactions}")
+    if not os.path.exists(path + ".complete"):
+        print(f"generating {path}", file=sys.stderr)
+        t = time.perf_counter()
+        truth = history(path, 1, transactions, args.faults, name, "")
+        truth.write(os.path.join(path, "truth.json"))
+        open(path + ".complete", "w").close()
+        print(f"  {time.perf_counter() - t:.0f} s ({transactions / TRANSACTIONS_PER_SCALE:g} "
+              f"units of --scale)", file=sys.stderr)  # fmt: skip
+    return path
+
+
+def bench_long_lived(args) -> None:
+    """One table: each long-lived producer's dump and a production-shaped dump of the same size
+    audited in this run: wall time, the largest Python worker's peak RSS (the task that judges
+    the producer), the driver's, and the findings (the faults variant's against its truth)."""
+    from replay.truthcheck import compare
+
+    scratch = os.path.join(args.data, "bench-out")
+    shutil.rmtree(scratch, ignore_errors=True)
+    print(
+        "\n| dump | transactions | MB | wall s | worker peak RSS MB | driver peak RSS MB "
+        "(JVM + Python) | findings warning+ | truth |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for n in args.long_lived:
+        dump = long_lived_dump(args, n)
+        size = prodshape.dump_size(dump)
+        peer = os.path.join(args.data, f"prod-{size / 1e9:.2f}gb")
+        if not os.path.exists(peer + ".complete"):
+            print(f"generating {peer}", file=sys.stderr)
+            prodshape.generate(peer, size / 1e9)
+            open(peer + ".complete", "w").close()
+        for what, path, txns in (("long-lived TV1 producer", dump, f"{n:,}"),
+                                 ("production-shaped", peer, "")):  # fmt: skip
+            out = os.path.join(scratch, os.path.basename(path))
+            m = logreplay(["audit", path, "--out", out])
+            loud, verdict = _audit_verdict(out, path, compare)
+            print(
+                f"| {what} | {txns} | {prodshape.dump_size(path) / 1e6:,.0f} | {m.wall:.1f} | "
+                f"{mb(m.peak('python_worker'))} | {mb(m.peak('jvm') + m.peak('python_driver'))} "
+                f"| {loud} | {verdict} |",
+                flush=True,
+            )
+            shutil.rmtree(out, ignore_errors=True)
+    print(f"\nload average at end {os.getloadavg()[0]:.2f} (2 cores, shared)")
+
+
+def _audit_verdict(out: str, dump: str, compare) -> tuple[int, str]:
+    """Findings of warning or above an audit wrote, and (with a truth.json) whether they are
+    exactly the truth's anomalies."""
+    import pyarrow.dataset as ds
+
+    from replay.findings import at_least
+
+    rows = ds.dataset(os.path.join(out, "findings"), format="parquet").to_table().to_pylist()
+    loud = sum(at_least(r["severity"], "warning") for r in rows)
+    truth_file = os.path.join(dump, "truth.json")
+    if not os.path.exists(truth_file):
+        return loud, ""
+    with open(truth_file) as f:
+        res = compare(json.load(f), rows)
+    return loud, f"missed {len(res['missed'])}, unexpected {len(res['unexpected'])}"
 
 
 def startup_floor(dump: str, scratch: str) -> float:

@@ -1,8 +1,8 @@
-"""The replays fed a partition's rows, and the cross-log judgement of one producer.
+"""The replays fed a partition's rows.
 
 A scan task feeds a replica's pieces to :func:`replay_partition`, :func:`replay_coordinator` and
-:func:`replay_groups` (:mod:`replay.replicas`); Spark runs :func:`crosslog_tables` per producer
-id (:mod:`replay.plan`) and :mod:`replay.local` the same in one process. Pure Python: no Spark
+:func:`replay_groups` (:mod:`replay.replicas`); the cross-log judgement of each producer id
+reads what they give (:mod:`replay.crosslog_stream`). Pure Python: no Spark
 import here. Rows leave in tables holding several output tables' columns, ``out`` naming the
 table of each row (:func:`replay.tables.union`), a block at a time.
 """
@@ -20,15 +20,7 @@ import pyarrow.compute as pc
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from replay import tables as T
 from replay.coordinator import CoordinatorReplay
-from replay.crosslog import (
-    COORDINATOR_TXN_COLUMNS,
-    PARTITION_TXN_COLUMNS,
-    Bounds,
-    Coordinator,
-    Side,
-    columns_of,
-    judge_producer,
-)
+from replay.crosslog import Bounds
 from replay.findings import finding
 from replay.groups import GroupsReplay
 from replay.partition import Config, PartitionReplay
@@ -37,7 +29,6 @@ PARTITION_SCHEMA = T.union(
     T.FINDINGS, T.TRANSACTIONS, T.PRODUCER_STATES, T.LSO_CHANGES, T.PARTITIONS, T.CHECK_COUNTS
 )
 COORDINATOR_SCHEMA = T.union(T.FINDINGS, T.COORDINATOR_TXNS)
-CROSSLOG_SCHEMA = T.union(T.FINDINGS, T.CHECK_COUNTS)
 GROUP_SCHEMA = T.union(T.FINDINGS, T.GENERATIONS, T.TIMELINE)
 
 INTERNAL_TOPICS = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
@@ -151,7 +142,7 @@ def _snapshot_check(topic, partition, r, snaps, offsets, findings, counts) -> li
     newest = offsets[-1] if offsets else None
     if newest is not None and newest > r.log_end:
         counts.append(
-            _count(topic, partition, "snapshots beyond the end of the log (not compared)", 1)
+            count_row(topic, partition, "snapshots beyond the end of the log (not compared)", 1)
         )
         newest = max((o for o in offsets if o <= r.log_end), default=None)
     at_newest = r.snapshot_states.get(newest, {}) if newest is not None else {}
@@ -230,8 +221,8 @@ def _txn_index_check(topic, partition, r: PartitionReplay, side, findings) -> li
             )
         )  # fmt: skip
     return [
-        _count(topic, partition, "aborted transactions checked against a .txnindex", len(ours)),
-        _count(topic, partition, "aborted transactions in segments without a .txnindex", unchecked),
+        count_row(topic, partition, "aborted transactions checked against a .txnindex", len(ours)),
+        count_row(topic, partition, "aborted transactions in segments without a .txnindex", unchecked),
     ]
 
 
@@ -258,7 +249,7 @@ def with_shares(checks: dict[str, int]) -> dict[str, int | float]:
     return out
 
 
-def _count(topic, partition, what: str, n: int) -> dict:
+def count_row(topic, partition, what: str, n: int) -> dict:
     return {"topic": topic, "partition": partition, "check": what, "count": n}
 
 
@@ -432,120 +423,3 @@ def merged_in_order(streams: list[Iterator[pa.Table]], key: str = "log_offset",
                 heads[i] = h.slice(n)
         block = pa.concat_tables(taken, promote_options="permissive")
         yield block.take(pc.sort_indices(block, order))
-
-
-# -- partitions against the coordinator -----------------------------------------------------------
-
-
-# what the cross-log judgement of one producer id reads: its partition transactions (``_row``
-# txn) and what each partition's copy covers (``_row`` side); its coordinator transactions
-# with the end of their `__transaction_state` partition's copy
-CROSSLOG_LEFT = pa.schema([
-    pa.field("_row", pa.string()),
-    *(f for f in T.TRANSACTIONS
-      if f.name in PARTITION_TXN_COLUMNS or f.name in ("pinned_records", "open_ms")),
-    pa.field("complete_from", pa.int64()), pa.field("copy_end_timestamp", pa.int64()),
-])  # fmt: skip
-CROSSLOG_COORD = pa.schema([
-    *(f for f in T.COORDINATOR_TXNS
-      if f.name in COORDINATOR_TXN_COLUMNS or f.name in ("timeout_ms", "log_partition",
-                                                         "first_log_offset", "history_from_start",
-                                                         "latest_epoch")),
-    pa.field("copy_end_ts", pa.int64()),
-])  # fmt: skip
-
-
-def crosslog_tables(
-    producer_id: int,
-    left: pa.Table | list[dict],
-    coord: pa.Table | list[dict],
-    facts: Facts,
-) -> pa.Table:
-    """One producer id: its partition transactions (``_row`` txn) and what each partition's copy
-    covers (``_row`` side), against its coordinator transactions (with ``copy_end_ts``, the end
-    of their `__transaction_state` partition's copy); Arrow tables (:data:`CROSSLOG_LEFT`,
-    :data:`CROSSLOG_COORD`) or rows. Findings: split_outcome, missing_marker,
-    write_outside_transaction, orphan_marker (replay.crosslog) and hanging_transaction. Read
-    as columns: only the sides and the findings' rows become Python objects."""
-    left = columns_of(left, CROSSLOG_LEFT)
-    coord = columns_of(coord, CROSSLOG_COORD)
-    is_txn = pc.fill_null(pc.equal(left.column("_row"), "txn"), False)
-    txns = left.filter(is_txn)
-    sides = {
-        (r["topic"], r["partition"]): Side(
-            complete_from_start=r["complete_from"] == 0, copy_end_ts=r["copy_end_timestamp"]
-        )
-        for r in left.filter(pc.invert(is_txn))
-        .select(["topic", "partition", "complete_from", "copy_end_timestamp"])
-        .to_pylist()
-    }
-    by = [pc.fill_null(coord.column(c), 0) for c in ("log_partition", "first_log_offset")]
-    coord = coord.take(pc.sort_indices(pa.table({"p": by[0], "o": by[1]}),
-                                       [("p", "ascending"), ("o", "ascending")]))  # fmt: skip
-    coordinator = None
-    if coord.num_rows:
-        coordinator = Coordinator(
-            complete_from_start=bool(coord.column("history_from_start")[0].as_py()),
-            copy_end_ts=pc.max(coord.column("copy_end_ts")).as_py(),
-            latest_epoch=pc.max(coord.column("latest_epoch")).as_py(),
-        )
-    findings, stats = judge_producer(producer_id, txns, coord, sides, coordinator, facts.bounds)
-    findings += _hanging(producer_id, txns, coord, facts)
-    counts = [
-        _count(None, None, JUDGED, stats["judged"]),
-        _count(None, None, UNDECIDED, stats["undecidable"]),
-        _count(None, None, UNJUDGED, stats["unjudged"]),
-    ]
-    return pa.concat_tables([
-        T.rows_table(CROSSLOG_SCHEMA, "finding", findings),
-        T.rows_table(CROSSLOG_SCHEMA, "count", counts),
-    ])  # fmt: skip
-
-
-def _hanging(pid: int, txns: pa.Table, coord: pa.Table, facts: Facts) -> list[dict]:
-    """An open transaction older than the transaction timeout (plus the clock tolerance: its
-    age compares different clients' clocks) that holds later records behind the LSO (10.6)."""
-    opened = pc.and_(
-        pc.fill_null(pc.equal(txns.column("outcome"), "OPEN"), False),
-        pc.invert(pc.fill_null(txns.column("in_cleaned_range"), False)),
-    )
-    pinning = pc.and_(opened, pc.greater(pc.fill_null(txns.column("pinned_records"), 0), 0))
-    candidates = txns.filter(pinning)
-    if not candidates.num_rows:
-        return []
-    tid = next((v for v in coord.column("transactional_id").to_pylist() if v), None)
-    known = pc.max(coord.column("timeout_ms")).as_py() if coord.num_rows else None
-    out = []
-    for t in candidates.to_pylist():
-        timeout = (
-            known
-            if known is not None
-            else facts.topic_timeouts.get(t["topic"], facts.default_transaction_timeout_ms)
-        )
-        if (t["open_ms"] or 0) <= timeout + facts.bounds.tolerance_ms:
-            continue
-        out.append(
-            finding(
-                "hanging_transaction",
-                f"transaction of producer {pid} open since offset {t['first_offset']} for "
-                f"{t['open_ms']} ms (timeout {timeout} ms) pins {t['pinned_records']} later "
-                f"records behind the LSO of {t['topic']}-{t['partition']}",
-                {
-                    "first_offset": t["first_offset"],
-                    "first_timestamp": t["first_timestamp"],
-                    "open_ms": t["open_ms"],
-                    "timeout": timeout,
-                    "pinned_records": t["pinned_records"],
-                    "clock_tolerance_ms": facts.bounds.tolerance_ms,
-                },
-                topic=t["topic"],
-                partition=t["partition"],
-                producer_id=pid,
-                producer_epoch=t["producer_epoch"],
-                transactional_id=tid,
-                first_offset=t["first_offset"],
-                last_offset=t["last_offset"],
-                record_count=t["record_count"],
-            )
-        )
-    return out

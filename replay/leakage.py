@@ -8,18 +8,233 @@ coordinator's clock and the marker by the partition leader's: the commit must pr
 marker (or, with no marker in the copy, the end of the partition's copy) by more than the clock
 tolerance (docs/cross-log.md).
 A group that passed aborted records without such proof is only exposed (info).
+
+A partition's history is read once, in offset order, a batch at a time (:class:`PartitionLeakage`):
+a long-lived producer writes millions of transactions to a partition and its consumers commit
+as often, so neither sequence is held. What is kept is a running bound, one small state per
+group, and the partition's transactions in a bounded store (:mod:`replay.spill`) read again
+only for a group that passed an aborted one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from replay.findings import finding
+from replay.spill import SpilledRows
 
 # the outcomes of transactions whose records a read_committed consumer never returns
 NOT_COMMITTED = ("ABORT", "OPEN")
+OUTCOMES = ("COMMIT", "ABORT", "OPEN")  # codes 1, 2, 3; 0 none
+
+# a transaction of the partition, as a row of int64 columns (null -1)
+(T_FIRST, T_LAST, T_MARKER_OFFSET, T_MARKER_TS, T_STOP_TS, T_OUTCOME, T_RECORDS, T_PRODUCER,
+ T_EPOCH) = range(9)  # fmt: skip
+T_COLUMNS = 9
+TXN_FIELDS = {
+    T_FIRST: "first_offset", T_LAST: "last_offset", T_MARKER_OFFSET: "marker_offset",
+    T_MARKER_TS: "marker_timestamp", T_RECORDS: "record_count", T_PRODUCER: "producer_id",
+    T_EPOCH: "producer_epoch",
+}  # fmt: skip
+COMMIT_COLUMNS = ("group_id", "committed_offset", "effective_timestamp", "effective_log_offset",
+                  "producer_id")  # fmt: skip
+NONE = -(1 << 62)  # no bound yet
+SCAN_ROWS = 1 << 16
+
+
+def _ints(t: pa.Table, name: str) -> np.ndarray:
+    if name not in t.column_names:
+        return np.full(t.num_rows, -1, np.int64)
+    c = t.column(name)
+    if pa.types.is_timestamp(c.type):
+        c = c.cast(pa.int64())
+    return pc.fill_null(c.cast(pa.int64()), -1).to_numpy()
+
+
+def _value(v) -> int | None:
+    return None if v < 0 else int(v)
+
+
+class _Group:
+    """One group's commits on the partition: the highest, which producers committed them, and
+    the first (in time, then in the coordinator's log) made past an open transaction."""
+
+    def __init__(self) -> None:
+        self.top: int | None = None
+        self.producers: set[int] = set()
+        self.proof: tuple[int, int, int] | None = None  # (timestamp, log offset, offset)
+
+
+class PartitionLeakage:
+    """Aborted reads in one partition, from its transactions and its groups' effective commits
+    fed in one order: by offset (a transaction's first offset, a commit's committed offset), a
+    commit before a transaction at the same offset (it is past only transactions starting
+    below it). :meth:`transactions` and :meth:`commits` take any pieces in that order;
+    :meth:`finish` gives the findings."""
+
+    def __init__(self, topic: str, partition: int, declared: dict[str, str], skew_ms: int) -> None:
+        self.topic, self.partition, self.declared, self.skew = topic, partition, declared, skew_ms
+        self.all = SpilledRows(T_COLUMNS)  # every transaction, for a proof's
+        self.bad = SpilledRows(T_COLUMNS)  # the aborted and open ones
+        self.bound = NONE  # latest (end of openness - tolerance) of the transactions so far
+        self.groups: dict[str, _Group] = {}
+
+    def transactions(self, t: pa.Table) -> None:
+        """Rows of the `transactions` table (with ``copy_end_timestamp``), by first offset."""
+        if not t.num_rows:
+            return
+        rows = np.zeros((t.num_rows, T_COLUMNS), np.int64)
+        for col, name in TXN_FIELDS.items():
+            rows[:, col] = _ints(t, name)
+        codes = pc.add(pc.index_in(t.column("outcome"), pa.array(OUTCOMES)), 1)
+        rows[:, T_OUTCOME] = pc.fill_null(codes, 0).to_numpy()
+        # when it stopped being open: its marker, or with no marker in this copy the copy's
+        # end (if one comes, it comes after); unknown: -1
+        end = _ints(t, "copy_end_timestamp")
+        rows[:, T_STOP_TS] = np.where(rows[:, T_MARKER_TS] >= 0, rows[:, T_MARKER_TS], end)
+        known = rows[:, T_STOP_TS] >= 0
+        if known.any():
+            self.bound = max(self.bound, int(rows[known, T_STOP_TS].max()) - self.skew)
+        self.all.append(rows)
+        self.bad.append(rows[rows[:, T_OUTCOME] >= 2])
+
+    def commits(self, t: pa.Table) -> None:
+        """Effective commit rows (:data:`COMMIT_COLUMNS`) of any groups, by committed offset:
+        a commit made before the marker (less the tolerance) of a transaction starting below
+        it was past the LSO then."""
+        offsets = _ints(t, "committed_offset")
+        keep = np.flatnonzero(offsets >= 0)
+        if not len(keep):
+            return
+        ts, log = _ints(t, "effective_timestamp")[keep], _ints(t, "effective_log_offset")[keep]
+        offsets = offsets[keep]
+        pids = _ints(t, "producer_id")[keep]
+        groups = np.asarray(t.column("group_id").to_pylist(), dtype=object)[keep]
+        for g in np.unique(groups).tolist():
+            at = groups == g
+            state = self.groups.setdefault(g, _Group())
+            top = int(offsets[at].max())
+            state.top = top if state.top is None else max(state.top, top)
+            state.producers.update(int(p) for p in np.unique(pids[at]) if p >= 0)
+            past = at & (ts < self.bound)
+            if past.any():
+                i = np.flatnonzero(past)[np.lexsort((log[past], ts[past]))[0]]
+                found = (int(ts[i]), int(log[i]), int(offsets[i]))
+                if state.proof is None or found[:2] < state.proof[:2]:
+                    state.proof = found
+
+    def finish(self) -> list[dict]:
+        out = []
+        if len(self.bad):
+            for group, state in sorted(self.groups.items()):
+                passed = _rows_below(self.bad, state.top)
+                if not len(passed):
+                    continue
+                isolation = self.declared.get(group)
+                if isolation == "read_committed":
+                    continue  # declared read_committed: it skipped them
+                proof = self._proof(state.proof)
+                out.append(self._finding(group, state, passed, proof, isolation))
+        self.all.close()
+        self.bad.close()
+        return out
+
+    def _proof(self, commit: tuple[int, int, int] | None) -> dict | None:
+        """The first transaction (by offset) the proving commit was past while it was open."""
+        if commit is None:
+            return None
+        ts, log, offset = commit
+        for start in range(0, len(self.all), SCAN_ROWS):
+            rows = self.all.rows(start, start + SCAN_ROWS)
+            hit = (
+                (rows[:, T_STOP_TS] >= 0)
+                & (rows[:, T_FIRST] < offset)
+                & (ts < rows[:, T_STOP_TS] - self.skew)
+            )
+            if hit.any():
+                t = rows[int(np.argmax(hit))]
+                return {
+                    "commit_offset": offset,
+                    "commit_timestamp": ts,
+                    "commit_log_offset": log,
+                    "open_transaction_first_offset": int(t[T_FIRST]),
+                    "open_transaction_producer_id": int(t[T_PRODUCER]),
+                    "marker_timestamp": _value(t[T_MARKER_TS]),
+                }
+        return None  # pragma: no cover (the commit was chosen because one exists)
+
+    def _finding(self, group: str, state: _Group, passed: np.ndarray, proof: dict | None,
+                 isolation: str | None) -> dict:  # fmt: skip
+        """The finding of a group whose commits (up to ``top``) passed over aborted or open
+        transactions: a leak when proved (a commit past the LSO, or read_uncommitted
+        declared), else only an exposure, since a read_committed consumer would have skipped
+        them."""
+        topic, partition = self.topic, self.partition
+        leaked = int(passed[:, T_RECORDS].clip(0).sum())
+        producers = sorted(int(p) for p in np.unique(passed[:, T_PRODUCER]))
+        where = {
+            "topic": topic,
+            "partition": partition,
+            "group_id": group,
+            "producer_id": producers[0],
+            "first_offset": int(passed[:, T_FIRST].min()),
+            "last_offset": int(passed[:, T_LAST].max()),
+            "record_count": leaked,
+        }
+        evidence = {
+            "max_committed_offset": state.top,
+            "transactions": [_evidence(r) for r in passed[:20]],
+            "producers": producers,
+            "declared_isolation": isolation,
+            "commit_producer_ids": sorted(state.producers),
+        }
+        if proof is None and isolation != "read_uncommitted":
+            return finding(
+                "aborted_read_exposure",
+                f"group {group!r} committed past {leaked} records of aborted or open "
+                f"transactions in {topic}-{partition}; they leaked if it read uncommitted",
+                evidence,
+                **where,
+            )
+        evidence["proof"] = proof or {"declared": "read_uncommitted"}
+        return finding(
+            "aborted_read_leak",
+            f"group {group!r} read uncommitted and consumed {leaked} records of aborted or "
+            f"open transactions in {topic}-{partition}",
+            evidence,
+            **where,
+        )
+
+
+def _rows_below(store: SpilledRows, top: int | None) -> np.ndarray:
+    """The transactions of ``store`` starting below ``top``."""
+    if top is None:
+        return np.zeros((0, T_COLUMNS), np.int64)
+    parts = []
+    for start in range(0, len(store), SCAN_ROWS):
+        rows = store.rows(start, start + SCAN_ROWS)
+        parts.append(rows[rows[:, T_FIRST] < top])
+    return np.concatenate(parts) if parts else np.zeros((0, T_COLUMNS), np.int64)
+
+
+def _evidence(r: np.ndarray) -> dict:
+    """A passed-over transaction as the finding's evidence shows it."""
+    out = {name: _value(r[col]) for col, name in TXN_FIELDS.items()}
+    out["outcome"] = OUTCOMES[int(r[T_OUTCOME]) - 1] if r[T_OUTCOME] > 0 else None
+    return {k: out[k] for k in _EVIDENCE_FIELDS}
+
+
+# The fields of a passed-over transaction the finding's evidence shows.
+_EVIDENCE_FIELDS = (
+    "producer_id", "producer_epoch", "first_offset", "last_offset", "marker_offset", "outcome",
+    "record_count", "marker_timestamp",
+)  # fmt: skip
+TXN_COLUMNS = (*_EVIDENCE_FIELDS, "copy_end_timestamp")
 
 
 def judge_partition(
@@ -31,120 +246,86 @@ def judge_partition(
     skew_ms: int,
 ) -> list[dict]:
     """transactions: this partition's rows (COMMIT, ABORT, OPEN); commits: effective commit
-    timeline rows of every group on this partition; declared: group -> isolation level."""
-    bad = [t for t in transactions if t["outcome"] in NOT_COMMITTED]
-    if not bad or not commits:
-        return []
-    by_group: dict[str, list[dict]] = {}
-    for c in commits:
-        if c["committed_offset"] is not None:
-            by_group.setdefault(c["group_id"], []).append(c)
-    out = []
-    for group, cs in sorted(by_group.items()):
-        top = max(c["committed_offset"] for c in cs)
-        passed = [t for t in bad if t["first_offset"] < top]
-        if not passed:
+    timeline rows of every group on this partition; declared: group -> isolation level.
+    Whole lists, fed to :class:`PartitionLeakage` in its order."""
+    judge = PartitionLeakage(topic, partition, declared, skew_ms)
+    for kind, piece in _merged(transactions, commits):
+        (judge.commits if kind == 0 else judge.transactions)(piece)
+    return judge.finish()
+
+
+def _merged(transactions: list[dict], commits: list[dict]) -> Iterator[tuple[int, pa.Table]]:
+    """Both lists as one sequence of runs in offset order (a commit before a transaction at
+    the same offset): (0 commits or 1 transactions, a table of the run)."""
+    keyed = [(t["first_offset"], 1, i) for i, t in enumerate(transactions)]
+    keyed += [(c["committed_offset"], 0, i) for i, c in enumerate(commits)
+              if c["committed_offset"] is not None]  # fmt: skip
+    keyed.sort()
+    run: list[dict] = []
+    kind = None
+    for _, k, i in keyed:
+        if k != kind and run:
+            yield kind, _table(kind, run)
+            run = []
+        kind = k
+        run.append(transactions[i] if k else commits[i])
+    if run:
+        yield kind, _table(kind, run)
+
+
+TXN_SCHEMA = pa.schema([(n, pa.string() if n == "outcome" else pa.int64()) for n in TXN_COLUMNS])
+COMMIT_SCHEMA = pa.schema([(n, pa.string() if n == "group_id" else pa.int64())
+                           for n in COMMIT_COLUMNS])  # fmt: skip
+
+
+def _table(kind: int, rows: list[dict]) -> pa.Table:
+    schema = TXN_SCHEMA if kind else COMMIT_SCHEMA
+    return pa.Table.from_pylist([{n: r.get(n) for n in schema.names} for r in rows], schema=schema)
+
+
+# the stream Spark's sort gives a leakage task: (cluster, topic, partition), then by offset a
+# commit (kind 0, its producer id as ``commit_producer_id``) before a transaction (kind 1)
+KIND, OFFSET = "_kind", "_offset"
+
+
+def leaks_stream(batches: Iterator[pa.RecordBatch], declared: dict[str, str], skew_ms: int,
+                 cluster_column: str) -> Iterator[pa.Table]:  # fmt: skip
+    """Findings of every partition of a sorted stream, each with its cluster first."""
+    from replay import tables as T
+
+    judge: PartitionLeakage | None = None
+    key = None
+    found: list[dict] = []
+
+    def done() -> None:
+        found.extend({cluster_column: key[0], **f} for f in judge.finish())
+
+    for batch in batches:
+        t = pa.Table.from_batches([batch])
+        if not t.num_rows:
             continue
-        proof = _proof(transactions, cs, skew_ms)
-        isolation = declared.get(group)
-        if isolation == "read_committed":
-            continue  # declared read_committed: it skipped them
-        out.append(_group_finding(topic, partition, group, cs, top, passed, proof, isolation))
-    return out
-
-
-# The fields of a passed-over transaction the finding's evidence shows.
-_EVIDENCE_FIELDS = (
-    "producer_id", "producer_epoch", "first_offset", "last_offset", "marker_offset", "outcome",
-    "record_count", "marker_timestamp",
-)  # fmt: skip
-
-
-def _group_finding(
-    topic: str, partition: int, group: str, cs: list[dict], top: int, passed: list[dict],
-    proof: dict | None, isolation: str | None,
-) -> dict:  # fmt: skip
-    """The finding of a group whose commits (``cs``, up to ``top``) passed over aborted or open
-    transactions: a leak when proved (a commit past the LSO, or read_uncommitted declared),
-    else only an exposure, since a read_committed consumer would have skipped them."""
-    leaked = sum(t["record_count"] for t in passed)
-    producers = sorted({t["producer_id"] for t in passed})
-    where = {
-        "topic": topic,
-        "partition": partition,
-        "group_id": group,
-        "producer_id": producers[0],
-        "first_offset": min(t["first_offset"] for t in passed),
-        "last_offset": max(t["last_offset"] for t in passed),
-        "record_count": leaked,
-    }
-    evidence = {
-        "max_committed_offset": top,
-        "transactions": [{k: t[k] for k in _EVIDENCE_FIELDS} for t in passed[:20]],
-        "producers": producers,
-        "declared_isolation": isolation,
-        "commit_producer_ids": sorted(
-            {c["producer_id"] for c in cs if c["producer_id"] is not None}
-        ),
-    }
-    if proof is None and isolation != "read_uncommitted":
-        return finding(
-            "aborted_read_exposure",
-            f"group {group!r} committed past {leaked} records of aborted or open "
-            f"transactions in {topic}-{partition}; they leaked if it read uncommitted",
-            evidence,
-            **where,
-        )
-    evidence["proof"] = proof or {"declared": "read_uncommitted"}
-    return finding(
-        "aborted_read_leak",
-        f"group {group!r} read uncommitted and consumed {leaked} records of aborted or "
-        f"open transactions in {topic}-{partition}",
-        evidence,
-        **where,
-    )
-
-
-def _proof(transactions: list[dict], commits: list[dict], skew_ms: int) -> dict | None:
-    """A commit beyond a transaction's first offset, made before its marker: past the LSO.
-    The first such commit in time, with the first such transaction in the partition's order.
-    Which commits have one is found over arrays (the latest "marker less tolerance" among the
-    transactions starting below each offset), not by comparing every commit with every
-    transaction: a partition holds millions of both over a long history."""
-    bounds = []  # (first offset, marker timestamp less the tolerance) of each transaction
-    for t in transactions:
-        marker_ts = _marker_or_copy_end(t)
-        if marker_ts is not None:
-            bounds.append((t["first_offset"], marker_ts - skew_ms))
-    if not bounds:
-        return None
-    bounds.sort()
-    firsts = np.array([b[0] for b in bounds], np.int64)
-    latest = np.maximum.accumulate(np.array([b[1] for b in bounds], np.int64))
-    for c in sorted(commits, key=lambda c: c["effective_timestamp"]):
-        below = int(np.searchsorted(firsts, c["committed_offset"], side="left"))
-        if not below or latest[below - 1] <= c["effective_timestamp"]:
-            continue
-        for t in transactions:
-            marker_ts = _marker_or_copy_end(t)
-            if (
-                marker_ts is not None
-                and c["committed_offset"] > t["first_offset"]
-                and c["effective_timestamp"] < marker_ts - skew_ms
-            ):
-                return {
-                    "commit_offset": c["committed_offset"],
-                    "commit_timestamp": c["effective_timestamp"],
-                    "commit_log_offset": c["effective_log_offset"],
-                    "open_transaction_first_offset": t["first_offset"],
-                    "open_transaction_producer_id": t["producer_id"],
-                    "marker_timestamp": t["marker_timestamp"],
-                }
-    return None
-
-
-def _marker_or_copy_end(t: dict) -> int | None:
-    """When the transaction stopped being open: its marker, or with no marker in this copy the
-    copy's end (if one comes, it comes after); None: unknown."""
-    marker_ts = t["marker_timestamp"]
-    return t.get("copy_end_timestamp") if marker_ts is None else marker_ts
+        keys = [np.asarray(t.column(c).to_pylist(), dtype=object)
+                for c in (cluster_column, "topic")]  # fmt: skip
+        parts, kinds = _ints(t, "partition"), _ints(t, KIND)
+        change = np.zeros(t.num_rows - 1, bool)
+        for k in (*keys, parts, kinds):
+            change |= k[1:] != k[:-1]
+        bounds = np.concatenate(([0], np.flatnonzero(change) + 1, [t.num_rows])).tolist()
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            now = (keys[0][a], keys[1][a], int(parts[a]))
+            if now != key:
+                if judge is not None:
+                    done()
+                key, judge = now, PartitionLeakage(now[1], now[2], declared, skew_ms)
+            piece = t.slice(a, b - a)
+            if int(kinds[a]) == 0:
+                piece = piece.select([*COMMIT_COLUMNS[:-1], "commit_producer_id"]).rename_columns(
+                    list(COMMIT_COLUMNS)
+                )
+                judge.commits(piece)
+            else:
+                judge.transactions(piece)
+    if judge is not None:
+        done()
+    schema = pa.schema([pa.field(cluster_column, pa.string()), *T.FINDINGS])
+    yield pa.Table.from_pylist(found, schema=schema)

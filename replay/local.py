@@ -4,7 +4,7 @@ partitions over rows.
 Every replica is read and replayed by the unit the Spark scan's tasks run
 (:class:`replay.scan_task.ScanTask`), the replica kept per partition is chosen by the same
 rule (:func:`replay.replicas.chosen_replicas`), and the stages across partitions call the same
-functions as the Spark plan (:func:`replay.grouped.crosslog_tables`,
+functions as the Spark plan (:func:`replay.crosslog_stream.crosslog_tables`,
 :func:`replay.leakage.judge_partition`) and the same row rules (:mod:`replay.rules`), grouping
 here in Python. For tests (a property test replays dozens of simulated dumps in seconds) and
 small dumps; both must give the same findings: the test suite runs scenarios through both.
@@ -22,7 +22,8 @@ import pyarrow.compute as pc
 import decoders
 from decoders.constants import TRANSACTION_STATE_TOPIC
 from replay import tables as T
-from replay.grouped import INTERNAL_TOPICS, crosslog_tables, with_shares
+from replay.crosslog_stream import crosslog_tables
+from replay.grouped import INTERNAL_TOPICS, with_shares
 from replay.leakage import judge_partition
 from replay.replicas import REPLAY_TABLES, REPLICA_BROKER, chosen_replicas, replay_spec
 from replay.rules import DIVERGENCE, INTEGRITY, PROPAGATION

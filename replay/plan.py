@@ -26,7 +26,6 @@ from functools import reduce
 from typing import Protocol
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
@@ -35,15 +34,22 @@ from decoders.constants import TRANSACTION_STATE_TOPIC
 from decoders.spark import _struct, spark_type
 from replay import checks
 from replay import tables as T
-from replay.grouped import (
+from replay.crosslog_stream import (
+    COORD,
     CROSSLOG_COORD,
     CROSSLOG_LEFT,
     CROSSLOG_SCHEMA,
-    INTERNAL_TOPICS,
-    crosslog_tables,
-    with_shares,
+    KIND,
+    SIDE,
+    STREAM_ORDER,
+    TXN,
+    judge_stream,
 )
-from replay.leakage import NOT_COMMITTED, judge_partition
+from replay.grouped import INTERNAL_TOPICS, with_shares
+from replay.leakage import KIND as LEAK_KIND
+from replay.leakage import NOT_COMMITTED, leaks_stream
+from replay.leakage import OFFSET as LEAK_OFFSET
+from replay.leakage import TXN_COLUMNS as LEAK_TXN_COLUMNS
 from replay.replicas import (
     REPLAY_TABLES,
     REPLICA_BROKER,
@@ -56,7 +62,7 @@ from replay.replicas import (
 from replay.scan_task import audit_schema
 from replay.session_scan import settled
 from replay.settings import AuditConfig
-from replay.tables import CLUSTER, with_cluster
+from replay.tables import CLUSTER
 
 # dump bytes per task of the audit's grouped stages: their number follows from the dump's
 # size (at most spark.sql.shuffle.partitions), never from a session's default of 200 tasks
@@ -253,21 +259,32 @@ class Audit:
     # -- partitions against the coordinator -------------------------------------------------------
     def _cross_log(self, pt: DataFrame, ct: DataFrame, partitions: DataFrame) -> DataFrame:
         """Every partition against the coordinator's log, per producer id, by order
-        (replay.crosslog); also the hanging transactions (their timeout is the coordinator's)."""
+        (replay.crosslog); also the hanging transactions (their timeout is the coordinator's).
+
+        One stream per task, sorted by (cluster, producer id, what each partition's copy
+        covers, the coordinator's transactions in its log order, each partition's entries in
+        offset order: replay.crosslog_stream.STREAM_ORDER), judged a batch at a time: Spark's
+        sort spills, and no producer's history is gathered into one group (a Kafka Streams
+        thread under TV0/1 writes millions of transactions under one producer id)."""
         schema = pa.schema([pa.field(CLUSTER, pa.string()), *CROSSLOG_SCHEMA])
         facts = self.config.facts()
 
-        def judge(key, left, coord):  # no hints: Spark infers its UDF type from them
+        def judge(batches):  # no hints: Spark infers its UDF type from them
             settled()
-            cluster, pid = key[0].as_py(), key[1].as_py()
-            return with_cluster(crosslog_tables(pid, left, coord, facts), cluster, first=True)
+            for t in judge_stream(batches, facts):
+                yield from t.to_batches()
 
-        # only the columns the judgement reads (replay.grouped.CROSSLOG_LEFT, CROSSLOG_COORD)
+        # only the columns the judgement reads (replay.crosslog_stream.CROSSLOG_LEFT, _COORD)
         side_cols = ["complete_from", "copy_end_timestamp"]
         txn_cols = [c for c in CROSSLOG_LEFT.names if c != "_row" and c not in side_cols]
-        txns = pt.select(F.lit("txn").alias("_row"), CLUSTER, "producer_id", *txn_cols)
-        for c in side_cols:
-            txns = txns.withColumn(c, F.lit(None).cast("long"))
+        coord_type = struct_type(CROSSLOG_COORD)
+        position = F.coalesce(F.col("first_offset"), F.col("marker_offset"))
+        txns = pt.select(
+            CLUSTER, "producer_id", F.lit(TXN).alias(KIND), *txn_cols,
+            *[F.lit(None).cast("long").alias(c) for c in side_cols],
+            F.lit(None).cast(coord_type).alias("coord"),
+            position.cast("long").alias("_p1"), F.lit(0).cast("long").alias("_p2"),
+        )  # fmt: skip
         listed = ct.select(CLUSTER, "producer_id", F.explode("partitions").alias("tp")).select(
             CLUSTER, "producer_id", "tp.topic", "tp.partition"
         )
@@ -284,28 +301,39 @@ class Audit:
             )
         )
         # each DataFrame's columns and types asked once: every ask analyses its whole plan
-        have, types = set(sides.columns), {f.name: f.dataType for f in pt.schema.fields}
+        types = {f.name: f.dataType for f in pt.schema.fields}
         sides = sides.select(
-            F.lit("side").alias("_row"), CLUSTER, "producer_id",
-            *[(F.col(c) if c in have else F.lit(None)).cast(types[c]).alias(c)
+            CLUSTER, "producer_id", F.lit(SIDE).alias(KIND),
+            *[(F.col(c) if c in ("topic", "partition") else F.lit(None)).cast(types[c]).alias(c)
               for c in txn_cols],
-            *side_cols,
+            *[F.col(c).cast("long").alias(c) for c in side_cols],
+            F.lit(None).cast(coord_type).alias("coord"),
+            F.lit(0).cast("long").alias("_p1"), F.lit(0).cast("long").alias("_p2"),
         )  # fmt: skip
         ends = partitions.filter(F.col("topic") == TRANSACTION_STATE_TOPIC).select(
             CLUSTER,
             F.col("partition").alias("log_partition"),
             F.col("copy_end_timestamp").alias("copy_end_ts"),
         )
-        read = [c for c in CROSSLOG_COORD.names if c != "copy_end_ts"]
-        coord = ct.select(CLUSTER, "producer_id", *read).join(
-            F.broadcast(ends), [CLUSTER, "log_partition"], "left"
-        )
+        coord = (
+            ct.select(CLUSTER, "producer_id", *[c for c in CROSSLOG_COORD.names if c != "copy_end_ts"])
+            .join(F.broadcast(ends), [CLUSTER, "log_partition"], "left")
+            .select(
+                CLUSTER, "producer_id", F.lit(COORD).alias(KIND),
+                *[F.lit(None).cast(types[c]).alias(c) for c in txn_cols],
+                *[F.lit(None).cast("long").alias(c) for c in side_cols],
+                F.struct(*[F.col(c) for c in CROSSLOG_COORD.names]).cast(coord_type).alias("coord"),
+                F.coalesce(F.col("log_partition").cast("long"), F.lit(0)).alias("_p1"),
+                F.coalesce(F.col("first_log_offset").cast("long"), F.lit(0)).alias("_p2"),
+            )
+        )  # fmt: skip
         return (
             txns.unionByName(sides)
+            .unionByName(coord)
             .repartition(self.tasks, *by)
-            .groupBy(*by)
-            .cogroup(coord.repartition(self.tasks, *by).groupBy(*by))
-            .applyInArrow(judge, struct_type(schema))
+            .sortWithinPartitions(*STREAM_ORDER)
+            .drop("_p1", "_p2")
+            .mapInArrow(judge, struct_type(schema))
         )
 
     def _with_txn_ids(self, pt: DataFrame, ct: DataFrame) -> DataFrame:
@@ -319,43 +347,51 @@ class Audit:
 
     # -- leakage ----------------------------------------------------------------------------------
     def _leakage(self, pt: DataFrame, timeline: DataFrame, partitions: DataFrame) -> DataFrame:
+        """Aborted reads per partition (replay.leakage), of the partitions holding an aborted
+        or open transaction only (the others cannot leak): their transactions and their groups'
+        commits as one stream per task sorted by offset, judged a batch at a time; no
+        partition's history is gathered into one group."""
         schema = pa.schema([pa.field(CLUSTER, pa.string()), *T.FINDINGS])
         declared = self.config.declared_isolation()
         tolerance = self.config.clock_tolerance_ms
 
-        def judge(key, txns, commits):  # no hints: Spark infers its UDF type from them
+        def judge(batches):  # no hints: Spark infers its UDF type from them
             settled()
-            cluster = key[0].as_py()
-            uncommitted = pc.is_in(txns.column("outcome"), pa.array(NOT_COMMITTED))
-            if not commits.num_rows or not pc.any(uncommitted).as_py():
-                # nothing aborted or open here (most partitions): no rows turned into Python
-                return with_cluster(T.FINDINGS.empty_table(), cluster, first=True)
-            rows = judge_partition(
-                key[1].as_py(),
-                key[2].as_py(),
-                txns.to_pylist(),
-                commits.to_pylist(),
-                declared,
-                tolerance,
-            )
-            found = pa.Table.from_pylist(rows, schema=T.FINDINGS)
-            return with_cluster(found, cluster, first=True)
+            for t in leaks_stream(batches, declared, tolerance, CLUSTER):
+                yield from t.to_batches()
 
-        ends = partitions.select(CLUSTER, "topic", "partition", "copy_end_timestamp")
-        t = pt.filter(~F.col("topic").isin(*INTERNAL_TOPICS) & (F.col("record_count") > 0)).select(
-            CLUSTER, "topic", "partition", "producer_id", "producer_epoch", "first_offset",
-            "last_offset", "marker_offset", "outcome", "record_count", "marker_timestamp",
-        ).join(F.broadcast(ends), [CLUSTER, "topic", "partition"], "left")  # fmt: skip
-        c = timeline.select(
-            CLUSTER, "topic", "partition", "group_id", "committed_offset", "effective_timestamp",
-            "effective_log_offset", "producer_id",
+        by = [CLUSTER, "topic", "partition"]
+        ends = partitions.select(*by, "copy_end_timestamp")
+        t = pt.filter(~F.col("topic").isin(*INTERNAL_TOPICS) & (F.col("record_count") > 0))
+        exposed = t.filter(F.col("outcome").isin(*NOT_COMMITTED)).select(*by).distinct()
+        long = "long"
+        txns = (
+            t.join(exposed, by, "left_semi")
+            .join(F.broadcast(ends), by, "left")
+            .select(
+                *by, F.lit(1).alias(LEAK_KIND), F.col("first_offset").cast(long).alias(LEAK_OFFSET),
+                *[F.col(c) for c in LEAK_TXN_COLUMNS],
+                *[F.lit(None).cast(long if c != "group_id" else "string").alias(c)
+                  for c in ("group_id", "committed_offset", "effective_timestamp",
+                            "effective_log_offset", "commit_producer_id")],
+            )
         )  # fmt: skip
-        by = (CLUSTER, "topic", "partition")
+        types = {f.name: f.dataType for f in pt.schema.fields}
+        commits = (
+            timeline.filter(F.col("committed_offset").isNotNull())
+            .join(exposed, by, "left_semi")
+            .select(
+                *by, F.lit(0).alias(LEAK_KIND), F.col("committed_offset").cast(long).alias(LEAK_OFFSET),
+                *[F.lit(None).cast(types.get(c, long)).alias(c) for c in LEAK_TXN_COLUMNS],
+                "group_id", F.col("committed_offset").cast(long), F.col("effective_timestamp").cast(long),
+                F.col("effective_log_offset").cast(long), F.col("producer_id").cast(long).alias("commit_producer_id"),
+            )
+        )  # fmt: skip
         return (
-            t.repartition(self.tasks, *by)
-            .groupBy(*by)
-            .cogroup(c.repartition(self.tasks, *by).groupBy(*by))
-            .applyInArrow(judge, struct_type(schema))
+            txns.unionByName(commits, allowMissingColumns=False)
+            .repartition(self.tasks, *by)
+            .sortWithinPartitions(*by, LEAK_OFFSET, LEAK_KIND)
+            .mapInArrow(judge, struct_type(schema))
         )
 
 

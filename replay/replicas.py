@@ -16,7 +16,6 @@ reports to the driver, by :func:`chosen_replicas`. Pure Python over Arrow: no Sp
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 import weakref
@@ -52,6 +51,7 @@ from replay.grouped import (
     txn_latest_epochs,
 )
 from replay.partition import BATCH_COLUMNS, cleaner_leftovers_end
+from replay.spill import local_dir, remove_file
 from replay.tables import CLUSTER, with_cluster
 
 # the replica a replayed row comes from: the audit keeps the rows of the chosen one
@@ -421,11 +421,12 @@ class _Spill:
     dropped."""
 
     def __init__(self) -> None:
-        local = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0] or tempfile.gettempdir()
-        fd, self.path = tempfile.mkstemp(prefix="logreplay-replica-", suffix=".arrows", dir=local)
+        fd, self.path = tempfile.mkstemp(
+            prefix="logreplay-replica-", suffix=".arrows", dir=local_dir()
+        )
         self.sink = os.fdopen(fd, "wb")
         self.writer: pa.ipc.RecordBatchStreamWriter | None = None
-        self._remove = weakref.finalize(self, _remove_file, self.path, self.sink)
+        self._remove = weakref.finalize(self, remove_file, self.path, self.sink)
 
     def write(self, batch: pa.RecordBatch) -> None:
         if self.writer is None:
@@ -443,12 +444,6 @@ class _Spill:
 
     def close(self) -> None:
         self._remove()
-
-
-def _remove_file(path: str, sink) -> None:
-    sink.close()
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(path)
 
 
 def _plain_files(t: pa.Table) -> pa.Table:

@@ -823,3 +823,4 @@ def demo(out: str, seed: int, scale: float) -> Truth:
 
 
 from simulator import production  # noqa: E402,F401  (registers the production_day family)
+from simulator import long_lived  # noqa: E402,F401  (registers the long_lived_producer family)

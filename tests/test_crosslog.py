@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from replay.crosslog import Bounds, Coordinator, Side, judge_producer
+from replay.crosslog import Bounds, Coordinator, Side
+from replay.crosslog_stream import judge_producer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -318,7 +319,40 @@ def _random_arrays(seed):
             *(rng.choice([ASSUME, ASSUME, ANOMALY, INF], count).astype(np.int64) for _ in range(3))
         )
 
-    return Steps(a, b, skips(n), skips(m), int(rng.choice([20, 200, 5_000]))), rng
+    skip_a, skip_b = skips(n), skips(m)
+    window = int(rng.choice([20, 200, 5_000]))
+    return Steps(a, b, skip_a, skip_b, window, n, m, 0, 0), rng
+
+
+def _blocked(steps, half_width, rows):
+    """crosslog.Alignment over ``steps`` held whole, ``rows`` rows a block (None: its own
+    choice): (total, a_free, a_bad, b_free, b_bad) as the whole table gives them."""
+    import numpy as np
+
+    from replay.crosslog import Alignment, Skips
+
+    n, m = steps.a.shape[0], steps.b.shape[0]
+
+    def steps_of(k0, k1, i0, i1):
+        def cut(costs, lo, hi):
+            return Skips(*(c[lo:hi] for c in costs))
+
+        return steps._replace(a=steps.a[k0:k1], b=steps.b[i0:i1], skip_a=cut(steps.skip_a, k0, k1),
+                              skip_b=cut(steps.skip_b, i0, i1), k0=k0, i0=i0)  # fmt: skip
+
+    alignment = Alignment(n, m, steps_of, half_width, rows)
+    a_free, a_bad = np.zeros(n, bool), np.zeros(n, bool)
+    b_free, b_bad = np.zeros(m, bool), np.zeros(m, np.int64)
+    seen = {"a": np.zeros(n, int), "b": np.zeros(m, int)}
+    for which, start, free, bad in alignment.marked():
+        at = slice(start, start + len(free))
+        seen[which][at] += 1
+        if which == "a":
+            a_free[at], a_bad[at] = free, bad > 0
+        else:
+            b_free[at], b_bad[at] = free, bad
+    assert (seen["a"] == 1).all() and (seen["b"] == 1).all()  # each given once, when final
+    return alignment.total, a_free, a_bad, b_free, b_bad
 
 
 def _same(got, want):
@@ -331,17 +365,15 @@ def _same(got, want):
 
 @pytest.mark.parametrize("seed", range(40))
 def test_the_banded_programme_equals_the_whole_table(seed):
-    """crosslog._align computes only a band of cells around the diagonal, row by row from
-    kept rows; on random sequences (every kind of match and skip cost, lengths that differ)
-    its total and its marks equal the whole table's, whatever rows it keeps."""
-    from replay.crosslog import _align, _programme
-
+    """crosslog.Alignment computes only a band of cells around the diagonal, a block of rows
+    at a time from one kept row per block; on random sequences (every kind of match and skip
+    cost, lengths that differ) its total and its marks equal the whole table's, whatever the
+    band it starts from and however many rows a block holds."""
     steps, rng = _random_arrays(seed)
-    n, m = steps.a.shape[0], steps.b.shape[0]
     whole = _whole_table(steps)
-    _same(_align(steps, half_width=int(rng.integers(0, 4))), whole)
-    for every in (1, 2, 3, 7, 0):  # a row kept every ... (0: about sqrt(n))
-        _same(_programme(steps, -m, n, every), whole)
+    _same(_blocked(steps, int(rng.integers(0, 4)), None), whole)
+    for rows in (1, 2, 3, 7):
+        _same(_blocked(steps, int(rng.integers(0, 4)), rows), whole)
 
 
 def test_a_day_of_a_streams_app_aligns_in_memory_linear_in_its_transactions():
@@ -365,7 +397,7 @@ def _compacted(split: int | None = None):
     tail (the cleaner kept nothing older of this transactional id): as Arrow tables."""
     import pyarrow as pa
 
-    from replay.crosslog import COORDINATOR_TXNS, PARTITION_TXNS
+    from replay.crosslog_stream import COORDINATOR_TXNS, PARTITION_TXNS
 
     ptx = [part_txn(k, "ABORT" if k == split else "COMMIT", step=100) for k in range(WEEK)]
     ctx = [coord_txn(k, step=100, history_from_start=False) for k in range(WEEK - TAIL, WEEK)]
@@ -430,7 +462,8 @@ def test_the_alignment_of_a_compacted_history_holds_rows_not_the_table():
 
     script = (
         "import resource, sys; sys.path.insert(0, 'tests'); import test_crosslog as t\n"
-        "from replay.crosslog import judge_producer, Side, Bounds\n"
+        "from replay.crosslog import Side, Bounds\n"
+        "from replay.crosslog_stream import judge_producer\n"
         "ptx, ctx, c = t._compacted(); base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "if sys.argv[1] == 'judge':\n"
         "    judge_producer(t.PID, ptx, ctx, {t.X: Side(True, None)}, c, Bounds(2000, 600000))\n"

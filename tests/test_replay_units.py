@@ -329,9 +329,10 @@ def test_leak_needs_proof_or_a_declaration():
 
 def _proof_by_every_pair(transactions, commits, skew_ms):
     """The leak's proof as its rule reads (every commit in time order against every
-    transaction in the partition's order): the reference replay.leakage._proof must equal."""
+    transaction in the partition's order): the streamed replay.leakage.PartitionLeakage must
+    equal."""
     for c in sorted(commits, key=lambda c: c["effective_timestamp"]):
-        for t in transactions:
+        for t in sorted(transactions, key=lambda t: t["first_offset"]):
             marker_ts = t["marker_timestamp"]
             if marker_ts is None:
                 marker_ts = t.get("copy_end_timestamp")
@@ -343,13 +344,24 @@ def _proof_by_every_pair(transactions, commits, skew_ms):
     return None
 
 
-def test_the_leak_proof_over_arrays_finds_what_every_pair_finds():
-    """The proof search over sorted arrays (a partition holds millions of commits and
-    transactions: every pair would be quadratic) picks the same commit and transaction as
-    comparing every pair, over random partitions with open, aborted and committed ones."""
-    import random
+def _proof(transactions, commits, skew_ms):
+    """The proof replay.leakage.PartitionLeakage finds for one group's commits."""
+    from replay.leakage import PartitionLeakage, _merged
 
-    from replay.leakage import _proof
+    judge = PartitionLeakage("t", 0, {}, skew_ms)
+    commits = [{**c, "group_id": "g", "producer_id": None} for c in commits]
+    for kind, piece in _merged(transactions, commits):
+        (judge.commits if kind == 0 else judge.transactions)(piece)
+    group = judge.groups.get("g")
+    return judge._proof(group.proof if group else None)
+
+
+def test_the_leak_proof_over_arrays_finds_what_every_pair_finds():
+    """The proof search in one pass in offset order (a partition holds millions of commits
+    and transactions: every pair would be quadratic, and neither is held whole) picks the same
+    commit and transaction as comparing every pair, over random partitions with open, aborted
+    and committed ones."""
+    import random
 
     rng = random.Random(7)
     found = 0

@@ -1,0 +1,716 @@
+"""One producer id's partitions against its coordinator's log, read as a stream in log order.
+
+The cross-log rules (docs/cross-log.md) and the alignment's programme are in
+:mod:`replay.crosslog`; this module feeds them. A Kafka Streams thread under transaction
+version 0/1 keeps one producer id (and epoch) for its whole life, writing every partition it
+produces to in every transaction: a week of it is millions of coordinator transactions and as
+many entries in each partition. So nothing here holds a producer's history at once:
+
+- the rows arrive sorted (:data:`STREAM_ORDER`: what each partition's copy covers, then the
+  coordinator's transactions in its log order, then each partition's entries in offset order)
+  a batch at a time, from Spark's sort (which spills) or from the one-process runner;
+- each (producer, partition)'s two sequences go, as rows of int64 columns, to a bounded store
+  (:class:`replay.spill.SpilledRows`), with the few aggregates the rules need (how early the
+  coordinator's history starts, whether the partition's times are all known);
+- once a partition's entries end, its alignment runs a block of rows at a time
+  (:class:`replay.crosslog.Alignment`) and only findings become Python objects.
+
+What grows with the history is on disk, not in memory; what grows in memory is the findings
+list and one band row per block (a few bytes per thousand transactions)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from replay import tables as T
+from replay.crosslog import (
+    E_BOUND_TS,
+    E_CLEANED,
+    E_COORDINATOR_EPOCH,
+    E_EPOCH,
+    E_FIRST_OFFSET,
+    E_FIRST_TS,
+    E_LAST_OFFSET,
+    E_MARKER_EPOCH,
+    E_MARKER_OFFSET,
+    E_MARKER_TS,
+    E_OPEN_MS,
+    E_OUTCOME,
+    E_PINNED,
+    E_RECORDS,
+    E_RETRY,
+    ENTRY_COLUMNS,
+    INF,
+    L_COMPLETE_TS,
+    L_DATA_EPOCH,
+    L_INDEX,
+    L_MARKER_EPOCH,
+    L_MAYBE,
+    L_OUTCOME,
+    L_PREPARE_TS,
+    L_START_TS,
+    LISTED_COLUMNS,
+    RAW_OPEN,
+    RAW_OUTCOMES,
+    Alignment,
+    Bounds,
+    Coordinator,
+    Pair,
+    Side,
+    entry_times,
+    listed_end,
+    listed_start,
+)
+from replay.findings import finding
+from replay.grouped import JUDGED, UNDECIDED, UNJUDGED, Facts, count_row
+from replay.spill import SpilledRows
+
+CROSSLOG_SCHEMA = T.union(T.FINDINGS, T.CHECK_COUNTS)
+# the columns the judgement reads, as the audit's tables give them (replay.tables)
+PARTITION_TXN_COLUMNS = (
+    "topic", "partition", "producer_epoch", "marker_epoch", "first_offset", "last_offset",
+    "marker_offset", "outcome", "record_count", "first_timestamp", "marker_timestamp",
+    "coordinator_epoch", "in_cleaned_range", "bound_timestamp",
+)  # fmt: skip
+COORDINATOR_TXN_COLUMNS = (
+    "transactional_id", "data_epoch", "marker_epoch", "outcome", "partitions", "start_timestamp",
+    "prepare_timestamp", "complete_timestamp", "maybe",
+)  # fmt: skip
+PARTITION_TXNS = pa.schema([f for f in T.TRANSACTIONS if f.name in PARTITION_TXN_COLUMNS])
+COORDINATOR_TXNS = pa.schema([f for f in T.COORDINATOR_TXNS
+                              if f.name in COORDINATOR_TXN_COLUMNS])  # fmt: skip
+# what the judgement of one producer id reads: its partition transactions (``_row`` txn) and
+# what each partition's copy covers (``_row`` side); its coordinator transactions with the end
+# of their `__transaction_state` partition's copy
+CROSSLOG_LEFT = pa.schema([
+    pa.field("_row", pa.string()),
+    *(f for f in T.TRANSACTIONS
+      if f.name in PARTITION_TXN_COLUMNS or f.name in ("pinned_records", "open_ms")),
+    pa.field("complete_from", pa.int64()), pa.field("copy_end_timestamp", pa.int64()),
+])  # fmt: skip
+CROSSLOG_COORD = pa.schema([
+    *(f for f in T.COORDINATOR_TXNS
+      if f.name in COORDINATOR_TXN_COLUMNS or f.name in ("timeout_ms", "log_partition",
+                                                         "first_log_offset", "history_from_start",
+                                                         "latest_epoch")),
+    pa.field("copy_end_ts", pa.int64()),
+])  # fmt: skip
+# the stream's rows: the kind (0 a partition's side, 1 a coordinator transaction, 2 a partition
+# entry), the left columns, and a coordinator transaction as one struct column; in this order
+SIDE, COORD, TXN = 0, 1, 2
+KIND = "_kind"
+STREAM = pa.schema([
+    pa.field(T.CLUSTER, pa.string()), pa.field("producer_id", pa.int64()),
+    pa.field(KIND, pa.int32()), *(f for f in CROSSLOG_LEFT if f.name != "_row"),
+    pa.field("coord", pa.struct(list(CROSSLOG_COORD))),
+])  # fmt: skip
+# (cluster, producer id, kind, topic, partition, position): position the entry's first offset
+# (a marker-only entry's marker offset), or the coordinator transaction's log partition and
+# offset in it
+STREAM_ORDER = (T.CLUSTER, "producer_id", KIND, "topic", "partition", "_p1", "_p2")
+
+ENTRY_FIELDS = {
+    E_FIRST_OFFSET: "first_offset", E_LAST_OFFSET: "last_offset",
+    E_MARKER_OFFSET: "marker_offset", E_RECORDS: "record_count", E_EPOCH: "producer_epoch",
+    E_MARKER_EPOCH: "marker_epoch", E_COORDINATOR_EPOCH: "coordinator_epoch",
+    E_FIRST_TS: "first_timestamp", E_MARKER_TS: "marker_timestamp",
+    E_BOUND_TS: "bound_timestamp", E_PINNED: "pinned_records", E_OPEN_MS: "open_ms",
+}  # fmt: skip
+LISTED_FIELDS = {
+    L_DATA_EPOCH: "data_epoch", L_MARKER_EPOCH: "marker_epoch",
+    L_START_TS: "start_timestamp", L_PREPARE_TS: "prepare_timestamp",
+    L_COMPLETE_TS: "complete_timestamp",
+}  # fmt: skip
+
+
+def _ints(t: pa.Table, name: str) -> np.ndarray:
+    """An integer (or timestamp) column as int64, null (or absent) as -1."""
+    if name not in t.column_names:
+        return np.full(t.num_rows, -1, np.int64)
+    c = t.column(name)
+    if pa.types.is_timestamp(c.type) or pa.types.is_boolean(c.type):
+        c = c.cast(pa.int64())
+    return pc.fill_null(c.cast(pa.int64()), -1).to_numpy()
+
+
+def _raw_outcomes(t: pa.Table) -> np.ndarray:
+    """Outcome codes as written: 0 null, 1 COMMIT, 2 ABORT, 3 OPEN."""
+    codes = pc.add(pc.index_in(t.column("outcome"), pa.array(RAW_OUTCOMES)), 1)
+    return pc.fill_null(codes, 0).to_numpy().astype(np.int64)
+
+
+def _value(v: int) -> int | None:
+    return None if v < 0 else int(v)
+
+
+def _outcome_text(code: int) -> str | None:
+    return RAW_OUTCOMES[code - 1] if code > 0 else None
+
+
+def _topic_codes(column: pa.Array | pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
+    """A string column as (its distinct values, each row's index among them)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    encoded = pc.dictionary_encode(column)
+    return encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False)
+
+
+def _runs(*keys: np.ndarray) -> list[tuple[int, int]]:
+    """[start, stop) of the runs of equal keys (rows sorted by them)."""
+    size = len(keys[0]) if keys else 0
+    if not size:
+        return []
+    change = np.zeros(size - 1, bool)
+    for k in keys:
+        change |= k[1:] != k[:-1]
+    cuts = np.flatnonzero(change) + 1
+    bounds = np.concatenate(([0], cuts, [size])).tolist()
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+class _Sequences:
+    """One partition's two sequences for this producer, and what the rules ask of them whole
+    (kept as they arrive: nothing is read twice to know them)."""
+
+    def __init__(self, side: Side) -> None:
+        self.side = side
+        self.listed = SpilledRows(LISTED_COLUMNS)
+        self.entries = SpilledRows(ENTRY_COLUMNS)
+        self.listing = 0  # coordinator transactions listing it (partitions known)
+        self.known_lo: int | None = None  # earliest start of those with a known start
+        self.known_any, self.all_known_or_maybe = False, True
+        self.min_ts: int | None = None  # entries' earliest known time
+        self.all_ts = True  # ... and whether every entry's is known
+        self.with_data = 0  # entries with records
+        self.last: np.ndarray | None = None  # the last entry (a retry repeats it)
+
+    def add_listed(self, rows: np.ndarray) -> None:
+        lo = listed_start(rows)
+        known = lo >= 0
+        maybe = rows[:, L_MAYBE] > 0
+        self.listing += int((~maybe).sum())
+        if known.any():
+            self.known_any = True
+            low = int(lo[known].min())
+            self.known_lo = low if self.known_lo is None else min(self.known_lo, low)
+        self.all_known_or_maybe &= bool((known | maybe).all())
+        self.listed.append(rows)
+
+    def add_entries(self, rows: np.ndarray) -> None:
+        # a marker written again after a coordinator failover: no data, not open, the same
+        # outcome and marker epoch as the entry before it (with nothing in between)
+        before = np.concatenate([self.last[None, :], rows[:-1]]) if self.last is not None else rows[:-1]  # fmt: skip
+        same = np.zeros(len(rows), bool)
+        if len(before):
+            tail = slice(len(rows) - len(before), len(rows))
+            same[tail] = (before[:, E_OUTCOME] == rows[tail, E_OUTCOME]) & (
+                before[:, E_MARKER_EPOCH] == rows[tail, E_MARKER_EPOCH]
+            )
+        rows[:, E_RETRY] = (
+            (rows[:, E_RECORDS] <= 0) & (rows[:, E_OUTCOME] != RAW_OPEN) & same
+        ).astype(np.int64)
+        self.last = rows[-1].copy()
+        ts = entry_times(rows)
+        self.all_ts &= bool((ts >= 0).all())
+        if (ts >= 0).any():
+            low = int(ts[ts >= 0].min())
+            self.min_ts = low if self.min_ts is None else min(self.min_ts, low)
+        self.with_data += int((rows[:, E_RECORDS] > 0).sum())
+        self.entries.append(rows)
+
+    def close(self) -> None:
+        self.listed.close()
+        self.entries.close()
+
+
+BLOCK_ROWS = 1 << 16  # rows read at once when a prefix is scanned
+PIECE_ROWS = 8_192  # input rows turned into columns at once
+
+
+def _pieces(t: pa.Table) -> Iterator[pa.Table]:
+    for start in range(0, t.num_rows, PIECE_ROWS):
+        yield t.slice(start, PIECE_ROWS)
+
+
+def _prefix(store: SpilledRows, hold: callable) -> int:
+    """How many of the first rows of ``store`` satisfy ``hold`` (row blocks -> bools)."""
+    size = len(store)
+    for start in range(0, size, BLOCK_ROWS):
+        ok = hold(store.rows(start, start + BLOCK_ROWS))
+        if not ok.all():
+            return start + int(np.argmin(ok))
+    return size
+
+
+class ProducerJudge:
+    """The cross-log judgement of one producer id, fed in stream order (:data:`STREAM_ORDER`):
+    :meth:`sides`, then :meth:`coordinator` (any number of pieces), then :meth:`entries` (any
+    number of pieces, each partition's contiguous), then :meth:`finish`.
+
+    ``coordinator_view`` and ``side_views`` give the views outright (the pure tests), else
+    they come from the rows. ``facts``, when given, also judges hanging transactions (their
+    timeout is the coordinator's)."""
+
+    def __init__(self, producer_id: int, bounds: Bounds, facts: Facts | None = None,
+                 coordinator_view: Coordinator | None = None,
+                 side_views: dict[tuple[str, int], Side] | None = None) -> None:  # fmt: skip
+        self.pid, self.bounds, self.facts = producer_id, bounds, facts
+        self.view = coordinator_view
+        self.sequences: dict[tuple[str, int], _Sequences] = {
+            tp: _Sequences(side) for tp, side in (side_views or {}).items()
+        }
+        self.with_entries: set[tuple[str, int]] = set()
+        self.listed: set[tuple[str, int]] = set()
+        self.coordinator_rows = 0
+        self.tid: str | None = None
+        self.timeout_ms: int | None = None
+        self.history_from_start: bool | None = None
+        self.copy_end_ts: int | None = None
+        self.latest_epoch: int | None = None
+        self.current: tuple[str, int] | None = None
+        self.found: list[tuple[tuple[str, int], list[dict]]] = []
+        self.hanging: list[dict] = []
+        self.stats = {"judged": 0, "undecidable": 0, "unjudged": 0}
+
+    # -- input ---------------------------------------------------------------------------------
+    def sides(self, t: pa.Table) -> None:
+        for r in t.select(["topic", "partition", "complete_from", "copy_end_timestamp"]).to_pylist():  # fmt: skip
+            side = Side(complete_from_start=r["complete_from"] == 0,
+                        copy_end_ts=r["copy_end_timestamp"])  # fmt: skip
+            self.sequences.setdefault((r["topic"], r["partition"]), _Sequences(side))
+
+    def coordinator(self, t: pa.Table) -> None:
+        """Coordinator transactions of this producer, in the coordinator's log order."""
+        for piece in _pieces(t):
+            self._coordinator(piece)
+
+    def _coordinator(self, t: pa.Table) -> None:
+        if self.tid is None:
+            self.tid = next((v for v in t.column("transactional_id").to_pylist() if v), None)
+        if self.history_from_start is None and "history_from_start" in t.column_names:
+            self.history_from_start = bool(t.column("history_from_start")[0].as_py())
+        for name, attr in (("copy_end_ts", "copy_end_ts"), ("latest_epoch", "latest_epoch"),
+                           ("timeout_ms", "timeout_ms")):  # fmt: skip
+            if name in t.column_names:
+                top = pc.max(t.column(name)).as_py()
+                if top is not None:
+                    now = getattr(self, attr)
+                    setattr(self, attr, top if now is None else max(now, top))
+        rows = np.zeros((t.num_rows, LISTED_COLUMNS), np.int64)
+        rows[:, L_INDEX] = np.arange(self.coordinator_rows, self.coordinator_rows + t.num_rows)
+        for col, name in LISTED_FIELDS.items():
+            rows[:, col] = _ints(t, name)
+        rows[:, L_OUTCOME] = _raw_outcomes(t)
+        rows[:, L_MAYBE] = np.maximum(_ints(t, "maybe"), 0)
+        self.coordinator_rows += t.num_rows
+        self._list(t.column("partitions"), rows)
+
+    def _list(self, partitions: pa.ChunkedArray, rows: np.ndarray) -> None:
+        """Each partition's coordinator transactions: those listing it, and those whose
+        partitions are unknown (maybe), in order."""
+        if isinstance(partitions, pa.ChunkedArray):
+            partitions = partitions.combine_chunks()
+        maybe = np.flatnonzero(rows[:, L_MAYBE] > 0)
+        owners_of: dict[tuple[str, int], np.ndarray] = {}
+        flat = pc.list_flatten(partitions)
+        if len(flat):
+            owners = pc.list_parent_indices(partitions).to_numpy()
+            topics, codes = _topic_codes(flat.field("topic"))
+            parts = pc.fill_null(flat.field("partition").cast(pa.int64()), -1).to_numpy()
+            order = np.lexsort((owners, parts, codes))
+            codes, parts, owners = codes[order], parts[order], owners[order]
+            for a, b in _runs(codes, parts):
+                tp = (topics[codes[a]], int(parts[a]))
+                if tp in self.sequences:
+                    owners_of[tp] = np.unique(owners[a:b])
+                    self.listed.add(tp)
+        targets = self.sequences if len(maybe) else owners_of
+        for tp in targets:
+            chosen = np.union1d(owners_of.get(tp, np.zeros(0, np.int64)), maybe)
+            if len(chosen):
+                self.sequences[tp].add_listed(rows[chosen.astype(np.int64)])
+
+    def entries(self, t: pa.Table) -> None:
+        """Partition entries of this producer, sorted by partition and offset."""
+        for piece in _pieces(t):
+            self._entries(piece)
+
+    def _entries(self, t: pa.Table) -> None:
+        if self.facts is not None:
+            self._hanging(t)
+        records = _ints(t, "record_count")
+        if not self._judging:
+            self.stats["unjudged"] += int((records > 0).sum())
+            return
+        outcomes = _raw_outcomes(t)
+        t = t.filter(pa.array((outcomes != RAW_OPEN) | (records > 0)))  # open without data: none
+        if not t.num_rows:
+            return
+        rows = np.zeros((t.num_rows, ENTRY_COLUMNS), np.int64)
+        for col, name in ENTRY_FIELDS.items():
+            rows[:, col] = _ints(t, name)
+        rows[:, E_OUTCOME] = _raw_outcomes(t)
+        rows[:, E_CLEANED] = np.maximum(_ints(t, "in_cleaned_range"), 0)
+        topics, codes = _topic_codes(t.column("topic"))
+        parts = _ints(t, "partition")
+        for a, b in _runs(codes, parts):
+            tp = (topics[codes[a]], int(parts[a]))
+            if tp != self.current:
+                self._close_current()
+                self.current = tp
+            seqs = self.sequences.get(tp)
+            if seqs is not None:  # a partition not in the dump: cannot tell
+                self.with_entries.add(tp)
+                seqs.add_entries(rows[a:b])
+
+    @property
+    def _judging(self) -> bool:
+        return self.coordinator_rows > 0 and (self.view is not None or self.history_from_start is not None)  # fmt: skip
+
+    def _coordinator_view(self) -> Coordinator:
+        if self.view is not None:
+            return self.view
+        return Coordinator(complete_from_start=bool(self.history_from_start),
+                           copy_end_ts=self.copy_end_ts, latest_epoch=self.latest_epoch)  # fmt: skip
+
+    def _close_current(self) -> None:
+        if self.current is not None and self.current in self.sequences:
+            self._judge(self.current)
+        self.current = None
+
+    # -- judgement -----------------------------------------------------------------------------
+    def finish(self) -> tuple[list[dict], dict[str, int]]:
+        """The findings (split_outcome, missing_marker, write_outside_transaction,
+        orphan_marker by partition, then hanging_transaction) and the counts: ``judged``
+        (partition transactions aligned with the coordinator's), ``undecidable`` (either
+        explanation fits), ``unjudged`` (no coordinator history for this producer)."""
+        self._close_current()
+        if self._judging:
+            for tp in sorted(self.listed - self.with_entries):
+                self._judge(tp)
+        for seqs in self.sequences.values():
+            seqs.close()
+        findings = [f for _, found in sorted(self.found, key=lambda x: x[0]) for f in found]
+        return findings + self.hanging, self.stats
+
+    def _before_history(self, seqs: _Sequences, coord: Coordinator) -> tuple[int, int]:
+        """How many of the partition's first entries, and of the coordinator's first
+        transactions listing it, lie before anything the other log's surviving history could
+        align them with.
+
+        `__transaction_state` is compacted: below the cleaner's point only each transactional
+        id's latest record survives, so the coordinator's history of a producer usually starts
+        long after its partitions' (a week of markers against a few hours of records). A
+        partition entry older than the order window before every coordinator transaction
+        listing the partition whose start is known can match none of them (nor could it be
+        judged by one whose partitions are unknown), and the coordinator's history does not
+        reach back to the producer's start: such entries lie before it, cannot be judged and
+        are counted as without coordinator history. Likewise a coordinator transaction that
+        ended more than the window before every entry of a partition whose surviving history
+        does not reach back to its start (retention, cleaning). Left in, they would widen the
+        alignment's band by the history before the other log's start."""
+        window = self.bounds.window_ms
+        if not len(seqs.listed) or not len(seqs.entries):
+            return 0, 0
+        p = q = 0
+        if not coord.complete_from_start and seqs.known_any and seqs.all_known_or_maybe:
+            cut = seqs.known_lo - window
+            p = _prefix(seqs.entries, lambda e: (entry_times(e) >= 0) & (entry_times(e) < cut))
+        if not seqs.side.complete_from_start and seqs.all_ts and seqs.min_ts is not None:
+            first = seqs.min_ts
+            q = _prefix(seqs.listed,
+                        lambda a: (listed_end(a) >= 0) & (listed_end(a) + window < first))  # fmt: skip
+        return p, q
+
+    def _judge(self, tp: tuple[str, int]) -> None:
+        """Align one partition's entries with the coordinator's transactions listing it."""
+        seqs = self.sequences[tp]
+        coord = self._coordinator_view()
+        p, q = self._before_history(seqs, coord)
+        early = sum(int((seqs.entries.rows(s, min(s + BLOCK_ROWS, p))[:, E_RECORDS] > 0).sum())
+                    for s in range(0, p, BLOCK_ROWS))  # fmt: skip
+        self.stats["unjudged"] += early
+        n, m = len(seqs.listed) - q, len(seqs.entries) - p
+        pair = Pair(seqs.side, coord, self.bounds, n, m, a_before=q > 0, b_before=p > 0)
+
+        def steps_of(k0: int, k1: int, i0: int, i1: int):
+            a = seqs.listed.rows(q + k0, q + k1)
+            b = seqs.entries.rows(p + i0, p + i1)
+            return pair.steps(a, b, k0, i0)
+
+        alignment = Alignment(n, m, steps_of)
+        if alignment.total >= INF:
+            self.stats["undecidable"] += m
+            alignment.close()
+            return
+        self.stats["judged"] += seqs.with_data - early
+        bad_b: list[tuple[int, dict]] = []
+        bad_a: list[tuple[int, dict]] = []
+        for which, start, free, bad in alignment.marked():
+            self.stats["undecidable"] += int((free & (bad > 0)).sum())
+            for x in np.flatnonzero((bad > 0) & ~free).tolist():
+                at = start + x
+                if which == "b":
+                    row = seqs.entries.rows(p + at, p + at + 1)[0]
+                    bad_b.append((at, self._b_finding(int(bad[x]), row, tp, seqs.listing)))
+                else:
+                    row = seqs.listed.rows(q + at, q + at + 1)[0]
+                    bad_a.append((at, self._a_finding(row, tp)))
+        found = [f for _, f in sorted(bad_b, key=lambda x: x[0])]
+        found += [f for _, f in sorted(bad_a, key=lambda x: x[0])]
+        if found:
+            self.found.append((tp, found))
+
+    # -- findings ------------------------------------------------------------------------------
+    def _b_finding(self, bad: int, row: np.ndarray, tp: tuple[str, int], listing: int) -> dict:
+        b = {name: _value(row[col]) for col, name in ENTRY_FIELDS.items()}
+        b["outcome"] = _outcome_text(int(row[E_OUTCOME]))
+        if bad == 1:
+            kind = "missing_marker" if row[E_OUTCOME] == RAW_OPEN else "split_outcome"
+        else:
+            kind = "write_outside_transaction" if b["record_count"] else "orphan_marker"
+        return entry_finding(kind, b, tp, self.pid, self.tid, listing, self.bounds)
+
+    def _a_finding(self, row: np.ndarray, tp: tuple[str, int]) -> dict:
+        a = {name: _value(row[col]) for col, name in LISTED_FIELDS.items()}
+        a["outcome"] = _outcome_text(int(row[L_OUTCOME]))
+        return listed_finding("missing_marker", a, tp, self.pid, self.tid)
+
+    def _hanging(self, t: pa.Table) -> None:
+        """An open transaction older than the transaction timeout (plus the clock tolerance:
+        its age compares different clients' clocks) that holds later records behind the LSO
+        (10.6)."""
+        facts = self.facts
+        opened = pc.and_(
+            pc.fill_null(pc.equal(t.column("outcome"), "OPEN"), False),
+            pc.invert(pc.fill_null(t.column("in_cleaned_range"), False)),
+        )
+        pinning = pc.and_(opened, pc.greater(pc.fill_null(t.column("pinned_records"), 0), 0))
+        candidates = t.filter(pinning)
+        for r in candidates.to_pylist():
+            timeout = (
+                self.timeout_ms
+                if self.timeout_ms is not None
+                else facts.topic_timeouts.get(r["topic"], facts.default_transaction_timeout_ms)
+            )
+            if (r["open_ms"] or 0) <= timeout + facts.bounds.tolerance_ms:
+                continue
+            self.hanging.append(hanging_finding(r, self.pid, self.tid, timeout, facts))
+
+
+def entry_finding(kind: str, b: dict, tp, pid, tid, listing: int, bounds: Bounds) -> dict:
+    """A partition entry that no cheapest alignment explains without an anomaly."""
+    topic, partition = tp
+    evidence = {
+        k: b.get(k)
+        for k in (
+            "first_offset", "last_offset", "marker_offset", "outcome", "producer_epoch",
+            "marker_epoch", "coordinator_epoch", "first_timestamp", "marker_timestamp",
+            "record_count",
+        )
+    }  # fmt: skip
+    evidence["clock_tolerance_ms"] = bounds.tolerance_ms
+    evidence["coordinator_transactions_listing_partition"] = listing
+    where = {
+        "topic": topic,
+        "partition": partition,
+        "producer_id": pid,
+        "producer_epoch": b["producer_epoch"],
+        "transactional_id": tid,
+        "first_offset": b["first_offset"] if b["record_count"] else b["marker_offset"],
+        "last_offset": b["marker_offset"] if b["marker_offset"] is not None else b["last_offset"],
+        "record_count": b["record_count"],
+    }
+    if kind == "split_outcome":
+        msg = (
+            f"a transaction of {tid} (producer {pid}, epoch {b['producer_epoch']}) has a "
+            f"{b['outcome']} marker in {topic}-{partition} at offset {b['marker_offset']}, but "
+            f"the coordinator decided otherwise for the transaction it aligns with by order"
+        )
+        return finding(kind, msg, evidence, **where)
+    if kind == "missing_marker":
+        evidence["reason"] = "the partition's copy extends past the coordinator's completion"
+        msg = (
+            f"the coordinator completed {tid}'s transaction (producer {pid}) listing "
+            f"{topic}-{partition}, whose data from offset {b['first_offset']} never got a marker"
+        )
+        return finding(kind, msg, evidence, **where)
+    if kind == "write_outside_transaction":
+        msg = (
+            f"producer {pid} (epoch {b['producer_epoch']}) wrote {b['record_count']} "
+            f"transactional records to {topic}-{partition} at {b['first_offset']}.."
+            f"{b['last_offset']} outside any transaction the coordinator added that partition to"
+        )
+        return finding(kind, msg, evidence, **where)
+    msg = (
+        f"{b['outcome']} marker of producer {pid} at {topic}-{partition} offset "
+        f"{b['marker_offset']} matches no transaction of the coordinator and no open data"
+    )
+    return finding("orphan_marker", msg, evidence, **where)
+
+
+def listed_finding(kind: str, a: dict, tp, pid, tid) -> dict:
+    """A coordinator transaction listing a partition that has no marker for it."""
+    topic, partition = tp
+    evidence = {
+        k: a.get(k)
+        for k in (
+            "outcome", "data_epoch", "marker_epoch", "start_timestamp", "prepare_timestamp",
+            "complete_timestamp",
+        )
+    }  # fmt: skip
+    return finding(
+        kind,
+        f"the coordinator completed {tid}'s transaction ({a['outcome']}, producer {pid}) "
+        f"listing {topic}-{partition}, but the partition has no marker for it although later "
+        f"ones are there",
+        evidence,
+        lowered=True,  # the partition may have been added and sent no data
+        topic=topic,
+        partition=partition,
+        producer_id=pid,
+        producer_epoch=a["data_epoch"],
+        transactional_id=tid,
+    )
+
+
+def hanging_finding(t: dict, pid: int, tid: str | None, timeout: int, facts: Facts) -> dict:
+    return finding(
+        "hanging_transaction",
+        f"transaction of producer {pid} open since offset {t['first_offset']} for "
+        f"{t['open_ms']} ms (timeout {timeout} ms) pins {t['pinned_records']} later "
+        f"records behind the LSO of {t['topic']}-{t['partition']}",
+        {
+            "first_offset": t["first_offset"],
+            "first_timestamp": t["first_timestamp"],
+            "open_ms": t["open_ms"],
+            "timeout": timeout,
+            "pinned_records": t["pinned_records"],
+            "clock_tolerance_ms": facts.bounds.tolerance_ms,
+        },
+        topic=t["topic"],
+        partition=t["partition"],
+        producer_id=pid,
+        producer_epoch=t["producer_epoch"],
+        transactional_id=tid,
+        first_offset=t["first_offset"],
+        last_offset=t["last_offset"],
+        record_count=t["record_count"],
+    )
+
+
+# -- entry points ------------------------------------------------------------------------------
+
+
+def columns_of(rows: pa.Table | list[dict], schema: pa.Schema) -> pa.Table:
+    """``schema``'s columns of a table, or of rows (timestamps as epoch milliseconds)."""
+    if isinstance(rows, pa.Table):
+        return rows.select([n for n in schema.names if n in rows.column_names])
+    return pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in rows],
+                                schema=schema)  # fmt: skip
+
+
+def _entry_order(t: pa.Table) -> pa.Table:
+    """Entries by partition and offset (a marker-only entry at its marker)."""
+    position = pc.coalesce(t.column("first_offset"), t.column("marker_offset"))
+    keys = pa.table({"t": t.column("topic"), "p": t.column("partition"), "o": position})
+    return t.take(pc.sort_indices(keys, [("t", "ascending"), ("p", "ascending"),
+                                         ("o", "ascending")]))  # fmt: skip
+
+
+def judge_producer(
+    producer_id: int,
+    partition_txns: pa.Table | list[dict],
+    coordinator_txns: pa.Table | list[dict],
+    sides: dict[tuple[str, int], Side],
+    coordinator: Coordinator | None,
+    bounds: Bounds,
+) -> tuple[list[dict], dict[str, int]]:
+    """One producer's judgement with the views given outright: its rows of the `transactions`
+    table in every partition (any order), its coordinator transactions in log order (with
+    ``maybe``), what each partition's copy covers and the coordinator's. Arrow tables (of
+    :data:`PARTITION_TXNS` and :data:`COORDINATOR_TXNS` at least), or rows."""
+    judge = ProducerJudge(producer_id, bounds, coordinator_view=coordinator, side_views=sides)
+    if coordinator is not None:
+        judge.coordinator(columns_of(coordinator_txns, COORDINATOR_TXNS))
+    judge.entries(_entry_order(columns_of(partition_txns, PARTITION_TXNS)))
+    return judge.finish()
+
+
+def crosslog_tables(producer_id: int, left: pa.Table | list[dict], coord: pa.Table | list[dict],
+                    facts: Facts) -> pa.Table:  # fmt: skip
+    """One producer id from whole tables (:data:`CROSSLOG_LEFT`, :data:`CROSSLOG_COORD`, or
+    rows), as the stream judges it: findings and counts (:data:`CROSSLOG_SCHEMA`)."""
+    left = columns_of(left, CROSSLOG_LEFT)
+    coord = columns_of(coord, CROSSLOG_COORD)
+    is_txn = pc.fill_null(pc.equal(left.column("_row"), "txn"), False)
+    by = [pc.fill_null(coord.column(c), 0) for c in ("log_partition", "first_log_offset")]
+    coord = coord.take(pc.sort_indices(pa.table({"p": by[0], "o": by[1]}),
+                                       [("p", "ascending"), ("o", "ascending")]))  # fmt: skip
+    judge = ProducerJudge(producer_id, facts.bounds, facts)
+    judge.sides(left.filter(pc.invert(is_txn)))
+    judge.coordinator(coord)
+    judge.entries(_entry_order(left.filter(is_txn)))
+    return _results(*judge.finish())
+
+
+def _results(findings: list[dict], stats: dict[str, int]) -> pa.Table:
+    counts = [
+        count_row(None, None, JUDGED, stats["judged"]),
+        count_row(None, None, UNDECIDED, stats["undecidable"]),
+        count_row(None, None, UNJUDGED, stats["unjudged"]),
+    ]
+    return pa.concat_tables([
+        T.rows_table(CROSSLOG_SCHEMA, "finding", findings),
+        T.rows_table(CROSSLOG_SCHEMA, "count", counts),
+    ])  # fmt: skip
+
+
+OUT_ROWS = 8_192  # findings and counts yielded at once
+
+
+def judge_stream(batches: Iterator[pa.RecordBatch], facts: Facts) -> Iterator[pa.Table]:
+    """Every producer id of a stream sorted by :data:`STREAM_ORDER` (:data:`STREAM` rows, as
+    Spark's sort gives a task its partition, a batch at a time): findings and counts of each,
+    with the cluster first (:data:`CROSSLOG_SCHEMA`)."""
+    judge: ProducerJudge | None = None
+    key = None
+    out: list[pa.Table] = []
+    held = 0
+
+    def done() -> pa.Table:
+        return T.with_cluster(_results(*judge.finish()), key[0], first=True)
+
+    for batch in batches:
+        t = pa.Table.from_batches([batch])
+        if not t.num_rows:
+            continue
+        clusters, codes = _topic_codes(t.column(T.CLUSTER))
+        pids, kinds = _ints(t, "producer_id"), _ints(t, KIND)
+        for a, b in _runs(codes, pids, kinds):
+            now = (clusters[codes[a]], int(pids[a]))
+            if now != key:
+                if judge is not None:
+                    out.append(done())
+                    held += out[-1].num_rows
+                key, judge = now, ProducerJudge(now[1], facts.bounds, facts)
+            piece = t.slice(a, b - a)
+            kind = int(kinds[a])
+            if kind == SIDE:
+                judge.sides(piece)
+            elif kind == COORD:
+                judge.coordinator(pa.Table.from_arrays(piece.column("coord").combine_chunks().flatten(),
+                                                       schema=CROSSLOG_COORD))  # fmt: skip
+            else:
+                judge.entries(piece)
+        if held >= OUT_ROWS:
+            yield pa.concat_tables(out)
+            out, held = [], 0
+    if judge is not None:
+        out.append(done())
+    if out:
+        yield pa.concat_tables(out)
