@@ -99,19 +99,73 @@ CROSSLOG_COORD = pa.schema([
                                                          "latest_epoch")),
     pa.field("copy_end_ts", pa.int64()),
 ])  # fmt: skip
-# the stream's rows: the kind (0 a partition's side, 1 a coordinator transaction, 2 a partition
-# entry), the left columns, and a coordinator transaction as one struct column; in this order
+# The stream one task judges: every row a producer's partition side (what the copy covers), a
+# coordinator transaction or a partition entry, in shared columns. Each kind puts its own
+# fields in the same slots (a union of the three with a column per field sent ~40 columns of
+# mostly nulls per row through Arrow, and a struct of the coordinator's: the transfer took
+# several times the judgement); :func:`stream_fields` names them back per kind.
 SIDE, COORD, TXN = 0, 1, 2
 KIND = "_kind"
+INT_SLOTS = tuple(f"_i{n}" for n in range(13))
+TEXT_SLOTS = ("_s0", "_s1", "_s2")
+STREAM_FIELDS: dict[int, dict[str, str]] = {
+    SIDE: {"_i0": "complete_from", "_i1": "copy_end_timestamp"},
+    COORD: dict(zip(INT_SLOTS + TEXT_SLOTS, (
+        "data_epoch", "marker_epoch", "start_timestamp", "prepare_timestamp",
+        "complete_timestamp", "maybe", "timeout_ms", "history_from_start", "latest_epoch",
+        "copy_end_ts", None, None, None, "outcome", "transactional_id", "partitions",
+    ), strict=True)),
+    TXN: dict(zip(INT_SLOTS + TEXT_SLOTS, (
+        "first_offset", "last_offset", "marker_offset", "record_count", "producer_epoch",
+        "marker_epoch", "coordinator_epoch", "first_timestamp", "marker_timestamp",
+        "bound_timestamp", "pinned_records", "open_ms", "in_cleaned_range", "outcome", None,
+        None,
+    ), strict=True)),
+}  # fmt: skip
+for _fields in STREAM_FIELDS.values():
+    for _slot in [k for k, v in _fields.items() if v is None]:
+        del _fields[_slot]
 STREAM = pa.schema([
     pa.field(T.CLUSTER, pa.string()), pa.field("producer_id", pa.int64()),
-    pa.field(KIND, pa.int32()), *(f for f in CROSSLOG_LEFT if f.name != "_row"),
-    pa.field("coord", pa.struct(list(CROSSLOG_COORD))),
+    pa.field(KIND, pa.int32()), pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
+    *(pa.field(n, pa.int64()) for n in INT_SLOTS), *(pa.field(n, pa.string()) for n in TEXT_SLOTS),
 ])  # fmt: skip
 # (cluster, producer id, kind, topic, partition, position): position the entry's first offset
 # (a marker-only entry's marker offset), or the coordinator transaction's log partition and
 # offset in it
 STREAM_ORDER = (T.CLUSTER, "producer_id", KIND, "topic", "partition", "_p1", "_p2")
+# a coordinator transaction's partitions in its text slot: "topic:partition,..." (a topic name
+# holds only [a-zA-Z0-9._-]: neither separator)
+PARTITION_LIST = pa.list_(pa.struct([("topic", pa.string()), ("partition", pa.int32())]))
+
+
+def stream_fields(piece: pa.Table, kind: int) -> pa.Table:
+    """One kind's rows of the stream with their fields named back (a coordinator
+    transaction's partitions as a list again)."""
+    fields = STREAM_FIELDS[kind]
+    keep = ["topic", "partition"] if kind != COORD else []
+    t = piece.select([*keep, *fields]).rename_columns([*keep, *fields.values()])
+    if kind == COORD:
+        t = t.set_column(t.schema.get_field_index("partitions"), "partitions",
+                         _partition_lists(t.column("partitions")))  # fmt: skip
+    return t
+
+
+def _partition_lists(text: pa.ChunkedArray) -> pa.Array:
+    """ "topic:partition,..." (null: unknown, empty: none) as lists of (topic, partition)."""
+    text = text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
+    lists = pc.split_pattern(
+        pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text), ","
+    )
+    flat = pc.list_flatten(lists)
+    pairs = pc.split_pattern(flat, ":", max_splits=1)
+    items = pa.StructArray.from_arrays(
+        [pc.list_element(pairs, 0), pc.cast(pc.list_element(pairs, 1), pa.int32())],
+        names=["topic", "partition"],
+    )
+    out = pa.ListArray.from_arrays(lists.offsets, items, mask=pc.is_null(text))
+    return out.cast(PARTITION_LIST)
+
 
 ENTRY_FIELDS = {
     E_FIRST_OFFSET: "first_offset", E_LAST_OFFSET: "last_offset",
@@ -227,7 +281,7 @@ class _Sequences:
         self.entries.close()
 
 
-BLOCK_ROWS = 1 << 16  # rows read at once when a prefix is scanned
+BLOCK_ROWS = 8_192  # rows read at once when a prefix is scanned (~1 MB of entries)
 PIECE_ROWS = 8_192  # input rows turned into columns at once
 
 
@@ -487,7 +541,7 @@ class ProducerJudge:
         facts = self.facts
         opened = pc.and_(
             pc.fill_null(pc.equal(t.column("outcome"), "OPEN"), False),
-            pc.invert(pc.fill_null(t.column("in_cleaned_range"), False)),
+            pc.invert(pc.fill_null(t.column("in_cleaned_range").cast(pa.bool_()), False)),
         )
         pinning = pc.and_(opened, pc.greater(pc.fill_null(t.column("pinned_records"), 0), 0))
         candidates = t.filter(pinning)
@@ -701,12 +755,11 @@ def judge_stream(batches: Iterator[pa.RecordBatch], facts: Facts) -> Iterator[pa
             piece = t.slice(a, b - a)
             kind = int(kinds[a])
             if kind == SIDE:
-                judge.sides(piece)
+                judge.sides(stream_fields(piece, SIDE))
             elif kind == COORD:
-                judge.coordinator(pa.Table.from_arrays(piece.column("coord").combine_chunks().flatten(),
-                                                       schema=CROSSLOG_COORD))  # fmt: skip
+                judge.coordinator(stream_fields(piece, COORD))
             else:
-                judge.entries(piece)
+                judge.entries(stream_fields(piece, TXN))
         if held >= OUT_ROWS:
             yield pa.concat_tables(out)
             out, held = [], 0

@@ -26,7 +26,7 @@ from functools import reduce
 from typing import Protocol
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
@@ -36,12 +36,13 @@ from replay import checks
 from replay import tables as T
 from replay.crosslog_stream import (
     COORD,
-    CROSSLOG_COORD,
-    CROSSLOG_LEFT,
     CROSSLOG_SCHEMA,
+    INT_SLOTS,
     KIND,
     SIDE,
+    STREAM_FIELDS,
     STREAM_ORDER,
+    TEXT_SLOTS,
     TXN,
     judge_stream,
 )
@@ -274,17 +275,25 @@ class Audit:
             for t in judge_stream(batches, facts):
                 yield from t.to_batches()
 
-        # only the columns the judgement reads (replay.crosslog_stream.CROSSLOG_LEFT, _COORD)
-        side_cols = ["complete_from", "copy_end_timestamp"]
-        txn_cols = [c for c in CROSSLOG_LEFT.names if c != "_row" and c not in side_cols]
-        coord_type = struct_type(CROSSLOG_COORD)
-        position = F.coalesce(F.col("first_offset"), F.col("marker_offset"))
-        txns = pt.select(
-            CLUSTER, "producer_id", F.lit(TXN).alias(KIND), *txn_cols,
-            *[F.lit(None).cast("long").alias(c) for c in side_cols],
-            F.lit(None).cast(coord_type).alias("coord"),
-            position.cast("long").alias("_p1"), F.lit(0).cast("long").alias("_p2"),
-        )  # fmt: skip
+        def row(kind: int, columns: dict[str, Column], topic=None, partition=None,
+                p1=None, p2=None) -> list[Column]:  # fmt: skip
+            """One kind's columns in the stream's shared slots (STREAM_FIELDS)."""
+            fields = STREAM_FIELDS[kind]
+            named = {slot: columns[name] for slot, name in fields.items()}
+            return [
+                F.col(CLUSTER), F.col("producer_id").cast("long").alias("producer_id"),
+                F.lit(kind).alias(KIND),
+                (F.col("topic") if topic is None else topic).cast("string").alias("topic"),
+                (F.col("partition") if partition is None else partition).cast("int").alias("partition"),
+                *[named.get(n, F.lit(None)).cast("long").alias(n) for n in INT_SLOTS],
+                *[named.get(n, F.lit(None)).cast("string").alias(n) for n in TEXT_SLOTS],
+                (F.lit(0) if p1 is None else p1).cast("long").alias("_p1"),
+                (F.lit(0) if p2 is None else p2).cast("long").alias("_p2"),
+            ]  # fmt: skip
+
+        txn_fields = STREAM_FIELDS[TXN].values()
+        txns = pt.select(*row(TXN, {c: F.col(c) for c in txn_fields},
+                              p1=F.coalesce(F.col("first_offset"), F.col("marker_offset"))))  # fmt: skip
         listed = ct.select(CLUSTER, "producer_id", F.explode("partitions").alias("tp")).select(
             CLUSTER, "producer_id", "tp.topic", "tp.partition"
         )
@@ -292,6 +301,7 @@ class Audit:
         touched = pt.select(CLUSTER, "producer_id", "topic", "partition").unionByName(listed)
         # every shuffle of a plan that is kept (ScanOutput.later) is sized here: adaptive
         # execution does not change a cached plan's partitioning
+        side_cols = ("complete_from", "copy_end_timestamp")
         sides = (
             touched.repartition(self.tasks, *by)
             .distinct()
@@ -300,32 +310,23 @@ class Audit:
                 [CLUSTER, "topic", "partition"],
             )
         )
-        # each DataFrame's columns and types asked once: every ask analyses its whole plan
-        types = {f.name: f.dataType for f in pt.schema.fields}
-        sides = sides.select(
-            CLUSTER, "producer_id", F.lit(SIDE).alias(KIND),
-            *[(F.col(c) if c in ("topic", "partition") else F.lit(None)).cast(types[c]).alias(c)
-              for c in txn_cols],
-            *[F.col(c).cast("long").alias(c) for c in side_cols],
-            F.lit(None).cast(coord_type).alias("coord"),
-            F.lit(0).cast("long").alias("_p1"), F.lit(0).cast("long").alias("_p2"),
-        )  # fmt: skip
+        sides = sides.select(*row(SIDE, {c: F.col(c) for c in side_cols}))
         ends = partitions.filter(F.col("topic") == TRANSACTION_STATE_TOPIC).select(
             CLUSTER,
             F.col("partition").alias("log_partition"),
             F.col("copy_end_timestamp").alias("copy_end_ts"),
         )
-        coord = (
-            ct.select(CLUSTER, "producer_id", *[c for c in CROSSLOG_COORD.names if c != "copy_end_ts"])
-            .join(F.broadcast(ends), [CLUSTER, "log_partition"], "left")
-            .select(
-                CLUSTER, "producer_id", F.lit(COORD).alias(KIND),
-                *[F.lit(None).cast(types[c]).alias(c) for c in txn_cols],
-                *[F.lit(None).cast("long").alias(c) for c in side_cols],
-                F.struct(*[F.col(c) for c in CROSSLOG_COORD.names]).cast(coord_type).alias("coord"),
-                F.coalesce(F.col("log_partition").cast("long"), F.lit(0)).alias("_p1"),
-                F.coalesce(F.col("first_log_offset").cast("long"), F.lit(0)).alias("_p2"),
-            )
+        # a transaction's partitions as "topic:partition,..." (a topic name holds neither)
+        listing = F.concat_ws(",", F.transform(
+            "partitions", lambda x: F.concat(x.topic, F.lit(":"), x.partition.cast("string"))))  # fmt: skip
+        coord_columns = {c: F.col(c) for c in STREAM_FIELDS[COORD].values()}
+        coord_columns["partitions"] = F.when(F.col("partitions").isNotNull(), listing)
+        coord_columns["maybe"] = F.col("maybe").cast("int")
+        coord_columns["history_from_start"] = F.col("history_from_start").cast("int")
+        coord = ct.join(F.broadcast(ends), [CLUSTER, "log_partition"], "left").select(
+            *row(COORD, coord_columns, topic=F.lit(None), partition=F.lit(None),
+                 p1=F.coalesce(F.col("log_partition"), F.lit(0)),
+                 p2=F.coalesce(F.col("first_log_offset"), F.lit(0)))
         )  # fmt: skip
         return (
             txns.unionByName(sides)

@@ -72,7 +72,7 @@ class SpilledRows:
             self.sink = os.fdopen(fd, "wb")
             self._remove = weakref.finalize(self, remove_file, self.path, self.sink)
         for block in self.pending:
-            block.tofile(self.sink)
+            self.sink.write(memoryview(block).cast("B"))
         self.filed += self.pending_rows
         self.pending, self.pending_rows = [], 0
 
@@ -94,7 +94,7 @@ class SpilledRows:
             upto = min(stop, self.filed)
             with open(self.path, "rb") as f:
                 f.seek(start * self.width * 8)
-                flat = np.fromfile(f, np.int64, (upto - start) * self.width)
+                flat = np.frombuffer(f.read((upto - start) * self.width * 8), np.int64)
             parts.append(flat.reshape(-1, self.width))
         if stop > self.filed:
             tail = np.concatenate(self.pending) if len(self.pending) > 1 else self.pending[0]

@@ -160,5 +160,6 @@ def test_the_judgements_memory_does_not_grow_with_the_history():
         judge_producer(PID, ptx, ctx, sides, coordinator, BOUNDS)
         grown[n] = tracemalloc.get_traced_memory()[1] - before
         tracemalloc.stop()
-    assert grown[120_000] < 1.25 * grown[30_000], grown
-    assert grown[120_000] < 64 << 20, grown
+    # whole, the sequences and the forward costs took ~1 GB for 30,000 and ~4 GB for 120,000
+    assert grown[120_000] < grown[30_000] + (16 << 20), grown
+    assert grown[120_000] < 32 << 20, grown
