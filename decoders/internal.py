@@ -158,15 +158,20 @@ def _consumer_offsets(chunk: pa.RecordBatch, file: str):
 
 def _transaction_state(chunk: pa.RecordBatch, file: str):
     keep, rows, errors = [], [], []
+    keys: dict[bytes, str] = {}  # a transactional id's records repeat its key: decoded once
+    values: dict[bytes, dict] = {}  # ... and its states (tl.decode_values)
     for i, key, value, is_control, offset, position in _inputs(chunk):
         if is_control:
             continue
         try:
             if key is None:
                 raise DecodeError("record without a key")
-            row = {"transactional_id": tl.decode_key(key), "is_tombstone": value is None}
+            tid = keys.get(key)
+            if tid is None:
+                tid = keys[key] = tl.decode_key(key)
+            row = {"transactional_id": tid, "is_tombstone": value is None}
             if value is not None:
-                row.update(tl.decode_value(value))
+                row.update(tl.decode_values(value, values))
         except DecodeError as e:
             errors.append(_error(file, position, offset, e))
             continue

@@ -227,3 +227,25 @@ def test_transaction_log_round_trip(version):
     assert rows[2]["is_tombstone"]
     assert rows[1]["client_transaction_version"] == (2 if version else 0)
     assert rows[1]["previous_producer_id"] == (4 if version else -1)
+
+
+def test_transaction_state_values_decoded_once_per_state_equal_each_decoded():
+    """A TV0/1 producer writes the same few states for life, differing only in their
+    timestamps: tl.decode_values reuses the decoding of the bytes before them, and gives
+    exactly what decoding each value gives (v0 and v1, no start time, bytes after the
+    timestamps, a cache cleared as it fills)."""
+    import random
+
+    rng = random.Random(3)
+    known: dict = {}
+    states = ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit", "PrepareAbort"]
+    for n in range(3_000):
+        version = 0 if rng.random() < 0.8 else 1
+        parts = rng.choice([None, {"out": [0]}, {"out": [0, 1], "offsets": [3]}])
+        start = rng.choice([-1, T0 + rng.randint(0, 10**6)])
+        value = tl.encode_value(7, rng.randint(0, 2), 10_000, rng.choice(states), parts,
+                                T0 + n * 100, start, version=version)  # fmt: skip
+        if rng.random() < 0.05:
+            value += b"\x00" * rng.randint(1, 20)  # bytes after the timestamps
+        assert tl.decode_values(value, known) == tl.decode_value(value), (n, value)
+    assert 0 < len(known) <= tl.KNOWN_VALUES
