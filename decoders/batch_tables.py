@@ -152,22 +152,51 @@ def wrap_sequence(seq: np.ndarray) -> np.ndarray:
     return np.mod(seq, MAX_SEQUENCE + 1)
 
 
+KNOWN_CONTROL_RECORDS = 1_024  # distinct records areas of control batches remembered per call
+
+
 def control_records(buf, h: V2Headers, fail: Fail) -> tuple[list[str | None], pa.Array]:
-    """COMMIT/ABORT with coordinator epoch, KRaft control types named (markers are never compressed)."""
+    """COMMIT/ABORT with coordinator epoch, KRaft control types named (markers are never compressed).
+
+    A marker's records area holds one record whose every byte is fixed by its type and
+    coordinator epoch (deltas 0), so a log's markers repeat a few areas: each distinct one is
+    decoded once (a long-lived transactional producer leaves one marker per transaction in
+    every partition it writes)."""
     control_type: list[str | None] = [None] * h.n
     epoch = np.full(h.n, -1, np.int32)
     has_epoch = np.zeros(h.n, bool)
+    known: dict[bytes, tuple[str | None, int | None, str | None]] = {}
     for i in np.flatnonzero(h.control & (h.count > 0) & (h.codec == COMPRESSION_NONE)):
-        try:
-            key, value = _first_record_key_value(buf, *h.records_area(i))
-            _, ctype = control_key(key)
-            control_type[i] = control_type_name(ctype)
-            if is_txn_marker(ctype):
-                epoch[i] = end_txn_marker(value)[1]
-                has_epoch[i] = True
-        except DecodeError as e:
-            fail(h, i, CORRUPT_BYTES, f"control record: {e}")
+        start, end = h.records_area(i)
+        area = bytes(buf[start:end])
+        decoded = known.get(area)
+        if decoded is None:
+            decoded = _control_record(buf, start, end)
+            if len(known) >= KNOWN_CONTROL_RECORDS:
+                known.clear()
+            known[area] = decoded
+        name, coordinator_epoch, error = decoded
+        control_type[i] = name
+        if error is not None:
+            fail(h, i, CORRUPT_BYTES, f"control record: {error}")
+        elif coordinator_epoch is not None:
+            epoch[i] = coordinator_epoch
+            has_epoch[i] = True
     return control_type, pa.array(epoch, mask=~has_epoch)
+
+
+def _control_record(buf, start: int, end: int) -> tuple[str | None, int | None, str | None]:
+    """(type name, coordinator epoch of a COMMIT/ABORT marker, the reason it is corrupt): the
+    name as far as the key decodes."""
+    name = None
+    try:
+        key, value = _first_record_key_value(buf, start, end)
+        _, ctype = control_key(key)
+        name = control_type_name(ctype)
+        epoch = end_txn_marker(value)[1] if is_txn_marker(ctype) else None
+        return name, epoch, None
+    except DecodeError as e:
+        return name, None, str(e)
 
 
 def _first_record_key_value(

@@ -16,7 +16,7 @@ nearest in time" is not an answer. What both logs do agree on is *order* and *id
   (equal under TV0/1 except for a fencing abort; every transaction has its own epoch under TV2);
 - a coordinator failover may legally write the same marker twice (a retry, no data between).
 
-:func:`judge_producer` aligns the two sequences per (producer id, partition) by dynamic
+:class:`Alignment` aligns the two sequences per (producer id, partition) by dynamic
 programming. A step that is an anomaly (outcomes that differ: split outcome; a coordinator
 transaction without its marker, or a marker or open data without a coordinator transaction,
 where the logs prove it should be there) costs much more than a step that rests on an

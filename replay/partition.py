@@ -129,11 +129,14 @@ class _Runs:
     """A partition's batches (in offset order) as numpy columns, with the runs of **plain**
     ones: a CRC-valid, non-transactional data batch of format v2 from an idempotent producer
     that continues that producer's previous batch here (same epoch, the next sequence without
-    wrapping, a timestamp within the producer-id expiration of the previous one). For
-    such a batch the broker's checks (10.2) pass by construction and the replay only records
-    it: :meth:`PartitionReplay._skip_ahead` does that for a whole run at once. Whether a
-    run's first batch of each producer continues the state the replay holds is checked there,
-    at run time."""
+    wrapping, a timestamp within the producer-id expiration of the previous one), or a
+    CRC-valid data batch without producer state (no producer id, or format v0/v1: what the
+    coordinators write to `__transaction_state` and `__consumer_offsets`, a transaction's
+    every state change and every group commit). For such a batch the broker's checks (10.2)
+    pass by construction, or there are none, and the replay only records it:
+    :meth:`PartitionReplay._skip_ahead` does that for a whole run at once. Whether a run's
+    first batch of each producer continues the state the replay holds is checked there, at
+    run time."""
 
     def __init__(self, t: pa.Table, expiry_ms: int) -> None:
         def col(name: str, null: int) -> np.ndarray:
@@ -166,7 +169,9 @@ class _Runs:
             & (self.last_seq[p] < MAX_SEQUENCE)  # no wrap: MAX_SEQUENCE ends a run
             & (self.ts[p] >= 0) & ~expired(self.ts[p], self.ts, expiry_ms)
         )  # fmt: skip
-        self.plain = (
+        # no producer state: the broker appends it unchecked, the replay only records it
+        self.stateless = crc & ~producer & ~flag("is_control") & ts_known
+        self.plain = self.stateless | (
             data & ~flag("is_transactional") & ts_known & (self.first_seq >= 0)
             & (self.last_seq >= self.first_seq) & follows
         )  # fmt: skip
@@ -323,10 +328,11 @@ class PartitionReplay:
                 return False  # a hole: batch() records where it ends
         elif (base[1:] > ends[:-1]).any():
             return False
-        pids = runs.pid[a:b]
-        order = np.argsort(pids, kind="stable")
-        cuts = np.flatnonzero(np.diff(pids[order])) + 1
-        portions = np.split(order, cuts)
+        stateful = np.flatnonzero(~runs.stateless[a:b])  # the others have no producer state
+        pids = runs.pid[a:b][stateful]
+        order = stateful[np.argsort(pids, kind="stable")]
+        cuts = np.flatnonzero(np.diff(runs.pid[a:b][order])) + 1
+        portions = np.split(order, cuts) if len(order) else []
         for idx in portions:
             i = a + int(idx[0])
             # its previous batch was replayed already: appended (then the state's last batch,

@@ -248,7 +248,7 @@ def test_coordinator_history_that_compaction_left():
 def _whole_table(s):
     """The alignment over the whole (n+1) x (m+1) table, as its rule reads (docs/cross-log.md),
     in plain Python: forward and backward cheapest costs, then the steps on a cheapest path.
-    The reference crosslog._programme (banded, row by row, from kept rows) must equal."""
+    The reference crosslog.Alignment (banded, a block of rows at a time) must equal."""
     from replay.crosslog import ANOMALY, INF, _match
 
     n, m = s.a.shape[0], s.b.shape[0]
