@@ -222,7 +222,9 @@ def _txn_index_check(topic, partition, r: PartitionReplay, side, findings) -> li
         )  # fmt: skip
     return [
         count_row(topic, partition, "aborted transactions checked against a .txnindex", len(ours)),
-        count_row(topic, partition, "aborted transactions in segments without a .txnindex", unchecked),
+        count_row(
+            topic, partition, "aborted transactions in segments without a .txnindex", unchecked
+        ),
     ]
 
 

@@ -100,7 +100,9 @@ def history(out: str, seed: int, transactions: int, faults: bool, name: str, doc
             other.commit()
     for p in range(PARTITIONS):
         if p not in moved and not (faults and p == min(range(PARTITIONS))):
-            truth.clean_partition(OUTPUT, p, "a long-lived TV1 producer's transactions, all markers")
+            truth.clean_partition(
+                OUTPUT, p, "a long-lived TV1 producer's transactions, all markers"
+            )
     _clean_topic(truth, c, INPUT, "idempotent input")
     _txn_fact(truth, thread)
     _txn_fact(truth, other)

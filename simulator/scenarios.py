@@ -822,5 +822,6 @@ def demo(out: str, seed: int, scale: float) -> Truth:
     return truth
 
 
-from simulator import production  # noqa: E402,F401  (registers the production_day family)
-from simulator import long_lived  # noqa: E402,F401  (registers the long_lived_producer family)
+# registers the production_day family, then the long_lived_producer family
+from simulator import production  # noqa: E402,F401,I001
+from simulator import long_lived  # noqa: E402,F401,I001

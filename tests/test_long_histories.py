@@ -5,7 +5,6 @@ them; and its memory does not grow with the history. Pure Python: no Spark."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
