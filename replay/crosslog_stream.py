@@ -579,32 +579,32 @@ def entry_finding(kind: str, b: dict, tp, pid, tid, listing: int, bounds: Bounds
         "last_offset": b["marker_offset"] if b["marker_offset"] is not None else b["last_offset"],
         "record_count": b["record_count"],
     }
-    if kind == "split_outcome":
-        msg = (
-            f"a transaction of {tid} (producer {pid}, epoch {b['producer_epoch']}) has a "
-            f"{b['outcome']} marker in {topic}-{partition} at offset {b['marker_offset']}, but "
-            f"the coordinator decided otherwise for the transaction it aligns with by order"
-        )
-        return finding(kind, msg, evidence, **where)
     if kind == "missing_marker":
         evidence["reason"] = "the partition's copy extends past the coordinator's completion"
-        msg = (
-            f"the coordinator completed {tid}'s transaction (producer {pid}) listing "
-            f"{topic}-{partition}, whose data from offset {b['first_offset']} never got a marker"
-        )
-        return finding(kind, msg, evidence, **where)
-    if kind == "write_outside_transaction":
-        msg = (
-            f"producer {pid} (epoch {b['producer_epoch']}) wrote {b['record_count']} "
-            f"transactional records to {topic}-{partition} at {b['first_offset']}.."
-            f"{b['last_offset']} outside any transaction the coordinator added that partition to"
-        )
-        return finding(kind, msg, evidence, **where)
-    msg = (
-        f"{b['outcome']} marker of producer {pid} at {topic}-{partition} offset "
+    return finding(kind, _ENTRY_MESSAGES[kind](b, tp, pid, tid), evidence, **where)
+
+
+# what each kind of finding about a partition entry says, from the entry (``b``)
+_ENTRY_MESSAGES = {
+    "split_outcome": lambda b, tp, pid, tid: (
+        f"a transaction of {tid} (producer {pid}, epoch {b['producer_epoch']}) has a "
+        f"{b['outcome']} marker in {tp[0]}-{tp[1]} at offset {b['marker_offset']}, but "
+        f"the coordinator decided otherwise for the transaction it aligns with by order"
+    ),
+    "missing_marker": lambda b, tp, pid, tid: (
+        f"the coordinator completed {tid}'s transaction (producer {pid}) listing "
+        f"{tp[0]}-{tp[1]}, whose data from offset {b['first_offset']} never got a marker"
+    ),
+    "write_outside_transaction": lambda b, tp, pid, tid: (
+        f"producer {pid} (epoch {b['producer_epoch']}) wrote {b['record_count']} "
+        f"transactional records to {tp[0]}-{tp[1]} at {b['first_offset']}.."
+        f"{b['last_offset']} outside any transaction the coordinator added that partition to"
+    ),
+    "orphan_marker": lambda b, tp, pid, tid: (
+        f"{b['outcome']} marker of producer {pid} at {tp[0]}-{tp[1]} offset "
         f"{b['marker_offset']} matches no transaction of the coordinator and no open data"
-    )
-    return finding("orphan_marker", msg, evidence, **where)
+    ),
+}
 
 
 def listed_finding(kind: str, a: dict, tp, pid, tid) -> dict:
