@@ -145,7 +145,8 @@ def test_the_judgements_memory_does_not_grow_with_the_history():
     """What the judgement allocates above its inputs (numpy and Python, traced) for 30,000
     and 120,000 transactions of one producer over 2 or 3 partitions: its sequences go to
     files past 1 MB and are read a block at a time, so four times the history costs about the
-    same memory (whole, they took ~0.4 KB a transaction and partition)."""
+    same memory. Held whole (stores never spilled, one block of rows) the same judgement's
+    arrays grow with the history, and this fails."""
     import tracemalloc
 
     from replay.crosslog_stream import COORDINATOR_TXNS, PARTITION_TXNS, columns_of
@@ -159,6 +160,6 @@ def test_the_judgements_memory_does_not_grow_with_the_history():
         judge_producer(PID, ptx, ctx, sides, coordinator, BOUNDS)
         grown[n] = tracemalloc.get_traced_memory()[1] - before
         tracemalloc.stop()
-    # whole, the sequences and the forward costs took ~1 GB for 30,000 and ~4 GB for 120,000
+    # held whole: ~1 GB for 30,000 and ~4 GB for 120,000 (the stores and a block's costs)
     assert grown[120_000] < grown[30_000] + (16 << 20), grown
     assert grown[120_000] < 32 << 20, grown
