@@ -68,6 +68,7 @@ from replay.crosslog import (
 from replay.findings import finding
 from replay.grouped import JUDGED, UNDECIDED, UNJUDGED, Facts, count_row
 from replay.spill import SpilledRows
+from replay.tables import int_column, runs, value_codes
 
 CROSSLOG_SCHEMA = T.union(T.FINDINGS, T.CHECK_COUNTS)
 # the columns the judgement reads, as the audit's tables give them (replay.tables)
@@ -125,11 +126,6 @@ STREAM_FIELDS: dict[int, dict[str, str]] = {
 for _fields in STREAM_FIELDS.values():
     for _slot in [k for k, v in _fields.items() if v is None]:
         del _fields[_slot]
-STREAM = pa.schema([
-    pa.field(T.CLUSTER, pa.string()), pa.field("producer_id", pa.int64()),
-    pa.field(KIND, pa.int32()), pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
-    *(pa.field(n, pa.int64()) for n in INT_SLOTS), *(pa.field(n, pa.string()) for n in TEXT_SLOTS),
-])  # fmt: skip
 # (cluster, producer id, kind, topic, partition, position): position the entry's first offset
 # (a marker-only entry's marker offset), or the coordinator transaction's log partition and
 # offset in it
@@ -181,16 +177,6 @@ LISTED_FIELDS = {
 }  # fmt: skip
 
 
-def _ints(t: pa.Table, name: str) -> np.ndarray:
-    """An integer (or timestamp) column as int64, null (or absent) as -1."""
-    if name not in t.column_names:
-        return np.full(t.num_rows, -1, np.int64)
-    c = t.column(name)
-    if pa.types.is_timestamp(c.type) or pa.types.is_boolean(c.type):
-        c = c.cast(pa.int64())
-    return pc.fill_null(c.cast(pa.int64()), -1).to_numpy()
-
-
 def _raw_outcomes(t: pa.Table) -> np.ndarray:
     """Outcome codes as written: 0 null, 1 COMMIT, 2 ABORT, 3 OPEN."""
     codes = pc.add(pc.index_in(t.column("outcome"), pa.array(RAW_OUTCOMES)), 1)
@@ -203,27 +189,6 @@ def _value(v: int) -> int | None:
 
 def _outcome_text(code: int) -> str | None:
     return RAW_OUTCOMES[code - 1] if code > 0 else None
-
-
-def _topic_codes(column: pa.Array | pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
-    """A string column as (its distinct values, each row's index among them)."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    encoded = pc.dictionary_encode(column)
-    return encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False)
-
-
-def _runs(*keys: np.ndarray) -> list[tuple[int, int]]:
-    """[start, stop) of the runs of equal keys (rows sorted by them)."""
-    size = len(keys[0]) if keys else 0
-    if not size:
-        return []
-    change = np.zeros(size - 1, bool)
-    for k in keys:
-        change |= k[1:] != k[:-1]
-    cuts = np.flatnonzero(change) + 1
-    bounds = np.concatenate(([0], cuts, [size])).tolist()
-    return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
 class _Sequences:
@@ -357,9 +322,9 @@ class ProducerJudge:
         rows = np.zeros((t.num_rows, LISTED_COLUMNS), np.int64)
         rows[:, L_INDEX] = np.arange(self.coordinator_rows, self.coordinator_rows + t.num_rows)
         for col, name in LISTED_FIELDS.items():
-            rows[:, col] = _ints(t, name)
+            rows[:, col] = int_column(t, name)
         rows[:, L_OUTCOME] = _raw_outcomes(t)
-        rows[:, L_MAYBE] = np.maximum(_ints(t, "maybe"), 0)
+        rows[:, L_MAYBE] = np.maximum(int_column(t, "maybe"), 0)
         self.coordinator_rows += t.num_rows
         self._list(t.column("partitions"), rows)
 
@@ -373,11 +338,11 @@ class ProducerJudge:
         flat = pc.list_flatten(partitions)
         if len(flat):
             owners = pc.list_parent_indices(partitions).to_numpy()
-            topics, codes = _topic_codes(flat.field("topic"))
+            topics, codes = value_codes(flat.field("topic"))
             parts = pc.fill_null(flat.field("partition").cast(pa.int64()), -1).to_numpy()
             order = np.lexsort((owners, parts, codes))
             codes, parts, owners = codes[order], parts[order], owners[order]
-            for a, b in _runs(codes, parts):
+            for a, b in runs(codes, parts):
                 tp = (topics[codes[a]], int(parts[a]))
                 if tp in self.sequences:
                     owners_of[tp] = np.unique(owners[a:b])
@@ -396,7 +361,7 @@ class ProducerJudge:
     def _entries(self, t: pa.Table) -> None:
         if self.facts is not None:
             self._hanging(t)
-        records = _ints(t, "record_count")
+        records = int_column(t, "record_count")
         if not self._judging:
             self.stats["unjudged"] += int((records > 0).sum())
             return
@@ -406,12 +371,12 @@ class ProducerJudge:
             return
         rows = np.zeros((t.num_rows, ENTRY_COLUMNS), np.int64)
         for col, name in ENTRY_FIELDS.items():
-            rows[:, col] = _ints(t, name)
+            rows[:, col] = int_column(t, name)
         rows[:, E_OUTCOME] = _raw_outcomes(t)
-        rows[:, E_CLEANED] = np.maximum(_ints(t, "in_cleaned_range"), 0)
-        topics, codes = _topic_codes(t.column("topic"))
-        parts = _ints(t, "partition")
-        for a, b in _runs(codes, parts):
+        rows[:, E_CLEANED] = np.maximum(int_column(t, "in_cleaned_range"), 0)
+        topics, codes = value_codes(t.column("topic"))
+        parts = int_column(t, "partition")
+        for a, b in runs(codes, parts):
             tp = (topics[codes[a]], int(parts[a]))
             if tp != self.current:
                 self._close_current()
@@ -728,7 +693,7 @@ OUT_ROWS = 8_192  # findings and counts yielded at once
 
 
 def judge_stream(batches: Iterator[pa.RecordBatch], facts: Facts) -> Iterator[pa.Table]:
-    """Every producer id of a stream sorted by :data:`STREAM_ORDER` (:data:`STREAM` rows, as
+    """Every producer id of a stream sorted by :data:`STREAM_ORDER` (rows in :data:`STREAM_FIELDS`' slots, as
     Spark's sort gives a task its partition, a batch at a time): findings and counts of each,
     with the cluster first (:data:`CROSSLOG_SCHEMA`)."""
     judge: ProducerJudge | None = None
@@ -743,9 +708,9 @@ def judge_stream(batches: Iterator[pa.RecordBatch], facts: Facts) -> Iterator[pa
         t = pa.Table.from_batches([batch])
         if not t.num_rows:
             continue
-        clusters, codes = _topic_codes(t.column(T.CLUSTER))
-        pids, kinds = _ints(t, "producer_id"), _ints(t, KIND)
-        for a, b in _runs(codes, pids, kinds):
+        clusters, codes = value_codes(t.column(T.CLUSTER))
+        pids, kinds = int_column(t, "producer_id"), int_column(t, KIND)
+        for a, b in runs(codes, pids, kinds):
             now = (clusters[codes[a]], int(pids[a]))
             if now != key:
                 if judge is not None:

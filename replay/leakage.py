@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from replay.findings import finding
 from replay.spill import SpilledRows
+from replay.tables import int_column, runs, value_codes
 
 # the outcomes of transactions whose records a read_committed consumer never returns
 NOT_COMMITTED = ("ABORT", "OPEN")
@@ -45,15 +46,6 @@ COMMIT_COLUMNS = ("group_id", "committed_offset", "effective_timestamp", "effect
                   "producer_id")  # fmt: skip
 NONE = -(1 << 62)  # no bound yet
 SCAN_ROWS = 8_192  # transactions read at once (~0.6 MB)
-
-
-def _ints(t: pa.Table, name: str) -> np.ndarray:
-    if name not in t.column_names:
-        return np.full(t.num_rows, -1, np.int64)
-    c = t.column(name)
-    if pa.types.is_timestamp(c.type):
-        c = c.cast(pa.int64())
-    return pc.fill_null(c.cast(pa.int64()), -1).to_numpy()
 
 
 def _value(v) -> int | None:
@@ -90,12 +82,12 @@ class PartitionLeakage:
             return
         rows = np.zeros((t.num_rows, T_COLUMNS), np.int64)
         for col, name in TXN_FIELDS.items():
-            rows[:, col] = _ints(t, name)
+            rows[:, col] = int_column(t, name)
         codes = pc.add(pc.index_in(t.column("outcome"), pa.array(OUTCOMES)), 1)
         rows[:, T_OUTCOME] = pc.fill_null(codes, 0).to_numpy()
         # when it stopped being open: its marker, or with no marker in this copy the copy's
         # end (if one comes, it comes after); unknown: -1
-        end = _ints(t, "copy_end_timestamp")
+        end = int_column(t, "copy_end_timestamp")
         rows[:, T_STOP_TS] = np.where(rows[:, T_MARKER_TS] >= 0, rows[:, T_MARKER_TS], end)
         known = rows[:, T_STOP_TS] >= 0
         if known.any():
@@ -107,16 +99,20 @@ class PartitionLeakage:
         """Effective commit rows (:data:`COMMIT_COLUMNS`) of any groups, by committed offset:
         a commit made before the marker (less the tolerance) of a transaction starting below
         it was past the LSO then."""
-        offsets = _ints(t, "committed_offset")
+        offsets = int_column(t, "committed_offset")
         keep = np.flatnonzero(offsets >= 0)
         if not len(keep):
             return
-        ts, log = _ints(t, "effective_timestamp")[keep], _ints(t, "effective_log_offset")[keep]
+        ts, log = (
+            int_column(t, "effective_timestamp")[keep],
+            int_column(t, "effective_log_offset")[keep],
+        )
         offsets = offsets[keep]
-        pids = _ints(t, "producer_id")[keep]
-        groups = np.asarray(t.column("group_id").to_pylist(), dtype=object)[keep]
-        for g in np.unique(groups).tolist():
-            at = groups == g
+        pids = int_column(t, "producer_id")[keep]
+        names, codes = value_codes(t.column("group_id"))
+        codes = codes[keep]
+        for code in np.unique(codes).tolist():
+            g, at = names[code], codes == code
             state = self.groups.setdefault(g, _Group())
             top = int(offsets[at].max())
             state.top = top if state.top is None else max(state.top, top)
@@ -304,15 +300,11 @@ def leaks_stream(batches: Iterator[pa.RecordBatch], declared: dict[str, str], sk
         t = pa.Table.from_batches([batch])
         if not t.num_rows:
             continue
-        keys = [np.asarray(t.column(c).to_pylist(), dtype=object)
-                for c in (cluster_column, "topic")]  # fmt: skip
-        parts, kinds = _ints(t, "partition"), _ints(t, KIND)
-        change = np.zeros(t.num_rows - 1, bool)
-        for k in (*keys, parts, kinds):
-            change |= k[1:] != k[:-1]
-        bounds = np.concatenate(([0], np.flatnonzero(change) + 1, [t.num_rows])).tolist()
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-            now = (keys[0][a], keys[1][a], int(parts[a]))
+        clusters, cluster_codes = value_codes(t.column(cluster_column))
+        topics, topic_codes = value_codes(t.column("topic"))
+        parts, kinds = int_column(t, "partition"), int_column(t, KIND)
+        for a, b in runs(cluster_codes, topic_codes, parts, kinds):
+            now = (clusters[cluster_codes[a]], topics[topic_codes[a]], int(parts[a]))
             if now != key:
                 if judge is not None:
                     done()

@@ -9,7 +9,9 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 I32, I64, STR, BOOL = pa.int32(), pa.int64(), pa.string(), pa.bool_()
 TYPES: dict[str, pa.DataType] = {
@@ -290,3 +292,39 @@ class RowBlocks:
 
 
 # END
+
+
+# -- columns of a sorted stream, as numpy (replay.crosslog_stream, replay.leakage) -----------------
+
+
+def int_column(t: pa.Table, name: str) -> np.ndarray:
+    """An integer, boolean or timestamp column as int64, null (or absent) as -1: every value the
+    streamed judgements compare is a non-negative offset, epoch, count or epoch-millisecond."""
+    if name not in t.column_names:
+        return np.full(t.num_rows, -1, np.int64)
+    c = t.column(name)
+    if pa.types.is_timestamp(c.type) or pa.types.is_boolean(c.type):
+        c = c.cast(pa.int64())
+    return pc.fill_null(c.cast(pa.int64()), -1).to_numpy()
+
+
+def value_codes(column: pa.Array | pa.ChunkedArray) -> tuple[list, np.ndarray]:
+    """A column as (its distinct values, each row's index among them): one Python object per
+    distinct value, not per row."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    encoded = pc.dictionary_encode(column)
+    return encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False)
+
+
+def runs(*keys: np.ndarray) -> list[tuple[int, int]]:
+    """[start, stop) of the runs of equal keys (rows sorted by them)."""
+    size = len(keys[0]) if keys else 0
+    if not size:
+        return []
+    change = np.zeros(size - 1, bool)
+    for k in keys:
+        change |= k[1:] != k[:-1]
+    cuts = np.flatnonzero(change) + 1
+    bounds = np.concatenate(([0], cuts, [size])).tolist()
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
