@@ -3,10 +3,13 @@
 A dump root may be one broker log directory, several (one per broker), a directory holding
 those at any depth, one partition directory or a single file; local paths and URIs
 (`file://`, `s3://`, `hdfs://`, `gs://` through pyarrow, other schemes through fsspec) alike.
-Only names are listed here: file contents are never opened, except `meta.properties` (to
-name the broker) and a file named explicitly (the root itself) whose name says nothing: see
+Only names are listed here, and a few small files read: `meta.properties` and
+`partition.metadata` (which broker, cluster and topic incarnation a directory is:
+decoders.brokers, docs/layouts.md), the first bytes of a partition's first segment where no
+cluster id says whose it is, `__cluster_metadata` where a cluster's topic incarnations are in
+question, and a file named explicitly (the root itself) whose name says nothing: see
 :func:`explicit_kind`. The broker of a log directory is its `broker.id`/`node.id` from
-meta.properties, else its path inside the dump.
+meta.properties (JBOD directories of one node are one broker), else its path inside the dump.
 """
 
 from __future__ import annotations
@@ -21,8 +24,19 @@ from urllib.parse import urlsplit
 import pyarrow.fs as pafs
 
 from decoders.accounting import FileInfo
-from decoders.checkpoints import OFFSET_CHECKPOINT_FILES, broker_id, meta_properties
+from decoders.brokers import (
+    FUTURE,
+    LABEL_MARK,
+    Broker,
+    Layout,
+    LogDir,
+    PartitionDir,
+    read_ids,
+    resolve_layout,
+)
+from decoders.checkpoints import OFFSET_CHECKPOINT_FILES, broker_id
 from decoders.constants import (
+    CLUSTER_METADATA_TOPIC,
     LEGACY_COMPRESSION_CODEC_MASK,
     LEGACY_ENTRY_ATTRIBUTES_OFFSET,
     LEGACY_HEADER_SIZE_V0,
@@ -35,7 +49,6 @@ from decoders.constants import (
     MIN_BATCH_LENGTH_V2,
     MIN_LEGACY_ENTRY_SIZE,
 )
-from decoders.errors import DecodeError
 from decoders.filesystems import resolve
 from decoders.framing import crc_holds, entry_offset, entry_size
 
@@ -72,6 +85,7 @@ class DumpFile:
     size: int
     log_dir: str
     filesystem: pafs.FileSystem | None = None
+    cluster: str = ""  # its broker's cluster, from the layout (decoders.brokers)
 
     def open(self):
         from decoders.source import FileObjectSource, LocalFile
@@ -240,29 +254,8 @@ def _expand(fs, path: str) -> list[str]:
     )
 
 
-def _read_small(fs: pafs.FileSystem | None, path: str, limit: int = 1 << 20) -> bytes:
-    if fs is None:
-        with open(path, "rb") as f:
-            return f.read(limit)
-    with fs.open_input_file(path) as f:
-        return f.read(min(limit, f.size()))
-
-
 def _is_file(fs, path: str) -> bool:
     return os.path.isfile(path) if fs is None else fs.get_file_info(path).type == pafs.FileType.File
-
-
-def _broker_of(fs, log_dir: str, display_root: str) -> str:
-    props = _join(fs, log_dir, "meta.properties")
-    if _is_file(fs, props):
-        try:
-            bid = broker_id(meta_properties(_read_small(fs, props)))
-            if bid is not None:
-                return bid
-        except (OSError, DecodeError):
-            pass
-    rel = _relpath(fs, log_dir, display_root)
-    return rel if rel != "." else _basename(fs, log_dir)
 
 
 def _join(fs, a: str, b: str) -> str:
@@ -287,7 +280,14 @@ def _partition(dirname: str) -> tuple[str, int] | None:
 
 
 def discover(roots: list[str] | str) -> list[DumpFile]:
-    """Every file of the dump(s), partitions grouped, segments in base-offset order."""
+    """Every file of the dump(s), partitions grouped, segments in base-offset order, each
+    labelled with its broker, topic incarnation and cluster (:func:`dump_layout`)."""
+    return dump_layout(roots)[0]
+
+
+def dump_layout(roots: list[str] | str) -> tuple[list[DumpFile], Layout]:
+    """Every file of the dump(s) (as :func:`discover`) and how its directories were read as
+    brokers, clusters and topic incarnations (decoders.brokers)."""
     if isinstance(roots, (str, os.PathLike)):
         roots = [roots]
     found = []  # (filesystem key, filesystem, matched root, its listing, whether it is a file)
@@ -300,9 +300,15 @@ def discover(roots: list[str] | str) -> list[DumpFile]:
         [(key, fs, _display_root(fs, match, is_file)) for key, fs, match, _, is_file in found]
     )
     files: list[DumpFile] = []
-    for (_, fs, _match, listing, is_file), display_root in zip(found, shown, strict=True):
-        files.extend(_discover_one(fs, listing, is_file, display_root))
-    _disambiguate_brokers(files)
+    dirs: list[LogDir] = []
+    for i, ((_, fs, _match, listing, is_file), display_root) in enumerate(
+        zip(found, shown, strict=True)
+    ):
+        mine = _discover_one(fs, listing, is_file, display_root)
+        dirs.extend(_log_dirs(fs, mine, i))
+        files.extend(mine)
+    layout = resolve_layout(dirs, lambda brokers: _metadata_authority(files, brokers))
+    _label(files, layout)
     files.sort(
         key=lambda f: (
             f.info.topic or "",
@@ -314,7 +320,89 @@ def discover(roots: list[str] | str) -> list[DumpFile]:
             f.info.file,
         )
     )
-    return files
+    return files, layout
+
+
+def _metadata_authority(files: list[DumpFile], brokers: list[Broker]):
+    """What a cluster's `__cluster_metadata-0` says of its topics (KRaft; the replica with the
+    most bytes of it), or None where its brokers hold none."""
+    from decoders.cluster_metadata import read_authority
+
+    mine = {d.path for b in brokers for d in b.dirs}
+    replicas: dict[str, list[DumpFile]] = defaultdict(list)
+    for f in files:
+        if f.log_dir in mine and f.info.topic == CLUSTER_METADATA_TOPIC:
+            replicas[f.log_dir].append(f)
+    if not replicas:
+        return None
+    best = max(replicas.values(), key=lambda fs: sum(f.size for f in fs))
+    return read_authority(best)
+
+
+def _log_dirs(fs, files: list[DumpFile], root: int) -> list[LogDir]:
+    """The log directories of one root's files, their `meta.properties` and partition
+    directories (with `partition.metadata`) read."""
+    dirs: dict[str, LogDir] = {}
+    parts: dict[str, PartitionDir] = {}
+    first_log: dict[str, DumpFile] = {}  # partition dir -> its first segment
+    jobs = []
+    for f in files:
+        d = dirs.get(f.log_dir)
+        if d is None:
+            d = dirs[f.log_dir] = LogDir(f.log_dir, shown_log_dir(f.info), root)
+            props = _join(fs, f.log_dir, "meta.properties")
+            if _is_file(fs, props):
+                jobs.append(("meta", props))
+        if f.info.topic is None:
+            continue
+        pdir = _dirname(fs, f.path)
+        if pdir not in parts:
+            m = PARTITION_DIR.match(_basename(fs, pdir))
+            suffix = (m["suffix"] or "") if m else ""
+            parts[pdir] = PartitionDir(
+                pdir, f.info.topic, f.info.partition, suffix.rsplit("-", 1)[-1] if suffix else "",
+                suffix[1:33] if suffix else "",
+            )  # fmt: skip
+            d.parts.append(parts[pdir])
+        if f.kind == "partition_metadata":
+            jobs.append(("id", f.path))
+        if f.kind == "log" and f.info.base_offset is not None:
+            now = first_log.get(pdir)
+            if now is None or f.info.base_offset < now.info.base_offset:
+                first_log[pdir] = f
+    got = read_ids(fs, jobs)
+    for d in dirs.values():
+        props = got.get(_join(fs, d.path, "meta.properties")) or {}
+        d.cluster_id = props.get("cluster.id") or None
+        d.node = broker_id(props)
+        d.directory_id = props.get("directory.id") or None
+    for pdir, p in parts.items():
+        p.topic_id = got.get(_join(fs, pdir, "partition.metadata"))
+    # without a cluster id, replicas' first batches are what can tell two clusters apart
+    heads = [("head", f.path) for pdir, f in first_log.items() if not dirs[f.log_dir].cluster_id]
+    got = read_ids(fs, heads)
+    for pdir, f in first_log.items():
+        if f.path in got:
+            parts[pdir].first = (f.info.base_offset, got[f.path])
+    return list(dirs.values())
+
+
+def _label(files: list[DumpFile], layout: Layout) -> None:
+    """Each file's broker, topic and cluster as the layout reads them."""
+    broker_of: dict[str, Broker] = {d.path: b for b in layout.brokers for d in b.dirs}
+    part_of = {p.path: p for b in layout.brokers for d in b.dirs for p in d.parts}
+    for f in files:
+        b = broker_of[f.log_dir]
+        f.cluster = b.cluster
+        f.info.broker = b.label
+        if f.info.topic is None:
+            continue
+        p = part_of.get(_dirname(f.filesystem, f.path))
+        if p is None:
+            continue
+        f.info.topic = p.label or p.topic
+        if p.suffix == FUTURE:
+            f.info.broker = f"{b.label}{LABEL_MARK}{FUTURE}"
 
 
 def root_key(root: str) -> str:
@@ -373,16 +461,9 @@ def _discover_one(fs, listing, is_file: bool, display_root: str) -> list[DumpFil
     by_dir: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for p, size in listing:
         by_dir[_dirname(fs, p)].append((p, size))
-    brokers: dict[str, str] = {}
-
-    def broker_for(log_dir: str) -> str:
-        if log_dir not in brokers:
-            brokers[log_dir] = _broker_of(fs, log_dir, display_root)
-        return brokers[log_dir]
-
     if is_file:
         ((p, size),) = listing
-        return [_explicit_file(fs, p, size, display_root, broker_for)]
+        return [_explicit_file(fs, p, size, display_root)]
     out: list[DumpFile] = []
     for d in sorted(by_dir):
         names = [_basename(fs, p) for p, _ in by_dir[d]]
@@ -393,7 +474,7 @@ def _discover_one(fs, listing, is_file: bool, display_root: str) -> list[DumpFil
             classify(n)[0] in PARTITION_KINDS and n != "bootstrap.checkpoint" for n in names
         ):
             log_dir = _dirname(fs, d)
-            broker = broker_for(log_dir)
+            broker = None  # the layout names it (dump_layout)
             for (p, size), name in zip(by_dir[d], names, strict=True):
                 kind, base_offset = classify(name)
                 info = FileInfo(
@@ -401,7 +482,7 @@ def _discover_one(fs, listing, is_file: bool, display_root: str) -> list[DumpFil
                 )
                 out.append(DumpFile(p, info, size, log_dir, fs))
         elif any(n == "meta.properties" or n in OFFSET_CHECKPOINT_FILES for n in names):
-            broker = broker_for(d)
+            broker = None
             for (p, size), name in zip(by_dir[d], names, strict=True):
                 kind, base_offset = classify(name)
                 if kind in ("meta_properties", "offset_checkpoint", "kraft_snapshot"):
@@ -412,7 +493,7 @@ def _discover_one(fs, listing, is_file: bool, display_root: str) -> list[DumpFil
     return out
 
 
-def _explicit_file(fs, path: str, size: int, display_root: str, broker_for) -> DumpFile:
+def _explicit_file(fs, path: str, size: int, display_root: str) -> DumpFile:
     """A file named as the root: decoded as what its name, extension or content says
     (:func:`explicit_kind`); its topic and partition are those of its directory when that is
     named `<topic>-<partition>` and the file is a partition's kind, else null."""
@@ -433,7 +514,7 @@ def _explicit_file(fs, path: str, size: int, display_root: str, broker_for) -> D
     log_dir = _dirname(fs, d) if tp else d
     info = FileInfo(
         _relpath(fs, path, display_root),
-        broker_for(log_dir),
+        None,
         tp[0] if tp else None,
         tp[1] if tp else None,
         base_offset,
@@ -449,17 +530,6 @@ def _open(fs, path: str, name: str):
         return LocalFile(path, name)
     f = fs.open_input_file(path)
     return FileObjectSource(f, name, f.size())
-
-
-def _disambiguate_brokers(files: list[DumpFile]) -> None:
-    """Two log directories with the same broker id (two clusters, or a copied directory) must
-    not merge: name them `<id>@<log dir path in the dump>`."""
-    dirs: dict[str, set[str]] = defaultdict(set)
-    for f in files:
-        dirs[f.info.broker].add(f.log_dir)
-    for f in files:
-        if len(dirs[f.info.broker]) > 1:
-            f.info.broker = f"{f.info.broker}@{'/'.join(shown_log_dir(f.info))}"
 
 
 def shown_log_dir(info: FileInfo) -> list[str]:

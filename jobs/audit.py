@@ -113,6 +113,8 @@ def audited(started, files, conf, inputs: list[str], skip: dict[str, str]) -> tu
     progress.phase("decoding: one scan of the dump, then the replay")
     spark, out = started.spark, started.out
     spec = replay_spec(inputs, conf.audit)
+    if spec.layout is not None:
+        print_layout(spec.layout.described)
     with decoded_once(spark, files, conf.decode, out, started.key, skip, spec) as scratch:
         tables = Audit(spark, conf.audit, scratch).run()
         progress.phase("replay: writing tables")
@@ -122,7 +124,9 @@ def audited(started, files, conf, inputs: list[str], skip: dict[str, str]) -> tu
         # of the partitions), read here rather than by running their queries again
         checks = read_rows(out, entries["checks"])
         clusters = {r[CLUSTER] for r in read_rows(out, entries["partitions"], [CLUSTER])}
-        return {n: entries[n] for n in tables}, summary_of(checks, clusters)
+        coverage = read_rows(out, entries["coverage"], ["family", "judged", "reason", "unit", "count"])  # fmt: skip
+        layout = spec.layout.described if spec.layout is not None else None
+        return {n: entries[n] for n in tables}, summary_of(checks, clusters, coverage, layout)
 
 
 def write_tables(spark, tables, scratch, out, key: str, spread: int) -> dict:
@@ -241,11 +245,42 @@ def _counts(by_kind, total: int) -> dict:
     return counts
 
 
+def print_layout(described: dict) -> None:
+    """How the dump's directories were read as clusters and brokers, and why (at the start
+    of a run: a wrong grouping makes every check after it wrong)."""
+    from rich.console import Console
+
+    console = Console(stderr=True, width=160)
+    clusters = described.get("clusters", {})
+    console.print(f"layout: {len(clusters)} cluster(s)", markup=False)
+    for name, brokers in clusters.items():
+        shown = ", ".join(
+            f"{b} ({', '.join(dirs)})" if len(dirs) > 1 else b
+            for b, dirs in sorted(brokers.items())
+        )
+        console.print(f"  {name}: brokers {shown}", markup=False)
+    for why in described.get("reasons", []):
+        console.print(f"  - {why}", markup=False)
+    stale = described.get("stale_replicas", [])
+    if stale:
+        console.print(f"  - {len(stale)} stale replica(s) kept apart (stale_replica findings)", markup=False)  # fmt: skip
+
+
 def _print(summary: dict, top) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console(stderr=True, width=160)
+    coverage = summary.get("coverage") or {}
+    if coverage:
+        c = Table(title="coverage: what the audit could judge")
+        for col in ("family", "judged", "of", "not judged, largest reasons"):
+            c.add_column(col, justify="right" if col in ("judged", "of") else "left")
+        for family, f in coverage.items():
+            share = "-" if f["share"] is None else f"{f['share']:.1%}"
+            reasons = "; ".join(f"{r}: {n}" for r, n in list(f["reasons"].items())[:2])
+            c.add_row(family, share, f"{f['seen']} {f['unit']}", reasons)
+        console.print(c)
     t = Table(title=f"findings: {summary['findings']['total']}")
     t.add_column("kind")
     t.add_column("count", justify="right")

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from conf import default_yaml
+from replay.coverage import FAMILIES as COVERAGE_FAMILIES
 from replay.findings import KINDS, SEVERITIES
 
 
@@ -45,6 +46,16 @@ class Int:
         if self.minimum is not None and v < self.minimum:
             raise ConfigError(key, f"must be >= {self.minimum}, got {v}", "Use a larger value.")
         return v
+
+
+@dataclass(frozen=True)
+class Share:
+    """A share between 0 and 1 (a fraction of what a check could judge)."""
+
+    def check(self, key: str, v: Any, base: pathlib.Path) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+            raise ConfigError(key, f"expected a share from 0 to 1, got {v!r}", f"Set {key}=0.9.")
+        return float(v)
 
 
 @dataclass(frozen=True)
@@ -181,6 +192,7 @@ SCHEMA = Section(
                 "clock_tolerance_ms": Int(),
                 "order_window_ms": Int(minimum=1),
                 "cluster": Str(),
+                "clusters": MapOf(Str()),
                 "producer_id_expiration_ms": Int(minimum=1),
                 "default_transaction_timeout_ms": Int(minimum=1),
             }
@@ -192,6 +204,7 @@ SCHEMA = Section(
                 "data_expectations": Bool(),
                 "data_docs": Bool(),
                 "sample_findings": Int(minimum=1),
+                "min_coverage": MapOf(Share(), keys=COVERAGE_FAMILIES),
             }
         ),
         "topics": MapOf(

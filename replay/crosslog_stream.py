@@ -26,6 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from decoders.brokers import LABEL_MARK
+from replay import coverage as C
 from replay import tables as T
 from replay.crosslog import (
     E_BOUND_TS,
@@ -66,7 +68,7 @@ from replay.crosslog import (
     listed_start,
 )
 from replay.findings import finding
-from replay.grouped import JUDGED, UNDECIDED, UNJUDGED, Facts, count_row
+from replay.grouped import Facts, count_row
 from replay.spill import SpilledRows
 from replay.tables import int_column, runs, value_codes
 
@@ -294,13 +296,44 @@ class ProducerJudge:
         self.found: list[tuple[tuple[str, int], list[dict]]] = []
         self.hanging: list[dict] = []
         self.stats = {"judged": 0, "undecidable": 0, "unjudged": 0}
+        # the same by partition, and the open transactions judged (or not) as hanging: the
+        # coverage's "transactions" and "hanging" families
+        self.counts: dict[tuple[str, int], dict[str, int]] = {}
+        # a listed partition -> the incarnations of its topic in the dump (decoders.brokers:
+        # a re-created topic's other ones are labelled `<topic>~<id>`)
+        self.incarnations: dict[tuple[str, int], list[tuple[str, int]]] = {}
+        for tp in self.sequences:
+            self._incarnation(tp)
+
+    def _count(self, tp: tuple[str, int], what: str, n: int) -> None:
+        if n:
+            c = self.counts.setdefault(tp, {})
+            c[what] = c.get(what, 0) + n
+            if what in self.stats:
+                self.stats[what] += n
+
+    def _incarnation(self, tp: tuple[str, int]) -> None:
+        """Route the coordinator's listings of a topic name to every incarnation of it; where
+        there are several, none reaches back to the name's start (the coordinator's
+        transactions of the other incarnations' time lie before, or after, its history)."""
+        base = (tp[0].split(LABEL_MARK, 1)[0], tp[1])
+        members = self.incarnations.setdefault(base, [])
+        if tp not in members:
+            members.append(tp)
+        if len(members) > 1:
+            for m in members:
+                seqs = self.sequences[m]
+                seqs.side = Side(complete_from_start=False, copy_end_ts=seqs.side.copy_end_ts)
 
     # -- input ---------------------------------------------------------------------------------
     def sides(self, t: pa.Table) -> None:
         for r in t.select(["topic", "partition", "complete_from", "copy_end_timestamp"]).to_pylist():  # fmt: skip
             side = Side(complete_from_start=r["complete_from"] == 0,
                         copy_end_ts=r["copy_end_timestamp"])  # fmt: skip
-            self.sequences.setdefault((r["topic"], r["partition"]), _Sequences(side))
+            tp = (r["topic"], r["partition"])
+            if tp not in self.sequences:
+                self.sequences[tp] = _Sequences(side)
+                self._incarnation(tp)
 
     def coordinator(self, t: pa.Table) -> None:
         """Coordinator transactions of this producer, in the coordinator's log order."""
@@ -343,8 +376,7 @@ class ProducerJudge:
             order = np.lexsort((owners, parts, codes))
             codes, parts, owners = codes[order], parts[order], owners[order]
             for a, b in runs(codes, parts):
-                tp = (topics[codes[a]], int(parts[a]))
-                if tp in self.sequences:
+                for tp in self.incarnations.get((topics[codes[a]], int(parts[a])), ()):
                     owners_of[tp] = np.unique(owners[a:b])
                     self.listed.add(tp)
         targets = self.sequences if len(maybe) else owners_of
@@ -363,7 +395,11 @@ class ProducerJudge:
             self._hanging(t)
         records = int_column(t, "record_count")
         if not self._judging:
-            self.stats["unjudged"] += int((records > 0).sum())
+            topics, codes = value_codes(t.column("topic"))
+            parts = int_column(t, "partition")
+            for a, b in runs(codes, parts):
+                tp = (topics[codes[a]], int(parts[a]))
+                self._count(tp, "unjudged", int((records[a:b] > 0).sum()))
             return
         outcomes = _raw_outcomes(t)
         t = t.filter(pa.array((outcomes != RAW_OPEN) | (records > 0)))  # open without data: none
@@ -452,7 +488,7 @@ class ProducerJudge:
         p, q = self._before_history(seqs, coord)
         early = sum(int((seqs.entries.rows(s, min(s + BLOCK_ROWS, p))[:, E_RECORDS] > 0).sum())
                     for s in range(0, p, BLOCK_ROWS))  # fmt: skip
-        self.stats["unjudged"] += early
+        self._count(tp, "unjudged", early)
         n, m = len(seqs.listed) - q, len(seqs.entries) - p
         pair = Pair(seqs.side, coord, self.bounds, n, m, a_before=q > 0, b_before=p > 0)
 
@@ -463,14 +499,14 @@ class ProducerJudge:
 
         alignment = Alignment(n, m, steps_of)
         if alignment.total >= INF:
-            self.stats["undecidable"] += m
+            self._count(tp, "undecidable", m)
             alignment.close()
             return
-        self.stats["judged"] += seqs.with_data - early
+        self._count(tp, "judged", seqs.with_data - early)
         bad_b: list[tuple[int, dict]] = []
         bad_a: list[tuple[int, dict]] = []
         for which, start, free, bad in alignment.marked():
-            self.stats["undecidable"] += int((free & (bad > 0)).sum())
+            self._count(tp, "undecidable", int((free & (bad > 0)).sum()))
             for x in np.flatnonzero((bad > 0) & ~free).tolist():
                 at = start + x
                 if which == "b":
@@ -516,8 +552,11 @@ class ProducerJudge:
                 if self.timeout_ms is not None
                 else facts.topic_timeouts.get(r["topic"], facts.default_transaction_timeout_ms)
             )
+            tp = (r["topic"], r["partition"])
             if (r["open_ms"] or 0) <= timeout + facts.bounds.tolerance_ms:
+                self._count(tp, "open_young", 1)  # the copy ends before it could hang
                 continue
+            self._count(tp, "open_judged", 1)
             self.hanging.append(hanging_finding(r, self.pid, self.tid, timeout, facts))
 
 
@@ -674,14 +713,20 @@ def crosslog_tables(producer_id: int, left: pa.Table | list[dict], coord: pa.Tab
     judge.sides(left.filter(pc.invert(is_txn)))
     judge.coordinator(coord)
     judge.entries(_entry_order(left.filter(is_txn)))
-    return _results(*judge.finish())
+    return _results(judge)
 
 
-def _results(findings: list[dict], stats: dict[str, int]) -> pa.Table:
+COUNTED = {"judged": C.TXNS_JUDGED, "undecidable": C.TXNS_UNDECIDED,
+           "unjudged": C.TXNS_UNJUDGED, "open_judged": C.HANGING_JUDGED,
+           "open_young": C.HANGING_NO_END}  # fmt: skip
+
+
+def _results(judge: ProducerJudge) -> pa.Table:
+    findings, _ = judge.finish()
     counts = [
-        count_row(None, None, JUDGED, stats["judged"]),
-        count_row(None, None, UNDECIDED, stats["undecidable"]),
-        count_row(None, None, UNJUDGED, stats["unjudged"]),
+        count_row(tp[0], tp[1], COUNTED[what], n)
+        for tp, by in sorted(judge.counts.items())
+        for what, n in by.items()
     ]
     return pa.concat_tables([
         T.rows_table(CROSSLOG_SCHEMA, "finding", findings),
@@ -702,7 +747,7 @@ def judge_stream(batches: Iterator[pa.RecordBatch], facts: Facts) -> Iterator[pa
     held = 0
 
     def done() -> pa.Table:
-        return T.with_cluster(_results(*judge.finish()), key[0], first=True)
+        return T.with_cluster(_results(judge), key[0], first=True)
 
     for batch in batches:
         t = pa.Table.from_batches([batch])

@@ -1,101 +1,122 @@
 """Facts read on the driver from a dump's small files: which cluster each broker directory
-belongs to, and how far the log cleaner has been.
+belongs to, how the layout was read, and how far the log cleaner has been.
 
 Clusters. Replicas, coordinators and consumer groups belong to one cluster: a partition, a
-transactional id or a group of the same name in two clusters are unrelated (a directory may hold
-an old and a new cluster side by side, both with broker `node.id=1`). A log directory's cluster
-is the `cluster.id` of its `meta.properties` (MetaProperties); a directory without one joins
-the cluster of its dump root when that root holds exactly one cluster id, and is otherwise a
-cluster of its own, named by its path; ``audit.cluster`` names the cluster of directories
-without an id explicitly. A cluster id is not proof of identity: container images ship a
-default one (many independent single-broker clusters say `MkU3OEVBNTcwNTJENDM2Qk`). Node ids
-are unique inside a cluster, so two log directories with one node id that hold the same
-partition cannot both be brokers of one running cluster (a broker's log directories split its
-partitions between them): they are two deployments, or two copies taken at different times, and
-the cluster id is split by the path that tells them apart. Only `meta.properties` files are
-read, on the driver (a few bytes each).
+transactional id or a group of the same name in two clusters are unrelated. The layout
+(decoders.brokers, docs/layouts.md) groups log directories into brokers and clusters from
+their `meta.properties` and `partition.metadata`, splitting where the bytes prove two
+deployments or two copies. Configuration may name them: ``audit.clusters`` maps log
+directories (a glob on their path as the run shows it) to clusters outright, and
+``audit.cluster`` names the cluster of directories without a cluster id.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-from collections import defaultdict
+import fnmatch
+from dataclasses import dataclass, field
 
-from decoders.checkpoints import broker_id, meta_properties, offset_checkpoint
+from decoders.brokers import UNKNOWN_PREFIX, Layout
+from decoders.checkpoints import offset_checkpoint
 from decoders.errors import DecodeError
-from decoders.layout import discover, resolve, shown_log_dir
+from decoders.layout import DumpFile, discover, dump_layout, shown_log_dir
+from replay import coverage as C
+from replay.findings import finding
 
-UNKNOWN_PREFIX = "dir:"
+
+@dataclass
+class LayoutFacts:
+    """How the run read the dump's directories: each broker's cluster (as configured), the
+    grouping with its reasons (printed at the start of a run, in summary.json), the
+    incarnation counts (the coverage's "incarnations" family) and the stale replicas (info
+    findings)."""
+
+    clusters: dict[str, str] = field(default_factory=dict)  # broker label -> cluster
+    described: dict = field(default_factory=dict)
+    counts: list[dict] = field(default_factory=list)
+    findings: list[dict] = field(default_factory=list)
 
 
-def broker_clusters(paths: list[str], explicit: str | None = None) -> dict[str, str]:
-    """broker (as the decoded tables name it) -> cluster id."""
-    files = discover(paths)
-    roots = [resolve(os.fspath(p))[1].rstrip("/") for p in paths]
-    ids: dict[str, str] = {}  # log dir -> cluster.id
-    nodes: dict[str, str] = {}  # log dir -> node id
-    held: dict[str, set] = defaultdict(set)  # log dir -> partitions it holds
-    shown: dict[str, list[str]] = {}  # log dir -> its path as the run shows it (layout)
+def layout_facts(paths: list[str], explicit: str | None = None,
+                 mapping: dict[str, str] | None = None) -> LayoutFacts:  # fmt: skip
+    """The layout of the dump at ``paths``, with the configuration's cluster names."""
+    files, layout = dump_layout(paths)
+    renamed = _configured(files, layout, explicit, mapping or {})
+    clusters = {f.info.broker: renamed(f) for f in files if f.info.broker is not None}
+    described = layout.describe()
+    described["clusters"] = {}
+    for b in layout.brokers:
+        name = renamed(next(f for f in files if f.log_dir == b.dirs[0].path))
+        described["clusters"].setdefault(name, {})[b.label] = ["/".join(d.shown) for d in b.dirs]
+    return LayoutFacts(clusters, described, _incarnation_counts(files, layout, renamed),
+                       _stale_findings(layout, renamed, files))  # fmt: skip
+
+
+def _configured(files: list[DumpFile], layout: Layout, explicit, mapping):
+    """A file's cluster as configured: ``audit.clusters``' first glob matching its log
+    directory's path (as the run shows it), else the layout's, with clusters of directories
+    without an id named by ``audit.cluster`` (``<name>@<path>`` when the layout split them)."""
+    unnamed = sorted({f.cluster for f in files if f.cluster.startswith(UNKNOWN_PREFIX)})
+
+    def renamed(f: DumpFile) -> str:
+        shown = "/".join(shown_log_dir(f.info))
+        for glob, name in mapping.items():
+            if fnmatch.fnmatchcase(shown, glob) or fnmatch.fnmatchcase(
+                shown, glob.rstrip("/") + "/*"
+            ):
+                return name
+        if explicit and f.cluster.startswith(UNKNOWN_PREFIX):
+            if len(unnamed) == 1:
+                return explicit
+            return f"{explicit}@{f.cluster[len(UNKNOWN_PREFIX) :].rstrip('/').rsplit('/', 1)[-1]}"
+        return f.cluster
+
+    return renamed
+
+
+def _incarnation_counts(files: list[DumpFile], layout: Layout, renamed) -> list[dict]:
+    stale = {(s["cluster"], s["topic"], s["partition"], s["broker"]) for s in layout.stale}
+    undecided = {(u["cluster"], u["topic"]) for u in layout.undecided}
+    seen: dict[tuple, str] = {}
     for f in files:
-        shown.setdefault(f.log_dir, shown_log_dir(f.info))
-        if f.info.topic is not None:
-            held[f.log_dir].add((f.info.topic, f.info.partition))
-        if f.kind != "meta_properties":
+        if f.info.topic is None or f.kind != "log":
             continue
-        try:
-            with contextlib.closing(f.open()) as src:
-                props = meta_properties(src.read_at(0, min(src.size, 1 << 16)))
-        except (OSError, DecodeError):
-            continue
-        if props.get("cluster.id"):
-            ids[f.log_dir] = props["cluster.id"]
-        if broker_id(props) is not None:
-            nodes[f.log_dir] = broker_id(props)
+        name = f.info.topic.split("~", 1)[0]
+        key = (f.cluster, f.info.topic, f.info.partition, f.info.broker.split("~", 1)[0])
+        if (f.cluster, name) in undecided:
+            check = C.INCARNATION_UNDECIDED
+        elif key in stale:
+            check = C.INCARNATION_STALE
+        else:
+            check = C.INCARNATION_LIVE
+        seen[(renamed(f), f.info.topic, f.info.partition, f.info.broker)] = check
+    counts: dict[tuple, int] = {}
+    for (cluster, topic, partition, _), check in seen.items():
+        counts[(cluster, topic, partition, check)] = counts.get((cluster, topic, partition, check), 0) + 1  # fmt: skip
+    return [{"cluster": c, "topic": t, "partition": p, "check": check, "count": n}
+            for (c, t, p, check), n in sorted(counts.items())]  # fmt: skip
 
-    def root_of(log_dir: str) -> str:
-        return max((r for r in roots if log_dir.startswith(r)), key=len, default="")
 
-    per_root: dict[str, set[str]] = defaultdict(set)
-    for d, cid in ids.items():
-        per_root[root_of(d)].add(cid)
-    named = _split_shared_ids(ids, nodes, held, shown)
-    out: dict[str, str] = {}
-    for f in files:
-        if f.info.broker is None or f.info.broker in out:
-            continue
-        found = per_root.get(root_of(f.log_dir), set())
-        default = explicit or (next(iter(found)) if len(found) == 1 else None)
-        cluster = named.get(f.log_dir) or default
-        out[f.info.broker] = cluster or UNKNOWN_PREFIX + os.path.normpath(f.log_dir)
+def _stale_findings(layout: Layout, renamed, files: list[DumpFile]) -> list[dict]:
+    cluster_of = {f.cluster: renamed(f) for f in files}
+    out = []
+    for s in layout.stale:
+        row = finding(
+            "stale_replica",
+            f"{s['directory']} on broker {s['broker']} is kept apart from {s['name']}-"
+            f"{s['partition']} as {s['topic']}-{s['partition']}: {s['reason']}",
+            {k: s[k] for k in ("directory", "topic_id", "name", "reason")},
+            topic=s["topic"], partition=s["partition"],
+        )  # fmt: skip
+        row["cluster"] = cluster_of.get(s["cluster"], s["cluster"])
+        out.append(row)
     return out
 
 
-def _split_shared_ids(ids, nodes, held, shown) -> dict[str, str]:
-    """log dir -> cluster name: its cluster id, suffixed with the part of its path (as the
-    run shows it: relative to the root, or to the roots' common directory) that tells apart
-    log directories claiming one node id of one cluster id over the same partitions."""
-    by_id: dict[str, list[str]] = defaultdict(list)
-    for d, cid in ids.items():
-        by_id[cid].append(d)
-    out = {}
-    for cid, dirs in by_id.items():
-        rel = {d: shown.get(d, ["."]) for d in dirs}
-        clashes = [
-            (a, b)
-            for i, a in enumerate(dirs)
-            for b in dirs[i + 1 :]
-            if nodes.get(a) is not None and nodes.get(a) == nodes.get(b) and held[a] & held[b]
-        ]
-        if not clashes:
-            out.update(dict.fromkeys(dirs, cid))
-            continue
-        depth = 1
-        while any(rel[a][:depth] == rel[b][:depth] for a, b in clashes) and depth < 64:
-            depth += 1
-        for d in dirs:
-            out[d] = f"{cid}@{'/'.join(rel[d][:depth])}"
-    return out
+def broker_clusters(paths: list[str], explicit: str | None = None,
+                    mapping: dict[str, str] | None = None) -> dict[str, str]:  # fmt: skip
+    """broker (as the decoded tables name it) -> cluster."""
+    return layout_facts(paths, explicit, mapping).clusters
 
 
 def cleaner_checkpoints(paths: list[str]) -> dict[str, int]:

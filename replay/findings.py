@@ -60,6 +60,9 @@ VOCABULARY: dict[str, Kind] = {
     # whose state cannot follow the previous one (docs/formats.md 8.4); the record is its
     # evidence
     "invalid_txn_transition": Kind("error", None),
+    # added with the dump's layout (decoders.brokers, docs/layouts.md): a partition directory
+    # of a topic's other incarnation, or a deletion's leftover, audited apart from the live one
+    "stale_replica": Kind("info", None),
 }
 
 # default severity per kind

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from replay import coverage as C
 from replay import tables as T
 from replay.coordinator import CoordinatorReplay
 from replay.crosslog import Bounds
@@ -103,10 +104,14 @@ def replay_partition(
     for t in r.open_transactions():
         rows.add("transaction", t)
     counts += _txn_index_check(topic, partition, r, side, findings)
+    judged, cleaned = r.sequence_batches
+    counts += [count_row(topic, partition, C.SEQUENCES_JUDGED, judged),
+               count_row(topic, partition, C.SEQUENCES_CLEANED, cleaned)]  # fmt: skip
     summary = {
         "topic": topic, "partition": partition, "broker": broker,
         "log_start_offset": r.log_start, "log_end_offset": r.log_end, "lso": r.lso(),
         "cleaned_upto": r.cleaned_upto, "data_records": r.data_records,
+        "first_timestamp": r.first_timestamp,
         "last_timestamp": r.last_timestamp, "complete_from": r.complete_from(),
         "copy_end_timestamp": r.copy_end_timestamp(),
     }  # fmt: skip
@@ -141,12 +146,12 @@ def _snapshot_check(topic, partition, r, snaps, offsets, findings, counts) -> li
     log never reached here: not compared, counted."""
     newest = offsets[-1] if offsets else None
     if newest is not None and newest > r.log_end:
-        counts.append(
-            count_row(topic, partition, "snapshots beyond the end of the log (not compared)", 1)
-        )
+        counts.append(count_row(topic, partition, C.SNAPSHOTS_BEYOND, 1))
         newest = max((o for o in offsets if o <= r.log_end), default=None)
     at_newest = r.snapshot_states.get(newest, {}) if newest is not None else {}
     snap_rows = {s["producer_id"]: s for s in snaps if s["snapshot_offset"] == newest}
+    if newest is not None:
+        counts.append(count_row(topic, partition, C.SNAPSHOTS_JUDGED, 1))
     states = []
     for pid, s in sorted(r.states().items()):
         row = {"topic": topic, "partition": partition, "producer_id": pid, **s,
@@ -221,10 +226,8 @@ def _txn_index_check(topic, partition, r: PartitionReplay, side, findings) -> li
             )
         )  # fmt: skip
     return [
-        count_row(topic, partition, "aborted transactions checked against a .txnindex", len(ours)),
-        count_row(
-            topic, partition, "aborted transactions in segments without a .txnindex", unchecked
-        ),
+        count_row(topic, partition, C.TXNINDEX_JUDGED, len(ours)),
+        count_row(topic, partition, C.TXNINDEX_ABSENT, unchecked),
     ]
 
 
@@ -234,9 +237,7 @@ def _txnindex_of(log_file: str | None) -> str | None:
     return log_file[: -len(".log")] + ".txnindex"
 
 
-JUDGED = "partition transactions judged against the coordinator"
-UNDECIDED = "partition transactions order could not decide"
-UNJUDGED = "partition transactions without coordinator history"
+JUDGED, UNDECIDED, UNJUDGED = C.TXNS_JUDGED, C.TXNS_UNDECIDED, C.TXNS_UNJUDGED
 
 
 def with_shares(checks: dict[str, int]) -> dict[str, int | float]:

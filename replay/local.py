@@ -22,8 +22,10 @@ import pyarrow.compute as pc
 import decoders
 from decoders.constants import TRANSACTION_STATE_TOPIC
 from replay import tables as T
+from replay.coverage import coverage_rows, replica_counts, shares
 from replay.crosslog_stream import crosslog_tables
 from replay.grouped import INTERNAL_TOPICS, with_shares
+from replay.incarnations import commit_windows, routed_commits
 from replay.leakage import judge_partition
 from replay.replicas import REPLAY_TABLES, REPLICA_BROKER, chosen_replicas, replay_spec
 from replay.rules import DIVERGENCE, INTEGRITY, PROPAGATION
@@ -39,12 +41,15 @@ def _by(rows: list[dict], *keys: str) -> dict[tuple, list[dict]]:
     return out
 
 
-def scanned(paths: list[str], config: AuditConfig) -> tuple[dict[str, pa.Table], set[tuple]]:
+def scanned(
+    paths: list[str], config: AuditConfig, spec=None
+) -> tuple[dict[str, pa.Table], set[tuple], list]:
     """Every replica of the dump read and replayed as the scan's tasks do, one unit (a
     partition directory, or a file outside one) at a time: the scan's tables (decoded ones with
-    their broker's cluster, the replays' with their replica's keys), and the replicas kept."""
+    their broker's cluster, the replays' with their replica's keys), the replicas kept and
+    every replica replayed."""
     files = decoders.discover(paths)
-    opts = audit_options(files, config, replay_spec(paths, config))
+    opts = audit_options(files, config, spec or replay_spec(paths, config))
     parts: dict[str, list[pa.RecordBatch]] = {t: [] for t in opts.tables}
     replicas = []
     for unit in replica_units(files):
@@ -54,7 +59,7 @@ def scanned(paths: list[str], config: AuditConfig) -> tuple[dict[str, pa.Table],
     for t, batches in parts.items():
         schema = REPLAY_TABLES.get(t) or decoders.TABLES[t].append(pa.field(CLUSTER, pa.string()))
         tables[t] = pa.Table.from_batches(batches, schema=schema)
-    return tables, chosen_replicas(replicas)
+    return tables, chosen_replicas(replicas), replicas
 
 
 def _kept(table: pa.Table, chosen: set[tuple]) -> pa.Table:
@@ -83,7 +88,8 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
     """Replay a dump in this process; rows by table name (findings, transactions, partitions,
     coordinator_transactions, offset_timeline, checks), each row with its ``cluster``."""
     config = AuditConfig.of(conf)
-    tables, chosen = scanned(paths, config)
+    spec = replay_spec(paths, config)
+    tables, chosen, replicas = scanned(paths, config, spec)
     replayed = {t: _kept(tables[t], chosen) for t in REPLAY_TABLES}
     part, coord, groups = replayed["replayed"], replayed["coordinated"], replayed["grouped"]
     transactions = _rows(part, "transaction", T.TRANSACTIONS)
@@ -100,14 +106,18 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
         for e in _plain(tables["errors"])
     ]
     batches = [b for b in _plain(tables["batches"]) if b["topic"] is not None]
-    findings += _divergence(batches)
+    findings += _divergence(batches) + spec.layout.findings
+    _, routing = routed_commits(timeline, commit_windows(partitions, config.clock_tolerance_ms))
+    checks += cross_counts + spec.layout.counts + replica_counts(replicas) + routing
     return {
         "findings": findings,
         "transactions": transactions,
         "partitions": partitions,
         "coordinator_transactions": coord_txns,
         "offset_timeline": timeline,
-        "checks": checks + cross_counts,
+        "checks": checks,
+        "coverage": _coverage(checks, _plain(tables["segments"])),
+        "layout": spec.layout.described,
     }
 
 
@@ -152,6 +162,8 @@ def _leakage(transactions, timeline, partitions, config) -> list[dict]:
         if x["record_count"] and x["topic"] not in INTERNAL_TOPICS
     ]
     leaks = []
+    windows = commit_windows(partitions, config.clock_tolerance_ms)
+    timeline, _ = routed_commits(timeline, windows)
     commits_by = _by(timeline, CLUSTER, "topic", "partition")
     for (cluster, topic, partition), txns in sorted(_by(data_txns, CLUSTER, "topic", "partition").items()):  # fmt: skip
         rows = judge_partition(
@@ -213,6 +225,21 @@ def _divergence(batches: list[dict]) -> list[dict]:
     return out
 
 
+def _coverage(checks: list[dict], segments: list[dict]) -> list[dict]:
+    """The coverage table's rows (the Spark plan's ``Audit._coverage``)."""
+    logs: dict[tuple, int] = defaultdict(int)
+    for s in segments:
+        if s["kind"] == "log":
+            logs[(s[CLUSTER], s["topic"], s["partition"], s["broker"])] += s["size"]
+    largest: dict[tuple, int] = {}
+    for (c, t, p, _), n in logs.items():
+        largest[(c, t, p)] = max(largest.get((c, t, p), 0), n)
+    rows = coverage_rows(checks)
+    for r in rows:
+        r["bytes"] = largest.get((r[CLUSTER], r["topic"], r["partition"]))
+    return rows
+
+
 def summary(result: dict[str, list[dict]]) -> dict[str, Any]:
     checks: dict[str, dict[str, int]] = {}
     for r in result["checks"]:
@@ -221,4 +248,6 @@ def summary(result: dict[str, list[dict]]) -> dict[str, Any]:
     return {
         "clusters": sorted({p[CLUSTER] for p in result["partitions"]}),
         "checks": {c: with_shares(v) for c, v in checks.items()},
+        "coverage": shares(result["coverage"]),
+        "dump_layout": result["layout"],
     }

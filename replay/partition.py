@@ -227,6 +227,10 @@ class PartitionReplay:
         self.last_marker_timestamp: int | None = None  # the leader's clock
         self.last_batch_timestamp: int | None = None  # of the last batch in offset order
         self.snapshot_states: dict[int, dict[int, dict]] = {}
+        # producer batches whose sequences were judged, and those in the cleaned range (the
+        # coverage's "sequences" family); the coordinators' own topics are not counted
+        self.sequence_batches = [0, 0]
+        self.first_timestamp: int | None = None  # of the first piece (its earliest batches)
 
     # -- the walk ---------------------------------------------------------------------------------
     def seed(self, entries: list[dict]) -> None:
@@ -280,6 +284,7 @@ class PartitionReplay:
         pending = sorted(snapshot_offsets)
         for piece in pieces:
             t = _replay_columns(piece)
+            self._count_sequences(t)
             runs = _Runs(t, self.config.producer_id_expiration_ms) if self.fast else None
             for start, stop, plain in runs.blocks() if runs else [(0, t.num_rows, False)]:
                 if plain:  # continuations of idempotent writes: whole runs at a time
@@ -289,6 +294,18 @@ class PartitionReplay:
         for s in pending:
             self.snapshot_states[s] = self.states()
         return self
+
+    def _count_sequences(self, t: pa.Table) -> None:
+        if self.first_timestamp is None and t.num_rows:
+            ts = t.column("max_timestamp")
+            self.first_timestamp = pc.min(pc.filter(ts, pc.greater_equal(ts, 0))).as_py()
+        if self.coordinator_topic or not t.num_rows:
+            return
+        pid, control = t.column("producer_id").to_numpy(), t.column("is_control").to_numpy()
+        producer = (pid >= 0) & ~control
+        cleaned = producer & (t.column("base_offset").to_numpy() < self.cleaned_upto)
+        self.sequence_batches[0] += int(producer.sum() - cleaned.sum())
+        self.sequence_batches[1] += int(cleaned.sum())
 
     def _one_by_one(self, t: pa.Table, pending: list[int]) -> None:
         """Each batch of ``t`` through :meth:`batch`; the producer states at the snapshot

@@ -29,7 +29,9 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+from pyspark.sql.window import Window
 
+from decoders.brokers import LABEL_MARK
 from decoders.constants import TRANSACTION_STATE_TOPIC
 from decoders.spark import _struct, spark_type
 from replay import checks
@@ -55,6 +57,7 @@ from replay.replicas import (
     REPLAY_TABLES,
     REPLICA_BROKER,
     REPLICA_KEYS,
+    ReplaySpec,
     ReplicaRow,
     chosen_replicas,
     replay_spec,
@@ -76,6 +79,7 @@ class ScanOutput(Protocol):
 
     replicas: list[ReplicaRow]  # one row per partition replica replayed
     dump_bytes: int
+    spec: ReplaySpec  # what the replay knew of the dump (its layout: replay.dumpinfo)
 
     def table(self, name: str) -> DataFrame:
         """A table the scan gave: decoded (:data:`replay.scan_task.AUDIT_DECODED`, with the
@@ -209,7 +213,8 @@ class Audit:
         cross = self.scan.later(
             "cross", lambda: self._cross_log(transactions, coord_txns, partitions)
         )
-        leaks = self.scan.later("leaks", lambda: self._leakage(transactions, timeline, partitions))
+        routed, routing = self._routed(timeline, partitions)
+        leaks = self.scan.later("leaks", lambda: self._leakage(transactions, routed, partitions))
 
         def findings() -> DataFrame:
             found = [
@@ -225,13 +230,15 @@ class Audit:
             if topics:
                 batches = self.decoded("batches").filter(F.col("topic").isin(*topics))
                 found.append(checks.divergence(batches))
+            stale = self._layout().findings
+            if stale:
+                found.append(self._driver_rows(stale, T.FINDINGS))
             return reduce(DataFrame.unionByName, found)
 
+        all_counts = self.scan.later("counts", lambda: self._counts(part, cross(), routing))
+
         def counts() -> DataFrame:
-            both = _split(part, "count", T.CHECK_COUNTS).unionByName(
-                _split(cross(), "count", T.CHECK_COUNTS)
-            )
-            return both.groupBy(CLUSTER, "check").agg(F.sum("count").alias("count"))
+            return all_counts().groupBy(CLUSTER, "check").agg(F.sum("count").alias("count"))
 
         def stamped(build: Callable[[], DataFrame]) -> Callable[[], DataFrame]:
             return lambda: _timestamps(build())
@@ -253,9 +260,116 @@ class Audit:
                 "errors": lambda: self.decoded("errors"),
                 "findings": stamped(findings),
                 "checks": stamped(counts),
+                "coverage": lambda: self._coverage(all_counts()),
             },
             _copies(kept),
         )
+
+    # -- what could be judged --------------------------------------------------------------------
+    def _layout(self):
+        from replay.dumpinfo import LayoutFacts
+
+        return getattr(self.scan.spec, "layout", None) or LayoutFacts()
+
+    def _driver_rows(self, rows: list[dict], schema: pa.Schema) -> DataFrame:
+        """A few rows made on the driver (the layout's, the replicas'), with their cluster."""
+        full = pa.schema([pa.field(CLUSTER, pa.string()), *schema])
+        made = [tuple(r.get(f.name) for f in full) for r in rows]
+        return self.spark.createDataFrame(made, struct_type(full))
+
+    def _counts(self, part: DataFrame, cross: DataFrame, routing: DataFrame | None) -> DataFrame:
+        """Every check count (the replays', the cross-log judge's, the commits' routing to a
+        re-created topic's incarnations, the layout's and the replicas' made on the driver), by
+        cluster, partition and check."""
+        from replay.coverage import replica_counts
+
+        driver = self._layout().counts + replica_counts(self.scan.replicas)
+        found = [_split(part, "count", T.CHECK_COUNTS), _split(cross, "count", T.CHECK_COUNTS)]
+        if routing is not None:
+            found.append(routing)
+        if driver:
+            found.append(self._driver_rows(driver, T.CHECK_COUNTS))
+        keys = (CLUSTER, "topic", "partition", "check")
+        # a kept plan's shuffles are sized here (see _cross_log)
+        every = reduce(DataFrame.unionByName, found).repartition(self.tasks, *keys)
+        return every.groupBy(*keys).agg(F.sum("count").alias("count"))
+
+    def _routed(
+        self, timeline: DataFrame, partitions: DataFrame
+    ) -> tuple[DataFrame, DataFrame | None]:
+        """The commits of a re-created topic's name, each with the incarnation it fits
+        (replay.incarnations: its time between the incarnation's first batch and its copy's
+        end, widened by the clock tolerance), those fitting none or several left out; and their
+        counts. Only where the layout found several incarnations of a name (else the timeline
+        as it is, and no Spark job)."""
+        from replay import coverage as C
+
+        layout = self._layout().described or {}
+        if not layout.get("stale_replicas") and not layout.get("undecided_topics"):
+            return timeline, None
+        tol = self.config.clock_tolerance_ms
+        keys = [CLUSTER, "topic", "partition"]
+        p = partitions.select(*keys, "first_timestamp", "copy_end_timestamp").withColumn(
+            "_name", F.split("topic", LABEL_MARK).getItem(0)
+        )
+        at = [CLUSTER, "_name", "partition"]
+        many = p.repartition(self.tasks, *at).groupBy(*at).count().filter("count > 1").drop("count")
+        windows = p.join(many, at).select(
+            CLUSTER, F.col("_name").alias("topic"), "partition", F.col("topic").alias("_label"),
+            (F.col("first_timestamp") - tol).alias("_lo"), (F.col("copy_end_timestamp") + tol).alias("_hi"),
+        )  # fmt: skip
+        plain = timeline.join(F.broadcast(windows.select(*keys).distinct()), keys, "left_anti")
+        ts = F.col("effective_timestamp")
+        fit = (F.col("_lo").isNull() | (ts >= F.col("_lo"))) & (F.col("_hi").isNull() | (ts <= F.col("_hi")))  # fmt: skip
+        fit = F.when(ts.isNull(), F.col("_lo").isNull() & F.col("_hi").isNull()).otherwise(fit)
+        named = (
+            timeline.withColumn("_id", F.monotonically_increasing_id())
+            .join(F.broadcast(windows), keys)
+            .repartition(self.tasks, "_id")  # a kept plan's shuffles are sized here
+        )
+        fits = named.filter(fit).withColumn("_fits", F.count("*").over(Window.partitionBy("_id")))
+        one = fits.filter(F.col("_fits") == 1)
+        routed = plain.unionByName(
+            one.withColumn("topic", F.col("_label")).select(*timeline.columns)
+        )
+        ids = named.select(*keys, "_id").distinct()
+        per = ids.join(one.select("_id"), "_id", "left_semi").repartition(self.tasks, *keys)
+        judged = per.groupBy(*keys).count().withColumn("check", F.lit(C.COMMITS_ROUTED))
+        every = ids.repartition(self.tasks, *keys).groupBy(*keys).count()
+        left = (
+            every.join(judged.select(*keys, F.col("count").alias("_one")), keys, "left")
+            .select(*keys, (F.col("count") - F.coalesce("_one", F.lit(0))).alias("count"))
+            .withColumn("check", F.lit(C.COMMITS_UNDECIDED))
+        )
+        counts = judged.unionByName(left).select(CLUSTER, *T.CHECK_COUNTS.names)
+        return routed, counts
+
+    def _coverage(self, counts: DataFrame) -> DataFrame:
+        """The coverage table (replay.coverage): each count as its family, judged or not and
+        why, in its unit, with the partition's log bytes (its largest replica)."""
+        from replay.coverage import CHECKS
+
+        meaning = self.spark.createDataFrame(
+            [(w, c.family, c.judged, c.reason or None, c.unit) for w, c in CHECKS.items()],
+            "check string, family string, judged boolean, reason string, unit string",
+        )
+        rows = counts.join(F.broadcast(meaning), "check", "left").select(
+            CLUSTER, F.coalesce("family", F.lit("other")).alias("family"), "topic", "partition",
+            F.coalesce("judged", F.lit(True)).alias("judged"), "reason",
+            F.coalesce("unit", "check").alias("unit"), "count",
+        )  # fmt: skip
+        keys = [CLUSTER, "family", "topic", "partition", "judged", "reason", "unit"]
+        rows = rows.repartition(self.tasks, *keys[:4]).groupBy(*keys)
+        rows = rows.agg(F.sum("count").cast("long").alias("count"))
+        rows = rows.filter(F.col("count") > 0)  # a zero count says nothing
+        logs = (
+            self.decoded("segments").filter(F.col("kind") == "log")
+            .repartition(self.tasks, CLUSTER, "topic", "partition")
+            .groupBy(CLUSTER, "topic", "partition", "broker").agg(F.sum("size").alias("b"))
+            .groupBy(CLUSTER, "topic", "partition").agg(F.max("b").cast("long").alias("bytes"))
+        )  # fmt: skip
+        on = [CLUSTER, "topic", "partition"]
+        return rows.join(logs, on, "left").select(CLUSTER, *T.COVERAGE.names)
 
     # -- partitions against the coordinator -------------------------------------------------------
     def _cross_log(self, pt: DataFrame, ct: DataFrame, partitions: DataFrame) -> DataFrame:
@@ -447,15 +561,24 @@ class Tables(Mapping):
         return f"Tables({', '.join(self)})"
 
 
-def summary_of(checks: list[dict], clusters) -> dict:
-    """What the run's summary says beyond finding counts: the clusters found and what the
-    checks could and could not judge, from the checks table's rows (cluster, check, count)
-    and the clusters of the partitions table (each at least once; a few rows)."""
+def summary_of(checks: list[dict], clusters, coverage: list[dict] | None = None,
+               layout: dict | None = None) -> dict:  # fmt: skip
+    """What the run's summary says beyond finding counts: the clusters found, how the layout
+    was read, what the checks could and could not judge, from the checks table's rows
+    (cluster, check, count), the clusters of the partitions table and the coverage table's
+    rows (family, judged, reason, unit, count)."""
+    from replay.coverage import shares
+
     counts: dict[str, dict[str, int]] = {}
     for r in checks:
         counts.setdefault(r[CLUSTER], {})[r["check"]] = int(r["count"] or 0)
-    return {"clusters": sorted(set(clusters)),
-            "checks": {c: with_shares(v) for c, v in counts.items()}}  # fmt: skip
+    out = {"clusters": sorted(set(clusters)),
+           "checks": {c: with_shares(v) for c, v in counts.items()}}  # fmt: skip
+    if coverage is not None:
+        out["coverage"] = shares(coverage)
+    if layout is not None:
+        out["dump_layout"] = layout
+    return out
 
 
 def _config(conf: dict | AuditConfig | None) -> AuditConfig:

@@ -104,6 +104,9 @@ class ReplaySpec:
     compacted: frozenset[str] = frozenset()
     clusters: dict[str, str] = field(default_factory=dict)
     broadcast: frozenset[str] = frozenset()  # the groups declared broadcast-style
+    # how the layout was read (replay.dumpinfo.LayoutFacts): the driver's, for the summary,
+    # the coverage and the stale replicas' findings
+    layout: object = field(default=None, compare=False, repr=False)
 
     def cluster_of(self, broker: str) -> str:
         """The cluster of a broker directory ("" for none)."""
@@ -134,14 +137,16 @@ class ReplicaRow:
 def replay_spec(paths: list[str], config) -> ReplaySpec:
     """What the scan's tasks need to replay the replicas they read, from the configuration
     (a :class:`replay.settings.AuditConfig`) and the small files read on the driver."""
-    from replay.dumpinfo import broker_clusters, cleaner_checkpoints
+    from replay.dumpinfo import cleaner_checkpoints, layout_facts
 
+    layout = layout_facts(paths, config.cluster, config.clusters)
     return ReplaySpec(
         facts=config.facts(),
         cleaned=cleaner_checkpoints(paths),
         compacted=frozenset(config.compacted_topics()),
-        clusters=broker_clusters(paths, config.cluster),
+        clusters=layout.clusters,
         broadcast=frozenset(config.declared_broadcast()),
+        layout=layout,
     )
 
 

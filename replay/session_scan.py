@@ -92,7 +92,7 @@ class CachedScan:
     ) -> None:
         import decoders
 
-        self.spark, self.cached = spark, []
+        self.spark, self.cached, self.spec = spark, [], spec
         self.background, self.pending = None, []
         self.opened: dict[str, DataFrame] = {}
         files = decoders.discover(paths)

@@ -23,6 +23,7 @@ class AuditConfig:
     memory_budget_mb: int
     verify_crc: bool
     cluster: str | None = None  # names the cluster of directories without a cluster.id
+    clusters: dict[str, str] = field(default_factory=dict)  # log dir glob -> cluster name
     groups: dict[str, dict] = field(default_factory=dict)  # group -> {isolation, assignor}
     topics: dict[str, dict] = field(default_factory=dict)  # topic -> {cleanup_policy, ...}
 

@@ -121,6 +121,7 @@ PARTITIONS = _schema(
     lso                 i64       last stable offset at the end of the log
     cleaned_upto        i64       offsets below show log-cleaner leftovers
     data_records        i64       data records replayed
+    first_timestamp     i64       smallest batch timestamp of the replica's first segment read
     last_timestamp      i64       largest batch timestamp
     complete_from       i64       offsets from here on are all in the dump (0: the whole history
                                   is; above: retention, cleaning or missing offsets took what is
@@ -203,6 +204,19 @@ CHECK_COUNTS = _schema(
     partition  i32       partition
     check      str       what was counted: checked, or could not be checked and why
     count      i64       how many
+    """
+)
+
+COVERAGE = _schema(
+    """
+    family     str       check family (replay.coverage.FAMILIES)
+    topic      str       partition the row is about, if any
+    partition  i32       partition
+    judged     bool      whether the check could judge what is counted
+    reason     str       why not, when not judged (no coordinator history, replica alone, ...)
+    unit       str       what is counted: batches, transactions, replicas, snapshots, ...
+    count      i64       how many
+    bytes      i64       the partition's log bytes (its largest replica), if a partition
     """
 )
 

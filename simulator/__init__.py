@@ -15,7 +15,8 @@ from simulator.truth import Truth
 
 # scenarios whose truth lists no anomaly: the clean feature scenarios and the healthy
 # production days
-HEALTHY = [*CLEAN, "production_day", "production_day_logs_only", "long_lived_producer"]
+HEALTHY = [*CLEAN, "production_day", "production_day_logs_only", "long_lived_producer",
+           "production_layouts"]  # fmt: skip
 
 __all__ = ["CLEAN", "HEALTHY", "SCENARIOS", "synth"]
 
@@ -35,7 +36,7 @@ def synth(name: str, out: str, seed: int = 0, scale: float = 0.0) -> list[Truth]
         finally:
             SCENARIO_CLUSTER_ID.reset(token)
         if CLOSED:
-            truth.describe(CLOSED[-1])
+            truth.describe(*CLOSED)
         truth.write(os.path.join(where, "truth.json"))
         truths.append(truth)
     if name == "all":

@@ -21,6 +21,7 @@ import hashlib
 import os
 import random
 import shutil
+import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -76,6 +77,7 @@ class TopicConfig:
     delete_retention_ms: int = 86_400_000
     retention_ms: int | None = None  # retention.ms: older closed segments are deleted
     log_append_time: bool = False  # message.timestamp.type=LogAppendTime (the leader stamps)
+    topic_id: uuid.UUID | None = None  # None: one derived from the name (a re-created topic: new)
 
 
 class Clock:
@@ -185,6 +187,7 @@ class Cluster:
                 p,
                 segment_bytes=cfg.segment_bytes,
                 index_interval_bytes=cfg.index_interval_bytes,
+                topic_id=cfg.topic_id,
             )
             log.replicas, log.leader = replicas, replicas[0]
             log.clock = self.clock

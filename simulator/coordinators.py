@@ -326,6 +326,24 @@ class GroupCoordinator:
             self.cluster.offsets_log(group.group_id), records, base_sequence=0
         )
 
+    def delete_offsets(self, topic: str) -> None:
+        """A deleted topic's committed offsets removed from every group that has any: a
+        tombstone per partition (GroupMetadataManager.cleanupGroupMetadata, on the
+        controller's deletion of the topic's partitions)."""
+        for g in self.groups.values():
+            gone = sorted(tp for tp in g.offsets if tp[0] == topic)
+            if not gone:
+                continue
+            self.cluster.tick(1, 3)
+            now = self._now(g)
+            records = [Record(co.encode_offset_commit_key(g.group_id, t, p), None, timestamp=now)
+                       for t, p in gone]  # fmt: skip
+            for tp in gone:
+                del g.offsets[tp]
+            self.cluster.coordinator_append(
+                self.cluster.offsets_log(g.group_id), records, base_sequence=0
+            )
+
     def txn_commit(self, group: Group, offsets: dict[tuple[str, int], int], producer_id: int,
                    producer_epoch: int) -> tuple[int, int]:  # fmt: skip
         """TxnOffsetCommit: a transactional batch of the producer; it takes effect only at the

@@ -113,6 +113,7 @@ class PartitionLog:
         index_interval_bytes: int = 4096,
         leader_epoch: int = 0,
         snapshots: bool = True,
+        topic_id=None,
     ) -> None:
         self.topic, self.partition = topic, partition
         self.log_dirs = log_dirs  # leader first
@@ -123,6 +124,7 @@ class PartitionLog:
             segment_bytes=segment_bytes,
             index_interval_bytes=index_interval_bytes,
             leader_epoch=leader_epoch,
+            topic_id=topic_id,
         )
         if snapshots:
             self.writer.on_roll = self._snapshot

@@ -822,6 +822,8 @@ def demo(out: str, seed: int, scale: float) -> Truth:
     return truth
 
 
-# registers the production_day family, then the long_lived_producer family
+# registers the production_day family, the long_lived_producer family, then the
+# production_layouts family
 from simulator import production  # noqa: E402,F401,I001
 from simulator import long_lived  # noqa: E402,F401,I001
+from simulator import layouts  # noqa: E402,F401,I001

@@ -43,14 +43,15 @@ class Truth:
     partitions: list[dict] = field(default_factory=list)  # every partition of the scenario
     groups: list[str] = field(default_factory=list)  # every consumer group of the scenario
 
-    def describe(self, cluster) -> None:
-        """List every partition (with its replicas' brokers) and group of ``cluster``, so that
-        a checker can confirm it looked everywhere."""
-        self.partitions = [
-            {"topic": t, "partition": p, "replicas": list(log.replicas)}
-            for (t, p), log in sorted(cluster.logs.items())
-        ]
-        self.groups = sorted(cluster.group_coordinator.groups)
+    def describe(self, *clusters) -> None:
+        """List every partition (with its replicas' brokers) and group of ``clusters`` (the
+        ones a scenario wrote), so that a checker can confirm it looked everywhere."""
+        self.partitions = sorted(
+            ({"topic": t, "partition": p, "replicas": list(log.replicas)}
+             for c in clusters for (t, p), log in c.logs.items()),
+            key=lambda r: (r["topic"], r["partition"], r["replicas"]),
+        )  # fmt: skip
+        self.groups = sorted({g for c in clusters for g in c.group_coordinator.groups})
 
     def add(self, kind: str, **kw) -> Anomaly:
         a = Anomaly(kind, **kw)

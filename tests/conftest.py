@@ -89,16 +89,20 @@ def scenario_audit(spark, sim_all):
 
     def get(scenario: str) -> dict:
         if not whole:
-            with audit_session(spark, [str(sim_all)]) as tables:
+            # one dump root per scenario: broker directories without a cluster.id form one
+            # cluster per dump root (decoders.brokers), so the scenarios' stay apart
+            roots = sorted(str(p) for p in sim_all.iterdir() if p.is_dir())
+            with audit_session(spark, roots) as tables:
                 whole.update({name: df.toArrow() for name, df in tables.items()})
 
-        # broker directories without a cluster.id (the .log-only scenario) are clusters of
-        # their own, named by their path
+        # broker directories without a cluster.id (the .log-only scenario) are one cluster,
+        # named by their common path (decoders.brokers)
         def mine(t):
             c = t["cluster"]
+            cid, path = cluster_id_for(scenario), f"dir:{sim_all / scenario}"
             return pc.or_(
-                pc.equal(c, cluster_id_for(scenario)),
-                pc.starts_with(c, f"dir:{sim_all / scenario}/"),
+                pc.or_(pc.equal(c, cid), pc.starts_with(c, f"{cid}@")),
+                pc.or_(pc.equal(c, path), pc.starts_with(c, f"{path}/")),
             )
 
         return {name: t.filter(mine(t)) for name, t in whole.items()}

@@ -107,6 +107,27 @@ def test_a_stricter_threshold_turns_warnings_into_failures(gated, tmp_path):
     )
 
 
+def test_the_gate_fails_when_the_audit_could_not_look(sim_all, tmp_path, capsys):
+    """A copy without `__transaction_state`: its transactions cannot be judged against the
+    coordinator. Findings alone pass the gate; a required minimum coverage of transactions
+    fails it, naming the family, its share and why."""
+    dump = tmp_path / "no-coordinator"
+    shutil.copytree(sim_all / "clean_transactions", dump)
+    for d in dump.rglob("__transaction_state-*"):
+        shutil.rmtree(d)
+    out = tmp_path / "out"
+    need = ["--set", "gate.min_coverage.transactions=0.9", "--set", "gate.data_docs=false"]
+    assert main(["audit", str(dump), "--out", str(out), "--gate", *need, *RUN]) == 1
+    err = capsys.readouterr().err
+    assert "failed [coverage] the audit judged at least 90% of transactions" in err
+    assert "no coordinator history" in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["coverage"]["transactions"]["share"] == 0.0
+    assert summary["findings"]["by_severity"].get("error") is None
+    # the same output passes a gate that asks only about findings
+    assert main(["gate", str(out), "--set", "gate.data_docs=false"]) == 0
+
+
 def test_the_gate_checks_the_decoded_tables(sim_all, tmp_path, capsys):
     out = tmp_path / "decoded"
     dump = str(sim_all / "corrupt_segments")

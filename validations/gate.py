@@ -16,7 +16,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from validations.policy import GatePolicy
-from validations.suites import BLOCKING, Suite, data_suites, findings_suite
+from validations.suites import BLOCKING, Suite, coverage_suite, data_suites, findings_suite
 
 DOCS = "data_docs"
 RESULT = "result.json"
@@ -82,8 +82,12 @@ def run_gate(
         kinds = sorted(policy.thresholds())
         frames["findings"] = findings.withColumn(BLOCKING, _blocking(policy, kinds, F))
         suites.append(findings_suite(policy, kinds, rows.get("findings")))
+    coverage = frames.pop("coverage", None)
     if policy.data_expectations:
         suites += data_suites({t: df.columns for t, df in frames.items()}, rows)
+    if policy.min_coverage and coverage is not None:
+        frames["coverage"] = coverage_shares(spark, coverage, policy)
+        suites.append(coverage_suite(policy))
 
     context = _context(gate_dir, policy)
     run = _run_identifier(run_id, logical_date)
@@ -114,7 +118,11 @@ def run_gate(
                 "success": result.success,
                 "evaluated": evaluated,
                 "failures": [asdict(x) for x in failures],
-                "policy": {"fail_at": policy.fail_at, "kinds": policy.kinds},
+                "policy": {
+                    "fail_at": policy.fail_at,
+                    "kinds": policy.kinds,
+                    "min_coverage": policy.min_coverage,
+                },
                 "great_expectations": described,
             },
             f,
@@ -132,6 +140,29 @@ STAMP = re.compile(r"\d{8}T\d{6}\.\d{6}Z")
 COLLAPSE = re.compile(
     r"collapse-body-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
 )
+
+
+def coverage_shares(spark, coverage, policy: GatePolicy):
+    """The `coverage` table as one row per family: its share judged and, for a family below
+    its ``gate.min_coverage``, the sentence naming why (replay.coverage.below). The table is
+    summed by family and reason first (a few rows to the driver)."""
+    from pyspark.sql import functions as F
+
+    from replay.coverage import below, shares
+
+    keys = ["family", "judged", "reason", "unit"]
+    rows = [
+        r.asDict() for r in coverage.groupBy(*keys).agg(F.sum("count").alias("count")).collect()
+    ]
+    by_family = shares(rows)
+    made = []
+    for family, f in by_family.items():
+        why = below({family: f}, {family: policy.min_coverage.get(family, 0.0)})
+        made.append((family, f["share"], why[0] if why else None))
+    for family in policy.min_coverage:
+        if family not in by_family:  # nothing of it in the dump: nothing it could not judge
+            made.append((family, None, None))
+    return spark.createDataFrame(made, "family string, share double, message string")
 
 
 def settle_docs(site: str, run_time: dt.datetime) -> None:

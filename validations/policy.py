@@ -8,7 +8,7 @@ kind's own (``gate.kinds``) or the default (``gate.fail_at``, error unless confi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from replay.config import defaults
 from replay.findings import KINDS, SEVERITIES
@@ -25,6 +25,7 @@ class GatePolicy:
     data_expectations: bool
     data_docs: bool
     sample_findings: int
+    min_coverage: dict[str, float] = field(default_factory=dict)  # family -> least share judged
 
     @classmethod
     def from_conf(cls, conf: dict) -> GatePolicy:

@@ -57,6 +57,31 @@ def findings_suite(policy: GatePolicy, kinds: list[str], rows: int | None) -> Su
     return suite
 
 
+def _family_is(family: str):
+    from great_expectations.expectations.row_conditions import Column
+
+    return Column("family") == family
+
+
+def coverage_suite(policy: GatePolicy) -> Suite:
+    """One expectation per family ``gate.min_coverage`` names: its share judged at least the
+    one required, over the per-family shares of the `coverage` table (coverage_shares)."""
+    suite = Suite("coverage")
+    for family, need in sorted(policy.min_coverage.items()):
+        suite.checks.append(
+            check(
+                "ExpectColumnValuesToBeBetween",
+                f"the audit judged at least {need:.0%} of {family}",
+                f"family = '{family}' AND share < {need}",
+                column="share",
+                min_value=need,
+                max_value=1,
+                row_condition=_family_is(family),
+            )
+        )
+    return suite
+
+
 ERROR_KINDS = (
     ("crc_mismatch", "every CRC valid"),
     ("corrupt_bytes", "no corrupt byte ranges"),
