@@ -29,10 +29,12 @@ from decoders.layout import DumpFile, discover
 
 def verify(paths) -> list[ErrorRow]:
     """Problems found across every partition of the dump(s)."""
-    by_dir: dict[tuple, list[DumpFile]] = defaultdict(list)
+    # by partition directory: a broker may hold two of one partition (a -future copy, a
+    # -delete one), each with segments of the same names (decoders.brokers)
+    by_dir: dict[str, list[DumpFile]] = defaultdict(list)
     for f in discover(paths):
         if f.info.topic is not None:
-            by_dir[(f.info.broker, f.info.topic, f.info.partition)].append(f)
+            by_dir[f.info.file.rsplit("/", 1)[0]].append(f)
     problems: list[ErrorRow] = []
     for files in by_dir.values():
         problems.extend(verify_partition(files))

@@ -17,6 +17,7 @@ FAMILIES = (
     "sequences",
     "transactions",
     "hanging",
+    "leakage",
     "replicas",
     "indexes",
     "snapshots",
@@ -43,6 +44,8 @@ TXNS_UNDECIDED = "partition transactions order could not decide"
 TXNS_UNJUDGED = "partition transactions without coordinator history"
 HANGING_JUDGED = "open transactions judged against their timeout"
 HANGING_NO_END = "open transactions the copy ends too early to judge"
+LEAKAGE_JUDGED = "aborted or open transactions checked against their partition's group commits"
+LEAKAGE_NO_COMMITS = "aborted or open transactions of partitions no group committed on"
 REPLICAS_COMPARED = "replicas compared with another of their partition"
 REPLICAS_ALONE = "replicas alone in the dump (nothing to compare with)"
 TXNINDEX_JUDGED = "aborted transactions checked against a .txnindex"
@@ -63,6 +66,8 @@ CHECKS: dict[str, Counted] = {
     TXNS_UNJUDGED: Counted("transactions", False, "no coordinator history", "transactions"),
     HANGING_JUDGED: Counted("hanging", True, "", "transactions"),
     HANGING_NO_END: Counted("hanging", False, "copy ends early", "transactions"),
+    LEAKAGE_JUDGED: Counted("leakage", True, "", "transactions"),
+    LEAKAGE_NO_COMMITS: Counted("leakage", False, "no group commits", "transactions"),
     REPLICAS_COMPARED: Counted("replicas", True, "", "replicas"),
     REPLICAS_ALONE: Counted("replicas", False, "replica alone", "replicas"),
     TXNINDEX_JUDGED: Counted("indexes", True, "", "transactions"),
@@ -91,6 +96,18 @@ def replica_counts(replicas) -> list[dict]:
         {"cluster": c, "topic": t, "partition": p, "count": n,
          "check": REPLICAS_COMPARED if n > 1 else REPLICAS_ALONE}
         for (c, t, p), n in sorted(held.items())
+    ]  # fmt: skip
+
+
+def leakage_counts(exposed: list[dict], committed: set[tuple]) -> list[dict]:
+    """The "leakage" family: each partition's aborted or open transactions with data
+    (``exposed``: rows with cluster, topic, partition, count) judged against its groups'
+    commits, or not where no group committed on it (``committed``: (cluster, topic,
+    partition) with a commit)."""
+    return [
+        {**r, "check": LEAKAGE_JUDGED if (r["cluster"], r["topic"], r["partition"]) in committed
+         else LEAKAGE_NO_COMMITS}
+        for r in exposed
     ]  # fmt: skip
 
 

@@ -22,11 +22,11 @@ import pyarrow.compute as pc
 import decoders
 from decoders.constants import TRANSACTION_STATE_TOPIC
 from replay import tables as T
-from replay.coverage import coverage_rows, replica_counts, shares
+from replay.coverage import coverage_rows, leakage_counts, replica_counts, shares
 from replay.crosslog_stream import crosslog_tables
 from replay.grouped import INTERNAL_TOPICS, with_shares
 from replay.incarnations import commit_windows, routed_commits
-from replay.leakage import judge_partition
+from replay.leakage import NOT_COMMITTED, judge_partition
 from replay.replicas import REPLAY_TABLES, REPLICA_BROKER, chosen_replicas, replay_spec
 from replay.rules import DIVERGENCE, INTEGRITY, PROPAGATION
 from replay.scan_task import ScanTask, audit_options, replica_units
@@ -107,8 +107,11 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
     ]
     batches = [b for b in _plain(tables["batches"]) if b["topic"] is not None]
     findings += _divergence(batches) + spec.layout.findings
-    _, routing = routed_commits(timeline, commit_windows(partitions, config.clock_tolerance_ms))
+    routed, routing = routed_commits(
+        timeline, commit_windows(partitions, config.clock_tolerance_ms)
+    )
     checks += cross_counts + spec.layout.counts + replica_counts(replicas) + routing
+    checks += _leakage_counts(transactions, routed)
     return {
         "findings": findings,
         "transactions": transactions,
@@ -172,6 +175,18 @@ def _leakage(transactions, timeline, partitions, config) -> list[dict]:
         )  # fmt: skip
         leaks += [{**r, CLUSTER: cluster} for r in rows]
     return leaks
+
+
+def _leakage_counts(transactions: list[dict], commits: list[dict]) -> list[dict]:
+    """The "leakage" coverage family (the Spark plan's ``Audit._leakage_counts``)."""
+    exposed: dict[tuple, int] = defaultdict(int)
+    for x in transactions:
+        if x["record_count"] and x["topic"] not in INTERNAL_TOPICS and x["outcome"] in NOT_COMMITTED:  # fmt: skip
+            exposed[(x[CLUSTER], x["topic"], x["partition"])] += 1
+    committed = {(c[CLUSTER], c["topic"], c["partition"]) for c in commits
+                 if c["committed_offset"] is not None}  # fmt: skip
+    rows = [{"cluster": k[0], "topic": k[1], "partition": k[2], "count": n} for k, n in sorted(exposed.items())]  # fmt: skip
+    return leakage_counts(rows, committed)
 
 
 def _propagation(leaks: list[dict], txns: list[dict], coord: list[dict]) -> list[dict]:

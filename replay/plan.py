@@ -235,7 +235,12 @@ class Audit:
                 found.append(self._driver_rows(stale, T.FINDINGS))
             return reduce(DataFrame.unionByName, found)
 
-        all_counts = self.scan.later("counts", lambda: self._counts(part, cross(), routing))
+        all_counts = self.scan.later(
+            "counts",
+            lambda: self._counts(
+                part, cross(), routing, self._leakage_counts(transactions, routed)
+            ),
+        )
 
         def counts() -> DataFrame:
             return all_counts().groupBy(CLUSTER, "check").agg(F.sum("count").alias("count"))
@@ -277,7 +282,27 @@ class Audit:
         made = [tuple(r.get(f.name) for f in full) for r in rows]
         return self.spark.createDataFrame(made, struct_type(full))
 
-    def _counts(self, part: DataFrame, cross: DataFrame, routing: DataFrame | None) -> DataFrame:
+    def _leakage_counts(self, pt: DataFrame, timeline: DataFrame) -> DataFrame:
+        """The "leakage" coverage family (replay.coverage.leakage_counts): each partition's
+        aborted or open transactions with data, judged where a group committed on it."""
+        from replay import coverage as C
+
+        keys = [CLUSTER, "topic", "partition"]
+        exposed = (
+            pt.filter(~F.col("topic").isin(*INTERNAL_TOPICS) & (F.col("record_count") > 0))
+            .filter(F.col("outcome").isin(*NOT_COMMITTED))
+            .repartition(self.tasks, *keys)  # a kept plan's shuffles are sized here
+            .groupBy(*keys).count()
+        )  # fmt: skip
+        committed = (
+            timeline.filter(F.col("committed_offset").isNotNull()).select(*keys)
+            .repartition(self.tasks, *keys).distinct().withColumn("_seen", F.lit(True))
+        )  # fmt: skip
+        check = F.when(F.col("_seen"), F.lit(C.LEAKAGE_JUDGED)).otherwise(C.LEAKAGE_NO_COMMITS)
+        return exposed.join(committed, keys, "left").select(*keys, check.alias("check"), "count")
+
+    def _counts(self, part: DataFrame, cross: DataFrame, routing: DataFrame | None,
+                leakage: DataFrame) -> DataFrame:  # fmt: skip
         """Every check count (the replays', the cross-log judge's, the commits' routing to a
         re-created topic's incarnations, the layout's and the replicas' made on the driver), by
         cluster, partition and check."""
@@ -285,6 +310,7 @@ class Audit:
 
         driver = self._layout().counts + replica_counts(self.scan.replicas)
         found = [_split(part, "count", T.CHECK_COUNTS), _split(cross, "count", T.CHECK_COUNTS)]
+        found.append(leakage)
         if routing is not None:
             found.append(routing)
         if driver:

@@ -33,6 +33,23 @@ def test_kinds_are_ordered_worst_first_then_by_count():
     ]  # fmt: skip
 
 
+def test_the_header_shows_what_the_audit_could_judge():
+    from jobs.report.page import coverage_panel
+
+    summary = {
+        "coverage": {
+            "transactions": {"share": 0.25, "seen": 8, "judged": 2, "unit": "transactions",
+                             "reasons": {"no coordinator history": 6}},
+            "replicas": {"share": None, "seen": 0, "judged": 0, "unit": "replicas", "reasons": {}},
+        },
+        "dump_layout": {"clusters": {"east": {}, "west": {}}, "reasons": ["split <by path>"]},
+    }  # fmt: skip
+    html = coverage_panel(summary)
+    assert "25.0%" in html and "no coordinator history: 6" in html and "8 transactions" in html
+    assert "2 cluster(s): east, west" in html and "split &lt;by path&gt;" in html
+    assert coverage_panel({}) == ""
+
+
 def test_the_dump_command_names_the_segment_of_the_finding():
     row = {"topic": "t", "partition": 0, "first_offset": 50}
     cmd = dump_command(row, {"file": "broker-1/t-0/00000000000000000040.log"}, ["/d u/mp"], None)

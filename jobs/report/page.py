@@ -210,8 +210,40 @@ def header(summary: dict, inputs: dict, counts: dict[str, dict[str, int]], order
     )
     nav = "<nav>" + "".join(f"<a href='#kind-{_esc(k)}'>{_esc(k)}</a>" for k in order) + "</nav>"
     return (
-        head + gate_panel + f"<div class='grid'>{kinds}{inp}{acct}</div>{nav}"
-        "<h2 id='overview'>Overview</h2>"
+        head + gate_panel + f"<div class='grid'>{kinds}{inp}{acct}{coverage_panel(summary)}</div>"
+        f"{nav}<h2 id='overview'>Overview</h2>"
+    )
+
+
+def coverage_panel(summary: dict) -> str:
+    """What the audit could judge per check family (summary.json's `coverage`) and how the
+    dump's directories were grouped into clusters (its `dump_layout`): a finding count means
+    little without what was looked at."""
+    coverage = summary.get("coverage") or {}
+    if not coverage:
+        return ""
+
+    def row(family: str, f: dict) -> str:
+        share = "-" if f.get("share") is None else f"{f['share']:.1%}"
+        reasons = "; ".join(f"{r}: {n}" for r, n in list((f.get("reasons") or {}).items())[:2])
+        return (
+            f"<tr><td>{_esc(family)}</td><td class='num'>{share}</td>"
+            f"<td class='num'>{_n(f.get('seen'))} {_esc(f.get('unit'))}</td>"
+            f"<td>{_esc(reasons)}</td></tr>"
+        )
+
+    from replay.coverage import FAMILY_ORDER
+
+    ordered = sorted(coverage.items(), key=lambda kv: (FAMILY_ORDER.get(kv[0], 99), kv[0]))
+    rows = "".join(row(family, f) for family, f in ordered)
+    layout = summary.get("dump_layout") or {}
+    clusters = layout.get("clusters") or {}
+    why = "".join(f"<li>{_esc(r)}</li>" for r in layout.get("reasons") or [])
+    return (
+        "<div class='panel' id='coverage'><b>Coverage: what the audit could judge</b><table>"
+        "<tr><th>family</th><th>judged</th><th>of</th><th>not judged, largest reasons</th></tr>"
+        f"{rows}</table><div class='note'>{_n(len(clusters))} cluster(s): "
+        f"{_esc(', '.join(clusters))}</div>{f'<ul class=note>{why}</ul>' if why else ''}</div>"
     )
 
 
