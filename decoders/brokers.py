@@ -35,6 +35,7 @@ import posixpath
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from decoders.checkpoints import meta_properties, partition_metadata
 from decoders.errors import DecodeError
@@ -92,6 +93,31 @@ class Broker:
     dirs: list[LogDir]
     label: str = ""
     cluster: str = ""
+
+    @cached_property
+    def held(self) -> set[tuple[str, int]]:
+        """The partitions it holds a current log of."""
+        return set().union(*(d.held() for d in self.dirs))
+
+    @cached_property
+    def directory_ids(self) -> set[str]:
+        return {d.directory_id for d in self.dirs if d.directory_id}
+
+    @cached_property
+    def once_ids(self) -> dict[str, set[str]]:
+        """The topic ids of its internal topics (ONCE_PER_CLUSTER)."""
+        out: dict[str, set[str]] = defaultdict(set)
+        for d in self.dirs:
+            for p in d.parts:
+                if p.topic in ONCE_PER_CLUSTER and p.current and p.topic_id:
+                    out[p.topic].add(p.topic_id)
+        return out
+
+    @cached_property
+    def firsts(self) -> dict[tuple[str, int], tuple[int, bytes]]:
+        """Its current replicas' first segments (base offset, first bytes), where read."""
+        return {(p.topic, p.partition): p.first for d in self.dirs for p in d.parts
+                if p.current and p.first and p.first[1]}  # fmt: skip
 
     @property
     def shown(self) -> list[str]:
@@ -256,46 +282,25 @@ def _label_brokers(brokers: list[Broker]) -> None:
 # -- clusters --------------------------------------------------------------------------------------
 
 
-def _once_ids(b: Broker) -> dict[str, set[str]]:
-    out: dict[str, set[str]] = defaultdict(set)
-    for d in b.dirs:
-        for p in d.parts:
-            if p.topic in ONCE_PER_CLUSTER and p.current and p.topic_id:
-                out[p.topic].add(p.topic_id)
-    return out
-
-
 def _conflict(a: Broker, b: Broker) -> str | None:
     """Why two brokers cannot be of one cluster, or None."""
     if a.node is not None and a.node == b.node:
-        held = sorted(set().union(*(d.held() for d in a.dirs)) & set().union(*(d.held() for d in b.dirs)))  # fmt: skip
-        same_dir = {d.directory_id for d in a.dirs if d.directory_id} & {
-            d.directory_id for d in b.dirs if d.directory_id
-        }
+        held = sorted(a.held & b.held)
+        same_dir = a.directory_ids & b.directory_ids
         if held:
             t, p = held[0]
             return f"both claim node {a.node} and hold {t}-{p}"
         if same_dir:
             return f"both claim node {a.node} and directory.id {sorted(same_dir)[0]}"
         return f"both claim node {a.node}"
-    ia, ib = _once_ids(a), _once_ids(b)
+    ia, ib = a.once_ids, b.once_ids
     for topic in sorted(set(ia) & set(ib)):
         if ia[topic] != ib[topic]:
             return f"{topic} has topic id {sorted(ia[topic])[0]} in one, {sorted(ib[topic])[0]} in the other"  # fmt: skip
-    firsts = {(p.topic, p.partition): p.first for d in a.dirs for p in d.parts if p.current and p.first}  # fmt: skip
-    for d in b.dirs:
-        for p in d.parts:
-            mine = firsts.get((p.topic, p.partition))
-            if (
-                p.current
-                and p.first
-                and mine
-                and mine[0] == p.first[0]
-                and mine[1]
-                and p.first[1]
-                and mine[1] != p.first[1]
-            ):
-                return f"hold replicas of {p.topic}-{p.partition} that disagree from their first batch (offset {p.first[0]})"  # fmt: skip
+    for tp in sorted(set(a.firsts) & set(b.firsts)):
+        (at, mine), (bt, theirs) = a.firsts[tp], b.firsts[tp]
+        if at == bt and mine != theirs:
+            return f"hold replicas of {tp[0]}-{tp[1]} that disagree from their first batch (offset {at})"  # fmt: skip
     return None
 
 
@@ -435,12 +440,26 @@ def incarnations(brokers: list[Broker], authority_of=None) -> tuple[list[dict], 
                 if p.suffix in STALE_SUFFIXES or not is_live:
                     tag = (p.topic_id or p.unique or "noid").replace("-", "")[:8]
                     p.label = f"{name}{LABEL_MARK}{tag}"
-                    stale.append(
-                        _stale(cluster, b, p, name, live, len(live_ids) > 1, said is not None)
-                    )
+                    why = (cluster, b, p, name, live, len(live_ids) > 1, said is not None)
+                    stale.append(why)
                 else:
                     p.label = name
-    return stale, undecided
+    _apart(brokers)  # before the findings name the labels
+    return [_stale(*why) for why in stale], undecided
+
+
+def _apart(brokers: list[Broker]) -> None:
+    """Two directories of one broker that would carry one label (a -stray and a -delete
+    directory of one old incarnation) stay two replicas: the later ones get their suffix's
+    first 8 hex digits too."""
+    seen: set[tuple] = set()
+    for b in brokers:
+        for d in b.dirs:
+            for p in sorted(d.parts, key=lambda p: p.path):
+                key = (b.label, p.suffix == FUTURE, p.label, p.partition)
+                if key in seen and p.unique:
+                    p.label = f"{p.label}.{p.unique[:8]}"
+                seen.add((b.label, p.suffix == FUTURE, p.label, p.partition))
 
 
 def _said(authority, name: str, ps) -> set[str] | None:

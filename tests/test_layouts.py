@@ -145,6 +145,15 @@ def test_a_recreated_topic_s_incarnations_are_kept_apart(tmp_path):
     assert all(f["severity"] == "info" for f in facts.findings)
 
 
+def test_two_leftovers_of_one_incarnation_on_one_broker_stay_two_replicas(tmp_path):
+    one = log_dir(tmp_path / "broker-1", 1)
+    partition(one, "events-0", "new")
+    partition(one, "events-0.0123456789abcdef0123456789abcdef-stray", "old")
+    partition(one, "events-0.fedcba9876543210fedcba9876543210-delete", "old")
+    labels = _labels(tmp_path)
+    assert len({v[1:] for v in labels.values()}) == 3
+
+
 def test_two_live_candidates_leave_the_incarnation_undecided(tmp_path):
     """Two plain directories of one name with different topic ids and nothing to tell which
     is live: neither keeps the name, and the dump counts them as undecided."""
