@@ -38,7 +38,7 @@ class Counted:
 
 # check wording (replay.grouped, replay.crosslog_stream, replay.plan) -> its meaning
 SEQUENCES_JUDGED = "producer batches replayed against their producer's state"
-SEQUENCES_CLEANED = "producer batches in the cleaned range (sequences not judged)"
+SEQUENCES_CLEANED = "producer batches in the cleaned range (gaps bounded by the offsets removed)"
 TXNS_JUDGED = "partition transactions judged against the coordinator"
 TXNS_UNDECIDED = "partition transactions order could not decide"
 TXNS_UNJUDGED = "partition transactions without coordinator history"
@@ -60,7 +60,10 @@ COMMITS_UNDECIDED = "group commits of a re-created topic fitting no incarnation,
 
 CHECKS: dict[str, Counted] = {
     SEQUENCES_JUDGED: Counted("sequences", True, "", "batches"),
-    SEQUENCES_CLEANED: Counted("sequences", False, "cleaned range", "batches"),
+    # weakened, not skipped: a gap is judged against the offsets the cleaner removed
+    SEQUENCES_CLEANED: Counted(
+        "sequences", True, "cleaned range: gaps bounded by offsets", "batches"
+    ),
     TXNS_JUDGED: Counted("transactions", True, "", "transactions"),
     TXNS_UNDECIDED: Counted("transactions", False, "order could not decide", "transactions"),
     TXNS_UNJUDGED: Counted("transactions", False, "no coordinator history", "transactions"),
@@ -137,15 +140,18 @@ FAMILY_ORDER = {f: i for i, f in enumerate(FAMILIES)}
 
 
 def shares(rows: list[dict]) -> dict[str, dict]:
-    """Per family over all clusters: the units seen, the share judged and the reasons not,
-    largest first (what the summary, the console and the gate read)."""
+    """Per family over all clusters: the units seen, the share judged, the reasons not
+    (largest first) and those judged by a weaker rule (``weakened``: a cleaned range), what the
+    summary, the console and the gate read."""
     fams: dict[str, dict] = {}
     for r in rows:
-        f = fams.setdefault(r["family"], {"unit": r["unit"], "seen": 0, "judged": 0, "reasons": {}})
+        f = fams.setdefault(r["family"], {"unit": r["unit"], "seen": 0, "judged": 0, "reasons": {}, "weakened": {}})  # fmt: skip
         n = int(r["count"] or 0)
         f["seen"] += n
         if r["judged"]:
             f["judged"] += n
+            if r["reason"]:  # judged by a weaker rule, and why
+                f["weakened"][r["reason"]] = f["weakened"].get(r["reason"], 0) + n
         else:
             f["reasons"][r["reason"]] = f["reasons"].get(r["reason"], 0) + n
     for f in fams.values():

@@ -437,8 +437,11 @@ class PartitionReplay:
         cleaned = b["base_offset"] < self.cleaned_upto or (
             p is not None and bool(p.batches) and p.batches[-1][2] < unseen
         )
-        if not (self.coordinator_topic or fresh or cleaned or first_seq == NO_SEQUENCE):
-            self._check_sequence(pid, p, b)
+        if not (self.coordinator_topic or fresh or first_seq == NO_SEQUENCE):
+            if cleaned:
+                self._check_cleaned_sequence(pid, p, b)
+            else:
+                self._check_sequence(pid, p, b)
         if epoch != p.epoch:
             p.batches.clear()
             p.recent.clear()
@@ -475,6 +478,37 @@ class PartitionReplay:
                     **self._where(pid, b),
                 ),
             )
+
+    def _check_cleaned_sequence(self, pid: int, p: Producer, b: dict) -> None:
+        """A producer's next surviving batch after offsets the cleaner removed (or the dump
+        lost): the cleaner removes records, each with its offset and its sequence number, and
+        never renumbers either (LogCleaner, MemoryRecords.filterTo keeps a batch's base
+        offset, base sequence and, partly cleaned, its original last offset). So of one
+        producer and epoch, the sequences skipped between two surviving batches cannot
+        outnumber the offsets between them: ``B2.baseOffset - B1.lastOffset - 1 >=
+        B2.baseSequence - B1.lastSequence - 1`` (sequences modulo 2^31). A gap beyond that is
+        a `sequence_gap` the cleaning cannot explain; anything else here (a new epoch, a
+        sequence going back) is not judged: the cleaned history lacks what would decide it."""
+        if b["producer_epoch"] != p.epoch or not p.batches:
+            return
+        _, last_seq, last_offset, _, _ = p.batches[-1]
+        expected = next_sequence(last_seq)
+        skipped = (b["base_sequence"] - expected) % (MAX_SEQUENCE + 1)
+        removed = b["base_offset"] - last_offset - 1
+        if skipped >= (1 << 30) or skipped <= removed:
+            return
+        self.emit(
+            "finding",
+            finding(
+                "sequence_gap",
+                f"producer {pid} epoch {b['producer_epoch']} skipped {skipped} sequence numbers "
+                f"(expected {expected}, got {b['base_sequence']}) across only {removed} removed "
+                "offsets: more than the log cleaner could have taken",
+                {**self._evidence(b), "expected_sequence": expected,
+                 "previous_last_offset": last_offset, "offsets_between": removed},
+                **self._where(pid, b),
+            ),
+        )  # fmt: skip
 
     def _check_sequence(self, pid: int, p: Producer, b: dict) -> None:
         """10.2 steps 1 and 3 (origin CLIENT)."""

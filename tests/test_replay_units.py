@@ -141,14 +141,44 @@ def test_cleaner_leftovers_and_holes_are_not_judged():
     log = Log()
     log.data(4, 0, 0, 3)
     log.data(4, 0, 3, 3, count=0)  # an empty batch kept by the cleaner
-    log.data(4, 0, 20, 2, gap=5)  # sequences removed with their records
+    log.data(4, 0, 20, 2, gap=14)  # sequences 6..19 removed with their records (offsets 6..19)
     log.marker(4, 0, empty=True)  # a cleaned control batch: ignored
     r = log.replay()
     assert kinds(r) == [] and r.cleaned_upto == 6
     corrupt = Log()
     corrupt.data(4, 0, 0, 3)
-    corrupt.data(4, 0, 9, 3, gap=4)  # offsets 3..6 unreadable (a corrupt region)
+    corrupt.data(4, 0, 7, 3, gap=4)  # offsets 3..6 unreadable (a corrupt region)
     assert kinds(corrupt.replay()) == []
+
+
+@pytest.mark.parametrize(
+    ("removed", "skipped", "found"),
+    [(5, 5, False), (5, 4, False), (5, 6, True), (0, 1, True), (3, 0, False)],
+)
+def test_a_gap_in_a_cleaned_range_is_bounded_by_the_offsets_removed(removed, skipped, found):
+    """The cleaner removes records, each with its offset and its sequence: between two
+    surviving batches of one producer and epoch it can skip at most as many sequences as
+    offsets (at the boundary: equal). A gap over contiguous offsets is a real sequence gap."""
+    log = Log()
+    log.data(4, 0, 0, 3)
+    log.data(4, 0, 3, 3, count=0)  # an empty header: the cleaner kept the producer's state
+    log.data(4, 0, 6 + skipped, 2, gap=removed)
+    r = log.replay(cleaned_upto=log.next)  # all of it in the cleaner's checkpoint
+    assert [k for k, _ in kinds(r)] == (["sequence_gap"] if found else [])
+    if found:
+        (f,) = r.findings
+        assert "more than the log cleaner could have taken" in f["message"]
+
+
+def test_a_cleaned_range_judges_across_the_sequence_wrap():
+    log = Log()
+    log.data(4, 0, MAX_SEQUENCE - 2, 2)  # ..MAX_SEQUENCE - 1
+    log.data(4, 0, 1, 1, gap=2)  # MAX_SEQUENCE and 0 removed with offsets 2 and 3
+    assert kinds(log.replay(cleaned_upto=log.next)) == []
+    log = Log()
+    log.data(4, 0, MAX_SEQUENCE - 2, 2)
+    log.data(4, 0, 3, 1, gap=2)  # 4 sequences skipped over 2 offsets
+    assert [k for k, _ in kinds(log.replay(cleaned_upto=log.next))] == ["sequence_gap"]
 
 
 def test_transactions_open_orphans_and_mixed_writes():
