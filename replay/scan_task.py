@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from decoders.planning import ByteRange
 from replay.replicas import REPLAY_READS, REPLAY_TABLES, ReplaySpec, ReplicaReplay, ReplicaRow
@@ -144,7 +145,52 @@ def replica_units(files) -> list[list[ByteRange]]:
     for f in files:
         key = replica_of(f) or ("file", f.path)
         units.setdefault(key, []).append(ByteRange(f, 0, f.size))
-    return list(units.values())
+    # a cleaner's completed `.swap` first: the segments it replaces are known when they come
+    return [sorted(u, key=lambda r: r.file.kind != SWAP_LOG) for u in units.values()]
+
+
+SWAP_LOG = "log.swap"
+
+
+class Recovery:
+    """Which of a replica's files its broker's log recovery keeps (LogLoader,
+    `removeTempFilesAndCollectSwapFiles` and `completeSwapOperations`): files scheduled for
+    deletion (`.deleted`) and an interrupted cleaning's output (`.cleaned`) are dropped, and so
+    is a `.swap` at or above the lowest `.cleaned` offset (KAFKA-6264: part of an incomplete
+    operation); any other `.swap` replaces the segments whose offsets it covers. Every file is
+    still decoded and accounted; the files dropped, or replaced, are not replayed nor compared
+    between replicas."""
+
+    def __init__(self, files) -> None:
+        cleaned = [f.info.base_offset for f in files
+                   if f.kind == "log.cleaned" and f.info.base_offset is not None]  # fmt: skip
+        self.min_cleaned = min(cleaned, default=None)
+        self.covered: list[list[int]] = []  # each kept swap's [first offset, last offset + 1)
+
+    def keeps(self, f) -> bool:
+        kind, base = f.kind, f.info.base_offset
+        if kind.endswith(".swap"):  # a swap segment, and its indexes
+            return self.min_cleaned is None or base is None or base < self.min_cleaned
+        if "." in kind:  # x.deleted, x.cleaned
+            return False
+        if kind in ("log", "index", "timeindex", "txnindex") and base is not None:
+            return not any(a <= base < b for a, b in self.covered)
+        return True
+
+    def saw(self, f, batch: pa.RecordBatch) -> None:
+        """A kept swap's batches: the offsets it covers."""
+        if f.kind != SWAP_LOG or not batch.num_rows:
+            return
+        lo = pc.min(batch.column("base_offset")).as_py()
+        hi = pc.max(batch.column("last_offset")).as_py()
+        if lo is None or hi is None:
+            return
+        if not self.covered or self.covered[-1][0] != f.info.base_offset:
+            self.covered.append(
+                [f.info.base_offset if f.info.base_offset is not None else lo, hi + 1]
+            )
+        else:
+            self.covered[-1][1] = max(self.covered[-1][1], hi + 1)
 
 
 def audit_options(files, config, spec: ReplaySpec) -> DecodeOptions:
@@ -201,19 +247,27 @@ class ScanTask:
         self.wanted = (opts.decoding - self.records) | {"segments"}
 
     def run(self, ranges: Iterable[ByteRange]) -> TaskReport:
+        ranges = list(ranges)
         replica: ReplicaReplay | None = None  # the replica whose files are being read
+        recovery: Recovery | None = None
         for r in ranges:
             if self.opts.replay is not None:
                 home = replica_of(r.file)
                 if replica is None or home != replica.key:
                     self._replay(replica)
                     replica = None if home is None else ReplicaReplay(self.opts.replay, *home)
-            self._decode(r, replica)
+                    recovery = Recovery([x.file for x in ranges if replica_of(x.file) == home])
+            self._decode(r, replica, recovery)
         self._replay(replica)
         return self.report
 
-    def _decode(self, r: ByteRange, replica: ReplicaReplay | None) -> None:
-        """One range: every wanted table, to the replica and to the sink."""
+    def _decode(self, r: ByteRange, replica: ReplicaReplay | None,
+                recovery: Recovery | None = None) -> None:  # fmt: skip
+        """One range: every wanted table, to the replica and to the sink (a file the
+        broker's recovery would drop or replace: its accounting only, :class:`Recovery`)."""
+        kept = recovery is None or recovery.keeps(r.file)
+        if not kept:
+            replica = None
         partial = r.start != 0 or r.stop < r.file.size
         held_errors = None
         for table, batch in self._decoded(r):
@@ -227,7 +281,9 @@ class ScanTask:
                 self.report.totals.add_segment(batch.to_pylist()[0])  # one row per file
             if replica is not None:
                 replica.add(table, batch)
-            if table in self.opts.tables and batch.num_rows:
+            if table == "batches" and recovery is not None and kept:
+                recovery.saw(r.file, batch)
+            if table in self.opts.tables and batch.num_rows and (kept or table != "batches"):
                 self._give(table, batch, r.file)
 
     def _decoded(self, r: ByteRange):
