@@ -14,7 +14,7 @@ from decoders.spark import spark_type
 from replay import tables as T
 from replay.findings import INTEGRITY_KINDS, integrity_severity, severity_of
 from replay.grouped import INTERNAL_TOPICS
-from replay.rules import DIVERGENCE, INTEGRITY, PROPAGATION, RowRule
+from replay.rules import CLEANED_IDENTITY, DIVERGENCE, INTEGRITY, PROPAGATION, RowRule
 from replay.tables import CLUSTER
 
 
@@ -57,7 +57,7 @@ def integrity(errors: DataFrame) -> DataFrame:
     return findings_frame(errors.withColumn("first_offset", F.col("offset")), INTEGRITY)
 
 
-def divergence(batches: DataFrame) -> DataFrame:
+def divergence(batches: DataFrame, cleaned: DataFrame | None = None) -> DataFrame:
     """Replicas of one cluster disagreeing at the same offsets: batches starting at one
     offset whose CRC, extent or validity differ between brokers.
 
@@ -66,6 +66,13 @@ def divergence(batches: DataFrame) -> DataFrame:
     which over every batch of a dump cost more than the rest of the findings); the exact
     comparison runs on those offsets' batches only (none, in a dump whose replicas agree)."""
     keys = [CLUSTER, "topic", "partition", "base_offset"]
+    if cleaned is not None:  # (cluster, topic, partition, cleaned_upto): see CLEANED_IDENTITY
+        batches = batches.join(F.broadcast(cleaned), keys[:3], "left")
+        inside = F.col("base_offset") < F.coalesce(F.col("cleaned_upto"), F.lit(-1))
+        identity = F.xxhash64(*[F.col(c) for c in CLEANED_IDENTITY])
+        batches = batches.withColumn(
+            "crc", F.when(inside, identity).otherwise(F.col("crc").cast("long"))
+        )
     both = F.col("crc").isNotNull() & F.col("last_offset").isNotNull()
     broker, crc, last = (
         F.xxhash64("broker"),

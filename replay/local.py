@@ -27,8 +27,14 @@ from replay.crosslog_stream import crosslog_tables
 from replay.grouped import INTERNAL_TOPICS, with_shares
 from replay.incarnations import commit_windows, routed_commits
 from replay.leakage import NOT_COMMITTED, judge_partition
-from replay.replicas import REPLAY_TABLES, REPLICA_BROKER, chosen_replicas, replay_spec
-from replay.rules import DIVERGENCE, INTEGRITY, PROPAGATION
+from replay.replicas import (
+    REPLAY_TABLES,
+    REPLICA_BROKER,
+    chosen_replicas,
+    cleaned_bounds,
+    replay_spec,
+)
+from replay.rules import CLEANED_IDENTITY, DIVERGENCE, INTEGRITY, PROPAGATION
 from replay.scan_task import ScanTask, audit_options, replica_units
 from replay.settings import AuditConfig
 from replay.tables import CLUSTER
@@ -106,7 +112,7 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
         for e in _plain(tables["errors"])
     ]
     batches = [b for b in _plain(tables["batches"]) if b["topic"] is not None]
-    findings += _divergence(batches) + spec.layout.findings
+    findings += _divergence(batches, cleaned_bounds(replicas)) + spec.layout.findings
     routed, routing = routed_commits(
         timeline, commit_windows(partitions, config.clock_tolerance_ms)
     )
@@ -216,16 +222,19 @@ def _propagation(leaks: list[dict], txns: list[dict], coord: list[dict]) -> list
     return out
 
 
-def _divergence(batches: list[dict]) -> list[dict]:
-    """replay.rules.DIVERGENCE over rows (replay.checks.divergence in Spark)."""
+def _divergence(batches: list[dict], cleaned: dict[tuple, int]) -> list[dict]:
+    """replay.rules.DIVERGENCE over rows (replay.checks.divergence in Spark); inside a cleaned
+    range (``cleaned``: replay.replicas.cleaned_bounds) by CLEANED_IDENTITY."""
     out = []
     for (cluster, topic, partition), rows in sorted(_by(batches, CLUSTER, "topic", "partition").items()):  # fmt: skip
         bad = []
+        bound = cleaned.get((cluster, topic, partition), 0)
         for (base,), at in sorted(_by(rows, "base_offset").items()):
-            if (
-                len({r["broker"] for r in at}) > 1
-                and len({(r["crc"], r["last_offset"]) for r in at}) > 1
-            ):
+            if base < bound:
+                kept = {tuple(r[c] for c in CLEANED_IDENTITY) for r in at}
+            else:
+                kept = {(r["crc"], r["last_offset"]) for r in at}
+            if len({r["broker"] for r in at}) > 1 and len(kept) > 1:
                 bad.append((base, at))
         if not bad:
             continue

@@ -60,6 +60,7 @@ from replay.replicas import (
     ReplaySpec,
     ReplicaRow,
     chosen_replicas,
+    cleaned_bounds,
     replay_spec,
     replicated_topics,
 )
@@ -229,7 +230,14 @@ class Audit:
             topics = replicated_topics(self.scan.replicas)  # where replicas can diverge
             if topics:
                 batches = self.decoded("batches").filter(F.col("topic").isin(*topics))
-                found.append(checks.divergence(batches))
+                bounds = cleaned_bounds(self.scan.replicas)
+                cleaned = None
+                if bounds:
+                    cleaned = self.spark.createDataFrame(
+                        [(*k, v) for k, v in sorted(bounds.items())],
+                        f"{CLUSTER} string, topic string, partition int, cleaned_upto long",
+                    )
+                found.append(checks.divergence(batches, cleaned))
             stale = self._layout().findings
             if stale:
                 found.append(self._driver_rows(stale, T.FINDINGS))

@@ -124,6 +124,7 @@ class ReplicaRow:
     broker: str
     end_offset: int | None
     crc_valid_batches: int
+    cleaned_upto: int = 0  # below: the log cleaner's leftovers in this replica
 
     @property
     def partition_key(self) -> tuple[str, str, int]:
@@ -344,7 +345,7 @@ class ReplicaReplay:
         elif self.topic == CONSUMER_OFFSETS_TOPIC:
             replay_groups(self._group_events(), self.spec.broadcast, to("grouped"))
         return ReplicaRow(self.cluster, self.topic, self.partition, self.broker, end,
-                          self.crc_valid)  # fmt: skip
+                          self.crc_valid, int(summary.get("cleaned_upto") or 0))  # fmt: skip
 
     def _in_log_order(self, stream: _Stream, order) -> Iterator[pa.Table]:
         """A stream's pieces in log order: as read, or (records out of order: a damaged log)
@@ -470,6 +471,17 @@ def chosen_replicas(replicas: list[ReplicaRow]) -> set[tuple[str, str, int, str]
     for r in order:
         best.setdefault(r.partition_key, r.broker)
     return {(*k, b) for k, b in best.items()}
+
+
+def cleaned_bounds(replicas: list[ReplicaRow]) -> dict[tuple[str, str, int], int]:
+    """(cluster, topic, partition) -> the highest offset below which any of its replicas holds
+    the log cleaner's leftovers: replicas are cleaned independently, so inside that range two
+    of them may hold different bytes for one batch (replay.rules.CLEANED_IDENTITY)."""
+    out: dict[tuple[str, str, int], int] = {}
+    for r in replicas:
+        if r.cleaned_upto > 0:
+            out[r.partition_key] = max(out.get(r.partition_key, 0), r.cleaned_upto)
+    return out
 
 
 def replicated_topics(replicas: list[ReplicaRow]) -> list[str]:

@@ -59,6 +59,14 @@ INTEGRITY = RowRule(
 # Replicas of one cluster disagreeing at the same offsets: one row per partition with
 # ``brokers``, ``batches`` (base offsets whose CRC or extent differ between brokers),
 # ``first_offset``, ``last_offset`` and ``record_count``.
+# Inside a range either replica's log cleaner has been through, replicas are cleaned
+# independently (LogCleaner runs per broker): one batch may hold different records, so a
+# different CRC and timestamps, in each. What cleaning preserves of a batch it keeps
+# (MemoryRecords.filterTo: base offset, the original last offset, producer id, epoch, base
+# sequence, control type) is compared there instead of its bytes.
+CLEANED_IDENTITY = ("last_offset", "producer_id", "producer_epoch", "base_sequence",
+                    "is_control", "control_type")  # fmt: skip
+
 DIVERGENCE = RowRule(
     "replica_divergence",
     "replicas of %s-%d disagree on %d batches between offsets %d and %d",

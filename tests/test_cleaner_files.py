@@ -69,3 +69,44 @@ def test_recovery_keeps_what_log_loader_keeps():
     r.saw(files[2], pa.record_batch({"base_offset": [0, 40], "last_offset": [39, 99]}))
     assert not r.keeps(files[0]) and not r.keeps(files[6])  # replaced by the swap
     assert r.keeps(files[1])
+
+
+def test_replicas_cleaned_at_different_points_do_not_diverge(tmp_path):
+    """Two replicas of a compacted topic, the follower's cleaner further on than the leader's
+    (each broker cleans on its own): inside the cleaned range a kept batch has fewer records in
+    one replica, so other bytes, and the same offsets, producer, epoch and base sequence, which
+    is what is compared there (replay.rules.CLEANED_IDENTITY). A batch whose producer epoch
+    differs there still diverges."""
+    import os
+    import pathlib
+
+    from decoders.constants import PRODUCER_EPOCH_OFFSET
+    from decoders.framing import iter_entries
+    from simulator.cleaner import clean
+    from simulator.clients import Producer
+    from simulator.cluster import Cluster, TopicConfig
+    from simulator.scenarios import _keyed
+    from simulator.writer import restamp_crc
+
+    root = tmp_path / "dump"
+    c = Cluster(str(root), 1, brokers=2, offsets_partitions=1, txn_partitions=1)
+    c.create_topic(TopicConfig("profiles", 1, replicas=2, compacted=True, segment_bytes=1 << 10))
+    p = Producer(c)
+    for r in range(60):
+        p.send("profiles", 0, records=[_keyed(c, f"user-{r % 4}", f"v{r}") for _ in range(2)])
+    c.close()
+    log = c.log("profiles", 0)
+    follower = os.path.join(log.log_dirs[1], "profiles-0")
+    assert clean(log, c.clock.now, d=follower) > 0
+    result = audit_local([str(root)])
+    assert [f for f in result["findings"] if f["kind"] == "replica_divergence"] == []
+
+    # the follower's first kept batch rewritten with another epoch: a real divergence
+    path = sorted(pathlib.Path(follower).glob("*.log"))[0]
+    data = bytearray(path.read_bytes())
+    pos = next(iter_entries(bytes(data)))[0]
+    data[pos + PRODUCER_EPOCH_OFFSET + 1] ^= 0x01  # its low byte; the CRC made valid again
+    restamp_crc(data, pos)
+    path.write_bytes(bytes(data))
+    found = [f for f in audit_local([str(root)])["findings"] if f["kind"] == "replica_divergence"]
+    assert len(found) == 1
