@@ -191,6 +191,19 @@ def test_tv2_every_transaction_has_its_own_epoch():
     assert kinds(judge(ptx, ctx)[0]) == [("split_outcome", 36, 2)]
 
 
+def test_tv2_data_in_a_partition_its_transaction_never_listed_is_outside():
+    """Under TV2 each transaction has its own epoch: transactional data of epoch 10 in a
+    partition the coordinator's completed transaction of epoch 10 does not list (a produce the
+    coordinator never heard of, KIP-890 part 1) is outside any transaction, though no marker
+    follows it."""
+    ctx = [coord_txn(k, epoch=k, bump=1, parts=(X,) if k != 10 else (("other", 0),))
+           for k in range(20)]  # fmt: skip
+    ptx = [part_txn(k, epoch=k, bump=1, skew=-SKEW) for k in range(20) if k != 10]
+    ptx.append(part_txn(10, "OPEN", epoch=10, skew=-SKEW))
+    sides = {X: Side(True, None), ("other", 0): Side(False, None)}
+    assert kinds(judge(ptx, ctx, sides=sides)[0]) == [("write_outside_transaction", 30, 2)]
+
+
 def test_a_partition_added_without_data_takes_its_marker():
     ctx = [coord_txn(k) for k in range(6)]
     ptx = [part_txn(k, records=0 if k == 3 else 2, offset=k * 3) for k in range(6)]
