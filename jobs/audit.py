@@ -279,6 +279,10 @@ def _print(summary: dict, top) -> None:
         for family, f in coverage.items():
             share = "-" if f["share"] is None else f"{f['share']:.1%}"
             reasons = "; ".join(f"{r}: {n}" for r, n in list(f["reasons"].items())[:2])
+            weak = "; ".join(f"{r}: {n}" for r, n in (f.get("weakened") or {}).items())
+            reasons += (
+                f"{'; ' if reasons and weak else ''}{'judged weaker, ' + weak if weak else ''}"
+            )
             c.add_row(family, share, f"{f['seen']} {f['unit']}", reasons)
         console.print(c)
     t = Table(title=f"findings: {summary['findings']['total']}")

@@ -40,6 +40,7 @@ class Counted:
 SEQUENCES_JUDGED = "producer batches replayed against their producer's state"
 SEQUENCES_CLEANED = "producer batches in the cleaned range (gaps bounded by the offsets removed)"
 TXNS_JUDGED = "partition transactions judged against the coordinator"
+TXNS_JUDGED_CLEANED = "partition transactions judged inside a cleaned range (what the cleaner left)"
 TXNS_UNDECIDED = "partition transactions order could not decide"
 TXNS_UNJUDGED = "partition transactions without coordinator history"
 HANGING_JUDGED = "open transactions judged against their timeout"
@@ -65,6 +66,10 @@ CHECKS: dict[str, Counted] = {
         "sequences", True, "cleaned range: gaps bounded by offsets", "batches"
     ),
     TXNS_JUDGED: Counted("transactions", True, "", "transactions"),
+    # weakened: removed data and markers are assumed, never taken as missing
+    TXNS_JUDGED_CLEANED: Counted(
+        "transactions", True, "cleaned range: removed data and markers assumed", "transactions"
+    ),
     TXNS_UNDECIDED: Counted("transactions", False, "order could not decide", "transactions"),
     TXNS_UNJUDGED: Counted("transactions", False, "no coordinator history", "transactions"),
     HANGING_JUDGED: Counted("hanging", True, "", "transactions"),

@@ -207,6 +207,7 @@ class _Sequences:
         self.min_ts: int | None = None  # entries' earliest known time
         self.all_ts = True  # ... and whether every entry's is known
         self.with_data = 0  # entries with records
+        self.cleaned_with_data = 0  # ... of them in the partition's cleaned range
         self.last: np.ndarray | None = None  # the last entry (a retry repeats it)
 
     def add_listed(self, rows: np.ndarray) -> None:
@@ -241,6 +242,7 @@ class _Sequences:
             low = int(ts[ts >= 0].min())
             self.min_ts = low if self.min_ts is None else min(self.min_ts, low)
         self.with_data += int((rows[:, E_RECORDS] > 0).sum())
+        self.cleaned_with_data += int(((rows[:, E_RECORDS] > 0) & (rows[:, E_CLEANED] > 0)).sum())
         self.entries.append(rows)
 
     def close(self) -> None:
@@ -309,8 +311,9 @@ class ProducerJudge:
         if n:
             c = self.counts.setdefault(tp, {})
             c[what] = c.get(what, 0) + n
-            if what in self.stats:
-                self.stats[what] += n
+            total = "judged" if what == "judged_cleaned" else what
+            if total in self.stats:
+                self.stats[total] += n
 
     def _incarnation(self, tp: tuple[str, int]) -> None:
         """Route the coordinator's listings of a topic name to every incarnation of it; where
@@ -486,8 +489,12 @@ class ProducerJudge:
         seqs = self.sequences[tp]
         coord = self._coordinator_view()
         p, q = self._before_history(seqs, coord)
-        early = sum(int((seqs.entries.rows(s, min(s + BLOCK_ROWS, p))[:, E_RECORDS] > 0).sum())
-                    for s in range(0, p, BLOCK_ROWS))  # fmt: skip
+        early = early_cleaned = 0
+        for s in range(0, p, BLOCK_ROWS):
+            block = seqs.entries.rows(s, min(s + BLOCK_ROWS, p))
+            data = block[:, E_RECORDS] > 0
+            early += int(data.sum())
+            early_cleaned += int((data & (block[:, E_CLEANED] > 0)).sum())
         self._count(tp, "unjudged", early)
         n, m = len(seqs.listed) - q, len(seqs.entries) - p
         pair = Pair(seqs.side, coord, self.bounds, n, m, a_before=q > 0, b_before=p > 0)
@@ -502,7 +509,9 @@ class ProducerJudge:
             self._count(tp, "undecidable", m)
             alignment.close()
             return
-        self._count(tp, "judged", seqs.with_data - early)
+        cleaned = seqs.cleaned_with_data - early_cleaned
+        self._count(tp, "judged", seqs.with_data - early - cleaned)
+        self._count(tp, "judged_cleaned", cleaned)  # by what the cleaner left of them
         bad_b: list[tuple[int, dict]] = []
         bad_a: list[tuple[int, dict]] = []
         for which, start, free, bad in alignment.marked():
@@ -716,7 +725,8 @@ def crosslog_tables(producer_id: int, left: pa.Table | list[dict], coord: pa.Tab
     return _results(judge)
 
 
-COUNTED = {"judged": C.TXNS_JUDGED, "undecidable": C.TXNS_UNDECIDED,
+COUNTED = {"judged": C.TXNS_JUDGED, "judged_cleaned": C.TXNS_JUDGED_CLEANED,
+           "undecidable": C.TXNS_UNDECIDED,
            "unjudged": C.TXNS_UNJUDGED, "open_judged": C.HANGING_JUDGED,
            "open_young": C.HANGING_NO_END}  # fmt: skip
 

@@ -244,10 +244,11 @@ def with_shares(checks: dict[str, int]) -> dict[str, int | float]:
     """A cluster's check counts plus the share of partition transactions the cross-log checks
     could judge (the rest: undecidable by order, or without coordinator history)."""
     out: dict[str, int | float] = dict(checks)
-    seen = sum(checks.get(k, 0) for k in (JUDGED, UNDECIDED, UNJUDGED))
+    judged = checks.get(JUDGED, 0) + checks.get(C.TXNS_JUDGED_CLEANED, 0)
+    seen = judged + sum(checks.get(k, 0) for k in (UNDECIDED, UNJUDGED))
     if seen:
         out["share of partition transactions judged against the coordinator"] = round(
-            checks.get(JUDGED, 0) / seen, 4
+            judged / seen, 4
         )
     return out
 

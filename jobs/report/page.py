@@ -226,6 +226,8 @@ def coverage_panel(summary: dict) -> str:
     def row(family: str, f: dict) -> str:
         share = "-" if f.get("share") is None else f"{f['share']:.1%}"
         reasons = "; ".join(f"{r}: {n}" for r, n in list((f.get("reasons") or {}).items())[:2])
+        weak = "; ".join(f"{r}: {n}" for r, n in (f.get("weakened") or {}).items())
+        reasons += f"{'; ' if reasons and weak else ''}{'judged weaker, ' + weak if weak else ''}"
         return (
             f"<tr><td>{_esc(family)}</td><td class='num'>{share}</td>"
             f"<td class='num'>{_n(f.get('seen'))} {_esc(f.get('unit'))}</td>"
@@ -241,7 +243,7 @@ def coverage_panel(summary: dict) -> str:
     why = "".join(f"<li>{_esc(r)}</li>" for r in layout.get("reasons") or [])
     return (
         "<div class='panel' id='coverage'><b>Coverage: what the audit could judge</b><table>"
-        "<tr><th>family</th><th>judged</th><th>of</th><th>not judged, largest reasons</th></tr>"
+        "<tr><th>family</th><th>judged</th><th>of</th><th>not judged, largest reasons; judged by a weaker rule</th></tr>"
         f"{rows}</table><div class='note'>{_n(len(clusters))} cluster(s): "
         f"{_esc(', '.join(clusters))}</div>{f'<ul class=note>{why}</ul>' if why else ''}</div>"
     )
