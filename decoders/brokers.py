@@ -45,6 +45,14 @@ from decoders.errors import DecodeError
 ONCE_PER_CLUSTER = ("__consumer_offsets", "__transaction_state")
 LABEL_MARK = "~"  # never in a Kafka topic name (Topic.validate: [a-zA-Z0-9._-])
 FUTURE, DELETE, STRAY = "future", "delete", "stray"
+
+
+def unlabelled(label: str) -> str:
+    """A topic's name, or a broker's id, without the mark of an incarnation or a copy
+    (`events~1a2b3c4d` -> `events`, `1~future` -> `1`)."""
+    return label.split(LABEL_MARK, 1)[0]
+
+
 STALE_SUFFIXES = (DELETE, STRAY)
 UNKNOWN_PREFIX = "dir:"
 MAX_DIR_NAME = 255  # UnifiedLog caps a suffixed directory name, truncating the topic
@@ -121,13 +129,9 @@ class Broker:
 
     @property
     def shown(self) -> list[str]:
-        paths = [d.shown for d in self.dirs]
-        common = []
-        for parts in zip(*paths, strict=False):
-            if len(set(parts)) != 1:
-                break
-            common.append(parts[0])
-        return common if len(self.dirs) > 1 else self.dirs[0].shown
+        """Its path as the run shows it: its log directory's, or what its log dirs share."""
+        first = self.dirs[0].shown
+        return first[: _prefix_len(*(d.shown for d in self.dirs))] if len(self.dirs) > 1 else first
 
 
 @dataclass

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from decoders.brokers import LABEL_MARK
+from decoders.brokers import unlabelled
 from replay import coverage as C
 from replay import tables as T
 from replay.crosslog import (
@@ -319,7 +319,7 @@ class ProducerJudge:
         """Route the coordinator's listings of a topic name to every incarnation of it; where
         there are several, none reaches back to the name's start (the coordinator's
         transactions of the other incarnations' time lie before, or after, its history)."""
-        base = (tp[0].split(LABEL_MARK, 1)[0], tp[1])
+        base = (unlabelled(tp[0]), tp[1])
         members = self.incarnations.setdefault(base, [])
         if tp not in members:
             members.append(tp)

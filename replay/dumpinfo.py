@@ -16,7 +16,7 @@ import contextlib
 import fnmatch
 from dataclasses import dataclass, field
 
-from decoders.brokers import UNKNOWN_PREFIX, Layout
+from decoders.brokers import UNKNOWN_PREFIX, Layout, unlabelled
 from decoders.checkpoints import offset_checkpoint
 from decoders.errors import DecodeError
 from decoders.layout import DumpFile, discover, dump_layout, shown_log_dir
@@ -45,8 +45,9 @@ def layout_facts(paths: list[str], explicit: str | None = None,
     clusters = {f.info.broker: renamed(f) for f in files if f.info.broker is not None}
     described = layout.describe()
     described["clusters"] = {}
+    file_of = {f.log_dir: f for f in files}  # one file of each log directory
     for b in layout.brokers:
-        name = renamed(next(f for f in files if f.log_dir == b.dirs[0].path))
+        name = renamed(file_of[b.dirs[0].path])
         described["clusters"].setdefault(name, {})[b.label] = ["/".join(d.shown) for d in b.dirs]
     return LayoutFacts(clusters, described, _incarnation_counts(files, layout, renamed),
                        _stale_findings(layout, renamed, files))  # fmt: skip
@@ -81,8 +82,8 @@ def _incarnation_counts(files: list[DumpFile], layout: Layout, renamed) -> list[
     for f in files:
         if f.info.topic is None or f.kind != "log":
             continue
-        name = f.info.topic.split("~", 1)[0]
-        key = (f.cluster, f.info.topic, f.info.partition, f.info.broker.split("~", 1)[0])
+        name = unlabelled(f.info.topic)
+        key = (f.cluster, f.info.topic, f.info.partition, unlabelled(f.info.broker))
         if (f.cluster, name) in undecided:
             check = C.INCARNATION_UNDECIDED
         elif key in stale:
@@ -111,12 +112,6 @@ def _stale_findings(layout: Layout, renamed, files: list[DumpFile]) -> list[dict
         row["cluster"] = cluster_of.get(s["cluster"], s["cluster"])
         out.append(row)
     return out
-
-
-def broker_clusters(paths: list[str], explicit: str | None = None,
-                    mapping: dict[str, str] | None = None) -> dict[str, str]:  # fmt: skip
-    """broker (as the decoded tables name it) -> cluster."""
-    return layout_facts(paths, explicit, mapping).clusters
 
 
 def cleaner_checkpoints(paths: list[str]) -> dict[str, int]:

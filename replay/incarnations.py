@@ -15,14 +15,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from decoders.brokers import LABEL_MARK
+from decoders.brokers import unlabelled as base_name
 from replay import coverage as C
 from replay.tables import CLUSTER
-
-
-def base_name(topic: str) -> str:
-    return topic.split(LABEL_MARK, 1)[0]
-
 
 Window = tuple[str, int | None, int | None]  # topic label, from, to (ms; None: unbounded)
 

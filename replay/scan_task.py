@@ -250,13 +250,16 @@ class ScanTask:
         ranges = list(ranges)
         replica: ReplicaReplay | None = None  # the replica whose files are being read
         recovery: Recovery | None = None
+        files_of: dict[object, list] = {}  # each replica's files, grouped once
+        for x in ranges:
+            files_of.setdefault(replica_of(x.file), []).append(x.file)
         for r in ranges:
             if self.opts.replay is not None:
                 home = replica_of(r.file)
                 if replica is None or home != replica.key:
                     self._replay(replica)
                     replica = None if home is None else ReplicaReplay(self.opts.replay, *home)
-                    recovery = Recovery([x.file for x in ranges if replica_of(x.file) == home])
+                    recovery = Recovery(files_of[home])
             self._decode(r, replica, recovery)
         self._replay(replica)
         return self.report

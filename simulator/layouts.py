@@ -131,16 +131,7 @@ def split_jbod(broker_dir: str, rng, moving: str | None, cut_share: float = 0.6)
 
 
 def _log_end(part_dir: str) -> int:
-    from decoders.framing import iter_entries
-
-    end = 0
-    for n in sorted(os.listdir(part_dir)):
-        if n.endswith(".log"):
-            with open(os.path.join(part_dir, n), "rb") as f:
-                data = f.read()
-            for _, base, _ in iter_entries(data):
-                end = max(end, base + 1)
-    return end
+    return max((last + 1 for _, last in _batches_of(part_dir)), default=0)
 
 
 def _east(out: str, seed: int, truth: Truth) -> Cluster:
