@@ -107,6 +107,16 @@ def replica_counts(replicas) -> list[dict]:
     ]  # fmt: skip
 
 
+def partition_bytes(replicas) -> dict[tuple[str, str, int], int]:
+    """(cluster, topic, partition) -> its largest replica's segment bytes, from the replicas
+    the scan replayed (their reports: no pass over the segments table)."""
+    out: dict[tuple[str, str, int], int] = {}
+    for r in replicas:
+        key = (r.cluster, r.topic, r.partition)
+        out[key] = max(out.get(key, 0), r.log_bytes)
+    return out
+
+
 def leakage_counts(exposed: list[dict], committed: set[tuple]) -> list[dict]:
     """The "leakage" family: each partition's aborted or open transactions with data
     (``exposed``: rows with cluster, topic, partition, count) judged against its groups'

@@ -22,7 +22,13 @@ import pyarrow.compute as pc
 import decoders
 from decoders.constants import TRANSACTION_STATE_TOPIC
 from replay import tables as T
-from replay.coverage import coverage_rows, leakage_counts, replica_counts, shares
+from replay.coverage import (
+    coverage_rows,
+    leakage_counts,
+    partition_bytes,
+    replica_counts,
+    shares,
+)
 from replay.crosslog_stream import crosslog_tables
 from replay.grouped import INTERNAL_TOPICS, with_shares
 from replay.incarnations import commit_windows, routed_commits
@@ -125,7 +131,7 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
         "coordinator_transactions": coord_txns,
         "offset_timeline": timeline,
         "checks": checks,
-        "coverage": _coverage(checks, _plain(tables["segments"])),
+        "coverage": _coverage(checks, replicas),
         "layout": spec.layout.described,
     }
 
@@ -249,15 +255,9 @@ def _divergence(batches: list[dict], cleaned: dict[tuple, int]) -> list[dict]:
     return out
 
 
-def _coverage(checks: list[dict], segments: list[dict]) -> list[dict]:
+def _coverage(checks: list[dict], replicas) -> list[dict]:
     """The coverage table's rows (the Spark plan's ``Audit._coverage``)."""
-    logs: dict[tuple, int] = defaultdict(int)
-    for s in segments:
-        if s["kind"] == "log":
-            logs[(s[CLUSTER], s["topic"], s["partition"], s["broker"])] += s["size"]
-    largest: dict[tuple, int] = {}
-    for (c, t, p, _), n in logs.items():
-        largest[(c, t, p)] = max(largest.get((c, t, p), 0), n)
+    largest = partition_bytes(replicas)
     rows = coverage_rows(checks)
     for r in rows:
         r["bytes"] = largest.get((r[CLUSTER], r["topic"], r["partition"]))

@@ -296,18 +296,21 @@ class Audit:
         from replay import coverage as C
 
         keys = [CLUSTER, "topic", "partition"]
-        exposed = (
-            pt.filter(~F.col("topic").isin(*INTERNAL_TOPICS) & (F.col("record_count") > 0))
-            .filter(F.col("outcome").isin(*NOT_COMMITTED))
-            .repartition(self.tasks, *keys)  # a kept plan's shuffles are sized here
-            .groupBy(*keys).count()
+        exposed = pt.filter(
+            ~F.col("topic").isin(*INTERNAL_TOPICS) & (F.col("record_count") > 0)
+            & F.col("outcome").isin(*NOT_COMMITTED)
+        ).select(*keys, F.lit(1).alias("_txn"), F.lit(0).alias("_commit"))  # fmt: skip
+        committed = timeline.filter(F.col("committed_offset").isNotNull()).select(
+            *keys, F.lit(0).alias("_txn"), F.lit(1).alias("_commit")
+        )
+        # one aggregation of both (a kept plan's shuffles are sized here)
+        per = (
+            exposed.unionByName(committed).repartition(self.tasks, *keys).groupBy(*keys)
+            .agg(F.sum("_txn").alias("count"), F.max("_commit").alias("_seen"))
+            .filter(F.col("count") > 0)
         )  # fmt: skip
-        committed = (
-            timeline.filter(F.col("committed_offset").isNotNull()).select(*keys)
-            .repartition(self.tasks, *keys).distinct().withColumn("_seen", F.lit(True))
-        )  # fmt: skip
-        check = F.when(F.col("_seen"), F.lit(C.LEAKAGE_JUDGED)).otherwise(C.LEAKAGE_NO_COMMITS)
-        return exposed.join(committed, keys, "left").select(*keys, check.alias("check"), "count")
+        check = F.when(F.col("_seen") > 0, F.lit(C.LEAKAGE_JUDGED)).otherwise(C.LEAKAGE_NO_COMMITS)
+        return per.select(*keys, check.alias("check"), F.col("count").cast("long"))
 
     def _counts(self, part: DataFrame, cross: DataFrame, routing: DataFrame | None,
                 leakage: DataFrame) -> DataFrame:  # fmt: skip
@@ -381,7 +384,7 @@ class Audit:
     def _coverage(self, counts: DataFrame) -> DataFrame:
         """The coverage table (replay.coverage): each count as its family, judged or not and
         why, in its unit, with the partition's log bytes (its largest replica)."""
-        from replay.coverage import CHECKS
+        from replay.coverage import CHECKS, partition_bytes
 
         meaning = self.spark.createDataFrame(
             [(w, c.family, c.judged, c.reason or None, c.unit) for w, c in CHECKS.items()],
@@ -396,14 +399,12 @@ class Audit:
         rows = rows.repartition(self.tasks, *keys[:4]).groupBy(*keys)
         rows = rows.agg(F.sum("count").cast("long").alias("count"))
         rows = rows.filter(F.col("count") > 0)  # a zero count says nothing
-        logs = (
-            self.decoded("segments").filter(F.col("kind") == "log")
-            .repartition(self.tasks, CLUSTER, "topic", "partition")
-            .groupBy(CLUSTER, "topic", "partition", "broker").agg(F.sum("size").alias("b"))
-            .groupBy(CLUSTER, "topic", "partition").agg(F.max("b").cast("long").alias("bytes"))
-        )  # fmt: skip
+        sizes = [(*k, n) for k, n in sorted(partition_bytes(self.scan.replicas).items())]
+        logs = self.spark.createDataFrame(
+            sizes, f"{CLUSTER} string, topic string, partition int, bytes long"
+        )
         on = [CLUSTER, "topic", "partition"]
-        return rows.join(logs, on, "left").select(CLUSTER, *T.COVERAGE.names)
+        return rows.join(F.broadcast(logs), on, "left").select(CLUSTER, *T.COVERAGE.names)
 
     # -- partitions against the coordinator -------------------------------------------------------
     def _cross_log(self, pt: DataFrame, ct: DataFrame, partitions: DataFrame) -> DataFrame:

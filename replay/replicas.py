@@ -125,6 +125,7 @@ class ReplicaRow:
     end_offset: int | None
     crc_valid_batches: int
     cleaned_upto: int = 0  # below: the log cleaner's leftovers in this replica
+    log_bytes: int = 0  # the bytes of its segment files (the coverage's unit of size)
 
     @property
     def partition_key(self) -> tuple[str, str, int]:
@@ -204,6 +205,7 @@ class ReplicaReplay:
         self.last_base: int | None = None
         self.end: int | None = None  # the largest last offset
         self.crc_valid = 0
+        self.log_bytes = 0
         self.leftovers_end = 0
         # of a `__transaction_state` replica: (transactional id, producer id) -> highest epoch
         self.latest_epoch: dict[tuple[str, int], int] = {}
@@ -223,6 +225,11 @@ class ReplicaReplay:
         elif table == "segments":
             kinds = batch.column("kind").to_pylist()
             files = batch.column("file").to_pylist()
+            self.log_bytes += sum(
+                n
+                for k, n in zip(kinds, batch.column("size").to_pylist(), strict=True)
+                if k == "log"
+            )
             self.side += [
                 {"_row": "txnindex_file", **dict.fromkeys(SIDE_COLUMNS), "file": f}
                 for k, f in zip(kinds, files, strict=True)
@@ -345,7 +352,8 @@ class ReplicaReplay:
         elif self.topic == CONSUMER_OFFSETS_TOPIC:
             replay_groups(self._group_events(), self.spec.broadcast, to("grouped"))
         return ReplicaRow(self.cluster, self.topic, self.partition, self.broker, end,
-                          self.crc_valid, int(summary.get("cleaned_upto") or 0))  # fmt: skip
+                          self.crc_valid, int(summary.get("cleaned_upto") or 0),
+                          self.log_bytes)  # fmt: skip
 
     def _in_log_order(self, stream: _Stream, order) -> Iterator[pa.Table]:
         """A stream's pieces in log order: as read, or (records out of order: a damaged log)
