@@ -40,6 +40,11 @@ class Counted:
 SEQUENCES_JUDGED = "producer batches replayed against their producer's state"
 SEQUENCES_CLEANED = "producer batches in the cleaned range (gaps bounded by the offsets removed)"
 TXNS_JUDGED = "partition transactions judged against the coordinator"
+TXNS_GONE_CLEANED = (
+    "coordinator transactions whose data and markers the cleaner removed from the partition"
+)
+MARKERS_WITHOUT_DATA = "markers without data inside a cleaned range (their records removed)"
+MARKERS_HORIZON = "markers with a delete horizon (a later cleaner pass removes them)"
 TXNS_JUDGED_CLEANED = "partition transactions judged inside a cleaned range (what the cleaner left)"
 TXNS_UNDECIDED = "partition transactions order could not decide"
 TXNS_UNJUDGED = "partition transactions without coordinator history"
@@ -69,6 +74,16 @@ CHECKS: dict[str, Counted] = {
     # weakened: removed data and markers are assumed, never taken as missing
     TXNS_JUDGED_CLEANED: Counted(
         "transactions", True, "cleaned range: removed data and markers assumed", "transactions"
+    ),
+    # the cleaner's own leftovers (docs/compaction.md): normal, counted, never a finding
+    TXNS_GONE_CLEANED: Counted(
+        "transactions", True, "cleaned range: data and markers gone", "transactions"
+    ),
+    MARKERS_WITHOUT_DATA: Counted(
+        "transactions", True, "cleaned range: marker without data", "transactions"
+    ),
+    MARKERS_HORIZON: Counted(
+        "transactions", True, "cleaned range: marker pending removal", "transactions"
     ),
     TXNS_UNDECIDED: Counted("transactions", False, "order could not decide", "transactions"),
     TXNS_UNJUDGED: Counted("transactions", False, "no coordinator history", "transactions"),

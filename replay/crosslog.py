@@ -74,6 +74,11 @@ class Coordinator:
     complete_from_start: bool  # its first record of this producer is the producer's start
     copy_end_ts: int | None  # last record of its `__transaction_state` partition
     latest_epoch: int  # highest producer epoch recorded for this producer id
+    # from this time (the coordinator's clock) on, every transaction of the producer is in the
+    # coordinator's log with all its partitions: the start of its first transaction whose
+    # partitions are known (docs/compaction.md: the cleaner keeps only an id's latest record,
+    # so everything after a surviving Prepare or whole-history Ongoing survives); None: never
+    known_from_ts: int | None = None
 
 
 # -- the sequences, as rows of int64 columns ---------------------------------------------------
@@ -133,6 +138,7 @@ class Pair:
     m: int
     a_before: bool = False
     b_before: bool = False
+    cleaned: int = 0  # the first entries lie in the partition's cleaned range (a prefix)
 
     def reaches_past(self, end: int | None, ts: np.ndarray) -> np.ndarray:
         """Whether a copy ending at ``end`` extends past each time by more than the clock
@@ -140,6 +146,16 @@ class Pair:
         if end is None:
             return np.zeros(len(ts), bool)
         return (ts >= 0) & (end > ts + self.bounds.tolerance_ms)
+
+    def known_before(self, ts: np.ndarray) -> np.ndarray:
+        """Whether each time lies more than the clock tolerance after the coordinator's
+        history of the producer became whole (:attr:`Coordinator.known_from_ts`)."""
+        return self.reaches_past_from(self.coord.known_from_ts, ts)
+
+    def reaches_past_from(self, start: int | None, ts: np.ndarray) -> np.ndarray:
+        if start is None:
+            return np.zeros(len(ts), bool)
+        return (ts >= 0) & (ts > start + self.bounds.tolerance_ms)
 
     def skip_a(self, a: np.ndarray) -> Skips:
         """A coordinator transaction listing the partition without an entry there, with no
@@ -170,16 +186,20 @@ class Pair:
         records, epoch = e[:, E_RECORDS], e[:, E_EPOCH]
         is_open = e[:, E_OUTCOME] == RAW_OPEN
 
+        # inside the coordinator's known history: written (by a bound of the partition leader's
+        # and the coordinator's clocks) after the first transaction whose partitions are known
+        known = self.known_before(entry_times(e))
+
         def at(first: bool, last: bool) -> np.ndarray:
-            if first and not self.coord.complete_from_start:
-                cost = np.full(size, ASSUME, np.int64)  # before the coordinator's history
-            elif last:  # after everything the coordinator's copy lists here
+            if last:  # after everything the coordinator's copy lists here
                 newer = (records > 0) & (epoch >= 0) & (epoch < self.coord.latest_epoch)
                 ts = np.where(is_open, e[:, E_BOUND_TS], e[:, E_MARKER_TS])
                 reached = newer | self.reaches_past(self.coord.copy_end_ts, ts)
                 cost = np.where(reached, ANOMALY, ASSUME)  # its copy may predate it
             else:
                 cost = np.full(size, ANOMALY, np.int64)
+            if first and not self.coord.complete_from_start:  # before the coordinator's history?
+                cost = np.where(known, cost, ASSUME)
             return np.where(excused, ASSUME, cost).astype(np.int64)
 
         return _by_position(at, not self.a_before, self.n, size)
@@ -199,7 +219,8 @@ class Pair:
             b[:, E_MARKER_EPOCH], entry_times(b),
         ], axis=1) if len(b) else np.zeros((0, B_COLUMNS), np.int64)  # fmt: skip
         return Steps(a_steps.astype(np.int64), b_steps.astype(np.int64), self.skip_a(a),
-                     self.skip_b(b), self.bounds.window_ms, self.n, self.m, k0, i0)  # fmt: skip
+                     self.skip_b(b), self.bounds.window_ms, self.n, self.m, k0, i0,
+                     self.cleaned)  # fmt: skip
 
 
 def _by_position(at: Callable[[bool, bool], np.ndarray], start: bool, others: int,
@@ -248,6 +269,7 @@ class Steps(NamedTuple):
     m: int
     k0: int
     i0: int
+    cleaned: int  # entries before this one lie in the partition's cleaned range
 
 
 class Marks(NamedTuple):
@@ -260,6 +282,8 @@ class Marks(NamedTuple):
     b_first: np.ndarray  # its first anomaly: 3 * row (+ 0 a match, + 2 a skip)
     a0: int
     b0: int
+    a_matched: np.ndarray  # a coordinator transaction matched on a cheapest alignment
+    a_cleaned: np.ndarray  # ... skipped cheaply just before an entry in the cleaned range
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -304,6 +328,19 @@ def _skip(costs, x, pos, end):  # pragma: no cover (compiled)
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
+def _skip_a(costs, x, i, m, cleaned):  # pragma: no cover (compiled)
+    """Skipping coordinator transaction ``x`` (of the block) before partition entry ``i``:
+    inside the partition's cleaned range (entry ``i`` is in it: ``i < cleaned``) a transaction
+    whose data and markers the cleaner removed leaves nothing there, which is normal
+    (docs/compaction.md): an assumption where it would otherwise be an anomaly. Scalars and
+    the costs, not the whole :class:`Steps`: this runs for every cell."""
+    c = _skip(costs, x, i, m)
+    if c >= ANOMALY and c < INF and i < cleaned:
+        return ASSUME
+    return c
+
+
+@njit(cache=NUMBA_CACHE, nogil=True)
 def _forward_row(s, dlo, dhi, k, f_row, f_next):  # pragma: no cover (compiled)
     """Row ``k`` of the forward costs F (band offsets j = i - k + dhi): its skips of a
     partition entry relaxed within it (so the row is final as it is read, in increasing i), its
@@ -320,7 +357,7 @@ def _forward_row(s, dlo, dhi, k, f_row, f_next):  # pragma: no cover (compiled)
             if f + c < f_next[j]:
                 f_next[j] = f + c
         if k < n and j > 0:  # skip a coordinator transaction: (k + 1, i)
-            c = _skip(s.skip_a, k - s.k0, i, m)
+            c = _skip_a(s.skip_a, k - s.k0, i, m, s.cleaned)
             if f + c < f_next[j - 1]:
                 f_next[j - 1] = f + c
         if i < m and j + 1 < W:  # skip a partition entry: (k, i + 1)
@@ -340,7 +377,7 @@ def _backward_row(s, dlo, dhi, k, g_row, g_next):  # pragma: no cover (compiled)
         if k < n and i < m:
             g = min(g, _match(s, k, i) + g_next[j])
         if k < n and j > 0:
-            g = min(g, _skip(s.skip_a, k - s.k0, i, m) + g_next[j - 1])
+            g = min(g, _skip_a(s.skip_a, k - s.k0, i, m, s.cleaned) + g_next[j - 1])
         if i < m and j + 1 < W:
             g = min(g, _skip(s.skip_b, i - s.i0, k, n) + g_row[j + 1])
         g_row[j] = g
@@ -363,15 +400,19 @@ def _mark_row(s, dlo, dhi, k, total, f_row, g_row, g_next, marks):  # pragma: no
             c = _match(s, k, i)
             if c < INF and f + c + g_next[j] == total:
                 marks.a_free[x] = True  # a match frees the coordinator's side; an anomaly is B's
+                marks.a_matched[x] = True
                 if c < ANOMALY:
                     marks.b_free[y] = True
                 elif 3 * k < marks.b_first[y]:
                     marks.b_first[y] = 3 * k
         if k < n and j > 0:
-            c = _skip(s.skip_a, k - s.k0, i, m)
+            c = _skip_a(s.skip_a, k - s.k0, i, m, s.cleaned)
             if c < INF and f + c + g_next[j - 1] == total:
                 if c < ANOMALY:
                     marks.a_free[x] = True
+                    # its data and markers gone from the cleaned range (the next entry is in it)
+                    if i < s.cleaned:
+                        marks.a_cleaned[x] = True
                 else:
                     marks.a_bad[x] = True
         if i < m and j + 1 < W:
@@ -456,6 +497,10 @@ class Alignment:
         """``block_rows``: rows of a block (else as many as :data:`BLOCK_BYTES` of band
         rows hold, at most :data:`BLOCK_ROWS`)."""
         self.n, self.m, self.steps_of, self.block_rows = n, m, steps_of, block_rows
+        # coordinator transactions whose data and markers the cleaner removed from the
+        # partition: on no cheapest alignment but by a cheap skip inside the cleaned range
+        # (counted by :meth:`marked`)
+        self.cleaned_gone = 0
         D = n - m
         h = half_width
         while True:
@@ -513,7 +558,8 @@ class Alignment:
             na, nb = s.a.shape[0], s.b.shape[0]
             i0, i1 = s.i0, s.i0 + nb
             marks = Marks(np.zeros(na, np.bool_), np.zeros(na, np.bool_), np.zeros(nb, np.bool_),
-                          np.full(nb, sentinel, np.int64), r0, i0)  # fmt: skip
+                          np.full(nb, sentinel, np.int64), r0, i0, np.zeros(na, np.bool_),
+                          np.zeros(na, np.bool_))  # fmt: skip
             p0, p_free, p_first = pending  # entries later rows marked, not every row yet
             if len(p_free):
                 at = slice(p0 - i0, p0 - i0 + len(p_free))
@@ -522,6 +568,8 @@ class Alignment:
             first_row = self.kept.rows(index, index + 1)[0]
             g_next = _backward_rows(s, dlo, dhi, r0, r1, first_row, self.total, g_next, marks)
             if na:
+                gone = marks.a_cleaned & ~marks.a_matched & ~marks.a_bad
+                self.cleaned_gone += int(gone.sum())
                 yield "a", r0, marks.a_free, marks.a_bad.astype(np.int64)
             # an entry i is read by rows i + dlo .. i + dhi: final once row max(0, i + dlo) was
             done = max(i0, min(i1, r0 - dlo)) if r0 > 0 else i0

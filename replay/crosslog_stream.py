@@ -208,6 +208,7 @@ class _Sequences:
         self.all_ts = True  # ... and whether every entry's is known
         self.with_data = 0  # entries with records
         self.cleaned_with_data = 0  # ... of them in the partition's cleaned range
+        self.cleaned = 0  # entries in the partition's cleaned range: the first ones
         self.last: np.ndarray | None = None  # the last entry (a retry repeats it)
 
     def add_listed(self, rows: np.ndarray) -> None:
@@ -243,6 +244,7 @@ class _Sequences:
             self.min_ts = low if self.min_ts is None else min(self.min_ts, low)
         self.with_data += int((rows[:, E_RECORDS] > 0).sum())
         self.cleaned_with_data += int(((rows[:, E_RECORDS] > 0) & (rows[:, E_CLEANED] > 0)).sum())
+        self.cleaned += int((rows[:, E_CLEANED] > 0).sum())
         self.entries.append(rows)
 
     def close(self) -> None:
@@ -294,6 +296,7 @@ class ProducerJudge:
         self.history_from_start: bool | None = None
         self.copy_end_ts: int | None = None
         self.latest_epoch: int | None = None
+        self.known_from_ts: int | None = None  # see Coordinator.known_from_ts
         self.current: tuple[str, int] | None = None
         self.found: list[tuple[tuple[str, int], list[dict]]] = []
         self.hanging: list[dict] = []
@@ -311,7 +314,7 @@ class ProducerJudge:
         if n:
             c = self.counts.setdefault(tp, {})
             c[what] = c.get(what, 0) + n
-            total = "judged" if what == "judged_cleaned" else what
+            total = "judged" if what == "judged_cleaned" else what  # stats: entries only
             if total in self.stats:
                 self.stats[total] += n
 
@@ -361,6 +364,9 @@ class ProducerJudge:
             rows[:, col] = int_column(t, name)
         rows[:, L_OUTCOME] = _raw_outcomes(t)
         rows[:, L_MAYBE] = np.maximum(int_column(t, "maybe"), 0)
+        known = rows[(rows[:, L_MAYBE] == 0) & (rows[:, L_START_TS] >= 0), L_START_TS]
+        if len(known) and self.known_from_ts is None:  # log order: the first such one
+            self.known_from_ts = int(known[0])
         self.coordinator_rows += t.num_rows
         self._list(t.column("partitions"), rows)
 
@@ -433,7 +439,8 @@ class ProducerJudge:
         if self.view is not None:
             return self.view
         return Coordinator(complete_from_start=bool(self.history_from_start),
-                           copy_end_ts=self.copy_end_ts, latest_epoch=self.latest_epoch)  # fmt: skip
+                           copy_end_ts=self.copy_end_ts, latest_epoch=self.latest_epoch,
+                           known_from_ts=self.known_from_ts)  # fmt: skip
 
     def _close_current(self) -> None:
         if self.current is not None and self.current in self.sequences:
@@ -477,6 +484,8 @@ class ProducerJudge:
         p = q = 0
         if not coord.complete_from_start and seqs.known_any and seqs.all_known_or_maybe:
             cut = seqs.known_lo - window
+            if coord.known_from_ts is not None:  # inside the known history: judged
+                cut = min(cut, coord.known_from_ts + self.bounds.tolerance_ms + 1)
             p = _prefix(seqs.entries, lambda e: (entry_times(e) >= 0) & (entry_times(e) < cut))
         if not seqs.side.complete_from_start and seqs.all_ts and seqs.min_ts is not None:
             first = seqs.min_ts
@@ -497,7 +506,8 @@ class ProducerJudge:
             early_cleaned += int((data & (block[:, E_CLEANED] > 0)).sum())
         self._count(tp, "unjudged", early)
         n, m = len(seqs.listed) - q, len(seqs.entries) - p
-        pair = Pair(seqs.side, coord, self.bounds, n, m, a_before=q > 0, b_before=p > 0)
+        pair = Pair(seqs.side, coord, self.bounds, n, m, a_before=q > 0, b_before=p > 0,
+                    cleaned=max(0, seqs.cleaned - p))  # fmt: skip
 
         def steps_of(k0: int, k1: int, i0: int, i1: int):
             a = seqs.listed.rows(q + k0, q + k1)
@@ -524,6 +534,8 @@ class ProducerJudge:
                 else:
                     row = seqs.listed.rows(q + at, q + at + 1)[0]
                     bad_a.append((at, self._a_finding(row, tp)))
+        # listed, nothing of them left in the cleaned range: normal (docs/compaction.md)
+        self._count(tp, "listed_cleaned", alignment.cleaned_gone)
         found = [f for _, f in sorted(bad_b, key=lambda x: x[0])]
         found += [f for _, f in sorted(bad_a, key=lambda x: x[0])]
         if found:
@@ -582,6 +594,8 @@ def entry_finding(kind: str, b: dict, tp, pid, tid, listing: int, bounds: Bounds
     }  # fmt: skip
     evidence["clock_tolerance_ms"] = bounds.tolerance_ms
     evidence["coordinator_transactions_listing_partition"] = listing
+    if b.get("outcome") == "OPEN" and b.get("first_offset") is not None:
+        evidence["open_transaction"] = open_transaction_key(tp[0], tp[1], pid, b["first_offset"])
     where = {
         "topic": topic,
         "partition": partition,
@@ -645,6 +659,12 @@ def listed_finding(kind: str, a: dict, tp, pid, tid) -> dict:
     )
 
 
+def open_transaction_key(topic: str, partition: int, pid: int, first_offset: int) -> str:
+    """The evidence key shared by a hanging transaction and what left it open (a missing
+    marker, a write outside any transaction): the report shows them as cause and effect."""
+    return f"{topic}-{partition}:{pid}@{first_offset}"
+
+
 def hanging_finding(t: dict, pid: int, tid: str | None, timeout: int, facts: Facts) -> dict:
     return finding(
         "hanging_transaction",
@@ -658,6 +678,9 @@ def hanging_finding(t: dict, pid: int, tid: str | None, timeout: int, facts: Fac
             "timeout": timeout,
             "pinned_records": t["pinned_records"],
             "clock_tolerance_ms": facts.bounds.tolerance_ms,
+            "open_transaction": open_transaction_key(
+                t["topic"], t["partition"], pid, t["first_offset"]
+            ),
         },
         topic=t["topic"],
         partition=t["partition"],
@@ -704,6 +727,8 @@ def judge_producer(
     judge = ProducerJudge(producer_id, bounds, coordinator_view=coordinator, side_views=sides)
     if coordinator is not None:
         judge.coordinator(columns_of(coordinator_txns, COORDINATOR_TXNS))
+    elif len(coordinator_txns):  # the view from the rows, as the scan's stream gives them
+        judge.coordinator(columns_of(coordinator_txns, CROSSLOG_COORD))
     judge.entries(_entry_order(columns_of(partition_txns, PARTITION_TXNS)))
     return judge.finish()
 
@@ -726,6 +751,7 @@ def crosslog_tables(producer_id: int, left: pa.Table | list[dict], coord: pa.Tab
 
 
 COUNTED = {"judged": C.TXNS_JUDGED, "judged_cleaned": C.TXNS_JUDGED_CLEANED,
+           "listed_cleaned": C.TXNS_GONE_CLEANED,
            "undecidable": C.TXNS_UNDECIDED,
            "unjudged": C.TXNS_UNJUDGED, "open_judged": C.HANGING_JUDGED,
            "open_young": C.HANGING_NO_END}  # fmt: skip

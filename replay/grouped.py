@@ -106,7 +106,9 @@ def replay_partition(
     counts += _txn_index_check(topic, partition, r, side, findings)
     judged, cleaned = r.sequence_batches
     counts += [count_row(topic, partition, C.SEQUENCES_JUDGED, judged),
-               count_row(topic, partition, C.SEQUENCES_CLEANED, cleaned)]  # fmt: skip
+               count_row(topic, partition, C.SEQUENCES_CLEANED, cleaned),
+               count_row(topic, partition, C.MARKERS_WITHOUT_DATA, r.cleaned_markers[0]),
+               count_row(topic, partition, C.MARKERS_HORIZON, r.cleaned_markers[1])]  # fmt: skip
     summary = {
         "topic": topic, "partition": partition, "broker": broker,
         "log_start_offset": r.log_start, "log_end_offset": r.log_end, "lso": r.lso(),

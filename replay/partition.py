@@ -230,6 +230,11 @@ class PartitionReplay:
         # producer batches whose sequences were judged, and those in the cleaned range (the
         # coverage's "sequences" family); the coordinators' own topics are not counted
         self.sequence_batches = [0, 0]
+        # markers inside the cleaned range: without data (the cleaner removed their
+        # transaction's records), and with a delete horizon (so without data too: a later pass
+        # removes them); the
+        # coverage's "transactions" family counts them as judged by what the cleaner left
+        self.cleaned_markers = [0, 0]
         self.first_timestamp: int | None = None  # of the first piece (its earliest batches)
 
     # -- the walk ---------------------------------------------------------------------------------
@@ -563,6 +568,9 @@ class PartitionReplay:
         if b["record_count"] == 0 or b["control_type"] not in ("COMMIT", "ABORT"):
             return  # a cleaned (empty) control batch is ignored
         p = self.producers.setdefault(pid, Producer())
+        if b["base_offset"] < self.cleaned_upto:  # each counted once: a horizon means no data
+            horizon = bool(b.get("has_delete_horizon"))
+            self.cleaned_markers[1 if horizon else 0] += horizon or p.txn is None
         epoch, coord = b["producer_epoch"], b["coordinator_epoch"]
         common = self._where(pid, b)
         if coord is not None and coord < p.coordinator_epoch:

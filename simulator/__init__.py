@@ -16,7 +16,7 @@ from simulator.truth import Truth
 # scenarios whose truth lists no anomaly: the clean feature scenarios and the healthy
 # production days
 HEALTHY = [*CLEAN, "production_day", "production_day_logs_only", "long_lived_producer",
-           "production_layouts"]  # fmt: skip
+           "production_layouts", "production_compacted"]  # fmt: skip
 
 __all__ = ["CLEAN", "HEALTHY", "SCENARIOS", "synth"]
 

@@ -78,6 +78,12 @@ class Producer:
             codec=self.codec if codec is None else codec,
         )
 
+    def bump_epoch(self) -> None:
+        """KIP-360: an idempotent producer whose sequence state the broker lost (or that timed
+        out a batch) asks for the next epoch of its producer id; sequences restart at 0."""
+        self.epoch += 1
+        self.sequences.clear()
+
     def retry(self, topic: str, partition: int, *, dedupe: bool = True) -> tuple[int, int] | None:
         """Resend the last batch (a lost acknowledgement). A broker holding the producer's state
         answers with the original offsets and appends nothing."""

@@ -128,6 +128,12 @@ class Cluster:
     # the log cleaner's last pass ended at this true time: later data is the dirty section
     # (min.cleanable.dirty.ratio leaves a dirty tail); None: it cleaned all it could at the end
     clean_until: int | None = None
+    # each broker's cleaner on its own: its last pass ended at this true time (by broker), so
+    # replicas of a compacted user topic are cleaned to different points; None: all alike
+    broker_clean_times: dict[int, int] | None = None
+    # (topic, partition, broker): that replica's last cleaning crashed mid-swap (docs/formats.md
+    # 10.8): the cleaned first segment left as `.swap` files, the old one as `.deleted`
+    interrupted_cleaning: tuple[str, int, int] | None = None
     topics: dict[str, TopicConfig] = field(default_factory=dict)
     logs: dict[tuple[str, int], PartitionLog] = field(default_factory=dict)
 
@@ -296,6 +302,24 @@ class Cluster:
                 self.group_coordinator.complete_txn(tp[1], producer_id, commit)
         return out
 
+    def _cleaned_per_broker(self, topic: str) -> bool:
+        return self.broker_clean_times is not None and not topic.startswith("__")
+
+    def _clean_replica(self, log: PartitionLog, d: str, cut: int, cfg: TopicConfig) -> int:
+        """One replica cleaned by its own broker's cleaner: up to what its log held at that
+        broker's last pass, two passes apart by the delete horizon, ending at its moment."""
+        from simulator.cleaner import clean_twice
+
+        broker = log.replicas[log.log_dirs.index(os.path.dirname(d))]
+        moment = self.broker_clean_times[broker]
+        limit = min(cut, log.offset_at(moment))
+        crash = self.interrupted_cleaning == (log.topic, log.partition, broker)
+        before = _first_segment_files(d) if crash else {}
+        upto = clean_twice(log, moment, cfg.delete_retention_ms, d=d, cut=cut, limit=limit)
+        if crash and upto:
+            _leave_swap(d, before)
+        return upto
+
     # -- the end ----------------------------------------------------------------------------------
     def close(self) -> None:
         """Shutdown: every partition's files, each broker's copy cut at the moment it was taken
@@ -314,7 +338,8 @@ class Cluster:
             cuts = {
                 self.broker_dirs[b - 1]: log.offset_at(self.copy_times[b]) for b in log.replicas
             }
-            if cfg.compacted and cfg.clean:
+            each = cfg.compacted and cfg.clean and self._cleaned_per_broker(key[0])
+            if cfg.compacted and cfg.clean and not each:
                 shortest = min(cuts.values())
                 if self.clean_until is not None:
                     shortest = min(shortest, log.offset_at(self.clean_until))
@@ -324,10 +349,15 @@ class Cluster:
                         lg, self.clock.now, cfg.delete_retention_ms, d=d, cut=cut, limit=limit
                     )
 
+            elif each:
+
+                def cleaner(lg, d, cut, cfg=cfg):
+                    return self._clean_replica(lg, d, cut, cfg)
+
             cuts_of[key] = cuts
             if cfg.retention_ms is not None:
                 log.retain(end - cfg.retention_ms)
-            log.close(cleaner, cuts)
+            log.close(cleaner, cuts, each=bool(each))
         for d in self.broker_dirs:
             parts = sorted(
                 (t, p, cuts_of[(t, p)][d]) for (t, p), log in self.logs.items() if d in log.log_dirs
@@ -349,3 +379,27 @@ class Cluster:
             )
             with open(os.path.join(d, "cleaner-offset-checkpoint"), "w") as f:
                 f.write(offset_checkpoint_text(cleaned))
+
+
+def _first_segment_files(d: str) -> dict[str, bytes]:
+    """The files of a partition directory's first segment (log and indexes), by name."""
+    base = min(f[:20] for f in os.listdir(d) if f.endswith(".log"))
+    out = {}
+    for f in sorted(os.listdir(d)):
+        if f.startswith(base + ".") and not f.endswith(".snapshot"):
+            with open(os.path.join(d, f), "rb") as fh:
+                out[f] = fh.read()
+    return out
+
+
+def _leave_swap(d: str, before: dict[str, bytes]) -> None:
+    """A crash inside LogCleaner's segment replacement (UnifiedLog.replaceSegments): the new
+    first segment's files already renamed `.swap`, the old ones `.deleted`, the swap not yet
+    renamed into place. The broker's recovery completes it; an audit must read the swap."""
+    base = min(f[:20] for f in os.listdir(d) if f.endswith(".log"))
+    for f in sorted(os.listdir(d)):
+        if f.startswith(base + ".") and not f.endswith((".snapshot", ".swap")):
+            os.rename(os.path.join(d, f), os.path.join(d, f + ".swap"))
+    for f, data in before.items():
+        with open(os.path.join(d, f + ".deleted"), "wb") as fh:
+            fh.write(data)

@@ -345,11 +345,12 @@ class PartitionLog:
         entries = [e.snapshot(pid) for pid, e in sorted(self.producers.items())]
         self.writer.add_snapshot(offset, entries)
 
-    def close(self, cleaner=None, cuts: dict[str, int] | None = None) -> None:
+    def close(self, cleaner=None, cuts: dict[str, int] | None = None, each: bool = False) -> None:
         """Write the remaining files; a clean shutdown snapshots producer state at the log end.
         Each replica's copy is then cut to its offset in ``cuts`` (a copy taken while the
         broker ran, :mod:`simulator.copies`), and ``cleaner(log, dir, cut)`` compacts it
-        (compacted topics)."""
+        (compacted topics): once, before the copies, or with ``each`` every replica on its own
+        after them, as each broker's cleaner does (LogCleaner runs per broker)."""
         from simulator.copies import copy_dir, truncate_dir
 
         if self.closed:
@@ -363,9 +364,8 @@ class PartitionLog:
         name = os.path.basename(self.writer.dir)
         # one cleaning of the whole log up to the shortest copy's end: every replica then
         # holds the same cleaned prefix and its own uncleaned tail
-        self.cleaned_upto = dict.fromkeys(
-            self.log_dirs, cleaner(self, self.writer.dir, end) if cleaner else 0
-        )
+        once = cleaner(self, self.writer.dir, end) if cleaner and not each else 0
+        self.cleaned_upto = dict.fromkeys(self.log_dirs, once)
         for follower in self.log_dirs[1:]:
             dst = os.path.join(follower, name)
             if cuts.get(follower, end) < end:
@@ -374,4 +374,7 @@ class PartitionLog:
                 shutil.copytree(self.writer.dir, dst, dirs_exist_ok=True)
         if cuts.get(self.log_dirs[0], end) < end:
             truncate_dir(self.writer.dir, cuts[self.log_dirs[0]])
+        if cleaner and each:
+            for d in self.log_dirs:
+                self.cleaned_upto[d] = cleaner(self, os.path.join(d, name), cuts.get(d, end))
         self.closed = True

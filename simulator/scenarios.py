@@ -851,7 +851,8 @@ def demo(out: str, seed: int, scale: float) -> Truth:
 
 
 # registers the production_day family, the long_lived_producer family, then the
-# production_layouts family
+# production_layouts family, then the production_compacted family
 from simulator import production  # noqa: E402,F401,I001
 from simulator import long_lived  # noqa: E402,F401,I001
 from simulator import layouts  # noqa: E402,F401,I001
+from simulator import compacted  # noqa: E402,F401,I001

@@ -54,7 +54,10 @@ class StreamThread:
         for got in consumed:
             for b in got.batches:
                 for topic, p, n in self.app.route(got.partition, b):
-                    out = self.producer.send(topic, p, n, tag=f"{got.partition}-{b.base}")
+                    # a count (generated records) or the records themselves (keyed state)
+                    kw = {"records": n} if isinstance(n, list) else {}
+                    out = self.producer.send(topic, p, n if isinstance(n, int) else 0,
+                                             tag=f"{got.partition}-{b.base}", **kw)  # fmt: skip
                     written.setdefault((topic, p), []).append(out)
         if consumed:
             self.producer.send_offsets(
@@ -88,7 +91,7 @@ class StreamThread:
 
 class StreamsApp:
     """One application instance: ``threads`` stream threads reading ``source`` and writing what
-    ``route(input_partition, batch)`` returns: [(topic, partition, records), ...]."""
+    ``route(input_partition, batch)`` returns: [(topic, partition, count or records), ...]."""
 
     def __init__(self, cluster, app_id: str, source: str, route: Callable, *, threads: int = 3,
                  version: int = 1, commit_interval_ms: int = 100, timeout_ms: int = 10_000,

@@ -262,19 +262,25 @@ def _whole_table(s):
     """The alignment over the whole (n+1) x (m+1) table, as its rule reads (docs/cross-log.md),
     in plain Python: forward and backward cheapest costs, then the steps on a cheapest path.
     The reference crosslog.Alignment (banded, a block of rows at a time) must equal."""
-    from replay.crosslog import ANOMALY, INF, _match
+    from replay.crosslog import ANOMALY, ASSUME, INF, _match
 
     n, m = s.a.shape[0], s.b.shape[0]
 
     def step(costs, x, pos, end):
         return int(costs.first[x] if pos == 0 else costs.last[x] if pos == end else costs.mid[x])
 
+    def skip_a(k, i):
+        c = step(s.skip_a, k, i, m)
+        if ANOMALY <= c < INF and i < s.cleaned:
+            return ASSUME  # nothing left of it before an entry in the cleaned range
+        return c
+
     def steps(k, i):
         """(what, cost, the cell it leads to) of every step leaving cell (k, i)."""
         if k < n and i < m:
             yield "match", int(_match.py_func(s, k, i)), (k + 1, i + 1)
         if k < n:
-            yield "skip A", step(s.skip_a, k, i, m), (k + 1, i)
+            yield "skip A", skip_a(k, i), (k + 1, i)
         if i < m:
             yield "skip B", step(s.skip_b, i, k, n), (k, i + 1)
 
@@ -334,7 +340,8 @@ def _random_arrays(seed):
 
     skip_a, skip_b = skips(n), skips(m)
     window = int(rng.choice([20, 200, 5_000]))
-    return Steps(a, b, skip_a, skip_b, window, n, m, 0, 0), rng
+    cleaned = int(rng.integers(0, m + 1)) if rng.random() < 0.5 else 0  # a cleaned prefix
+    return Steps(a, b, skip_a, skip_b, window, n, m, 0, 0, cleaned), rng
 
 
 def _blocked(steps, half_width, rows):
@@ -488,3 +495,77 @@ def test_the_alignment_of_a_compacted_history_holds_rows_not_the_table():
                              text=True, check=True, cwd=ROOT)  # fmt: skip
         peaks[what] = int(out.stdout.split()[-1]) << 10
     assert peaks["judge"] - peaks["build"] < 60 << 20, peaks
+
+
+# -- open data no coordinator transaction lists (issue 31 item 6) ------------------------------
+
+Y = ("out", 1)
+
+
+def _unlisted(at: int):
+    """A TV1 producer's transactions over X, its coordinator history compacted before the
+    first of them (not from the producer's start), and two of its records left open in Y, a
+    partition none of its transactions lists, written at ``at`` (the coordinator's clock)."""
+    ctx = [coord_txn(k, start=1_000, history_from_start=False, copy_end_ts=60_000)
+           for k in range(50)]  # fmt: skip
+    ptx = [part_txn(k, start=1_000, skew=0) for k in range(50)]
+    stray = part_txn(0, "OPEN", start=at, skew=0, tp=Y, offset=0)
+    stray["bound_timestamp"] = stray["first_timestamp"]
+    return ptx + [stray], ctx
+
+
+def test_open_data_inside_the_coordinators_known_history_is_a_write_outside_any_transaction():
+    """Under TV0/1 every transaction has the same epoch: what proves the open records in Y
+    belong to no transaction is time, used as a bound. The coordinator's history of the
+    producer is whole from its first transaction whose partitions are known (compaction keeps
+    an id's latest record only, so what follows survives); records written more than the
+    clock tolerance after that start, with the coordinator's copy reaching past them by more
+    than the tolerance, and no transaction listing Y, were written outside any transaction.
+    Within the tolerance of that start they might belong to an earlier transaction the cleaner
+    removed: not judged. The views come from the coordinator's rows (no view given)."""
+    sides = {X: Side(True, None), Y: Side(True, None)}
+    bounds = Bounds(2_000, 600_000)
+    ptx, ctx = _unlisted(at=1_000 + 2_500)  # 2.5 s after the known history starts
+    findings, _ = judge_producer(PID, ptx, ctx, sides, None, bounds)
+    assert kinds(findings) == [("write_outside_transaction", 0, 2)]
+    assert findings[0]["partition"] == 1
+    ptx, ctx = _unlisted(at=1_000 + 1_500)  # within the tolerance of it: cannot tell
+    findings, _ = judge_producer(PID, ptx, ctx, sides, None, bounds)
+    assert findings == []
+    # the coordinator's copy ends before the records (plus the tolerance): they may belong to
+    # a transaction whose AddPartitionsToTxn it did not see
+    ptx, ctx = _unlisted(at=1_000 + 2_500)
+    for a in ctx:
+        a["copy_end_ts"] = 4_000
+    findings, _ = judge_producer(PID, ptx, ctx, sides, None, bounds)
+    assert findings == []
+
+
+def test_transactions_the_cleaner_removed_whole_are_counted_not_missing():
+    """A TV2 producer's 50 transactions in the coordinator's log; in the partition the cleaner
+    removed two of them whole (data, then the markers after their delete horizon). Inside the
+    cleaned range that is normal: no finding, the two counted as gone with the cleaning, the
+    rest aligned one to one. The same two missing where the partition was never cleaned are
+    missing markers (the partition may have been added without data: a warning)."""
+    from replay import crosslog_stream as cs
+
+    ctx = [coord_txn(k, epoch=k, bump=1, history_from_start=False) for k in range(50)]
+    end = ctx[-1]["complete_timestamp"] + 60_000
+    for cleaned in (True, False):
+        ptx = [part_txn(k, epoch=k, bump=1) for k in range(50) if k not in (20, 21)]
+        for p in ptx:
+            p["in_cleaned_range"] = cleaned and p["first_offset"] < 30 * 3
+        judge = cs.ProducerJudge(PID, Bounds(2_000, 600_000),
+                                 coordinator_view=Coordinator(False, end, 50),
+                                 side_views={X: Side(False, end)})  # fmt: skip
+        judge.coordinator(cs.columns_of(ctx, cs.COORDINATOR_TXNS))
+        judge.entries(cs._entry_order(cs.columns_of(ptx, cs.PARTITION_TXNS)))
+        findings, stats = judge.finish()
+        if cleaned:
+            assert findings == [] and stats["judged"] == 48
+            assert judge.counts[X] == {"judged": 20, "judged_cleaned": 28, "listed_cleaned": 2}
+        else:
+            assert [(f["kind"], f["severity"], f["producer_epoch"]) for f in findings] == [
+                ("missing_marker", "warning", 20),
+                ("missing_marker", "warning", 21),
+            ]

@@ -181,6 +181,27 @@ def test_a_cleaned_range_judges_across_the_sequence_wrap():
     assert [k for k, _ in kinds(log.replay(cleaned_upto=log.next))] == ["sequence_gap"]
 
 
+def test_markers_the_cleaner_left_are_counted_never_findings():
+    """Inside a cleaned range: an ABORT marker whose transaction's records the cleaner removed
+    (no data before it, and no .txnindex entry needed), and a COMMIT marker stamped with a
+    delete horizon (attribute bit 6, removed by a later pass). Both normal: no finding, each
+    counted for the coverage's "transactions" family (docs/compaction.md)."""
+    log = Log()
+    log.data(8, 0, 0, 2, txn=True)
+    log.marker(8, 0)
+    horizon = log.marker(8, 0)  # its transaction's data gone too; a horizon set
+    log.rows[-1]["has_delete_horizon"] = True
+    log.marker(8, 0, commit=False)  # an aborted transaction's data removed, its marker kept
+    log.data(8, 0, 2, 2, txn=True, gap=5)  # past the cleaned range: a transaction as usual
+    log.marker(8, 0)
+    r = log.replay(cleaned_upto=horizon + 6)
+    assert kinds(r) == []
+    assert r.cleaned_markers == [1, 1]  # the ABORT without data; the one with a horizon
+    # no checkpoint: the horizon shows the cleaner has been there, up to that marker only
+    bytes_only = log.replay()
+    assert bytes_only.cleaned_upto == horizon + 1 and bytes_only.cleaned_markers == [0, 1]
+
+
 def test_transactions_open_orphans_and_mixed_writes():
     log = Log()
     first = log.data(2, 0, 0, 2, txn=True)

@@ -75,6 +75,32 @@ def _near(rows: list[int], centre: int | None, window: int) -> list[int]:
     return rows[lo : lo + 2 * window]
 
 
+def test_a_hanging_transaction_links_to_what_left_it_open():
+    """A hanging transaction and the missing marker (or unlisted write) that left it open
+    share an evidence key: each card links to the other, cause and effect."""
+    import json
+
+    from jobs.report import _related
+    from jobs.report.page import card
+    from replay.crosslog_stream import open_transaction_key
+
+    key = open_transaction_key("order-state", 2, 1003, 254)
+    rows = [
+        {"kind": "missing_marker", "severity": "error", "message": "m", "topic": "order-state",
+         "partition": 2, "evidence": json.dumps({"open_transaction": key})},
+        {"kind": "hanging_transaction", "severity": "error", "message": "h",
+         "topic": "order-state", "partition": 2,
+         "evidence": json.dumps({"open_transaction": key})},
+        {"kind": "sequence_gap", "severity": "error", "message": "s", "evidence": "{}"},
+    ]  # fmt: skip
+    cards = [(r["kind"], 0, r) for r in rows]
+    ev = {n: evidence(r, False) for n, r in enumerate(rows)}
+    related = _related(cards, ev)
+    assert related == {0: [(1, "hanging_transaction")], 1: [(0, "missing_marker")]}
+    html = card(rows[1], ev[1], None, "", 1, related[1])
+    assert "id='card-1'" in html and "href='#card-0'>missing_marker</a>" in html
+
+
 def test_context_windows_keep_the_rows_around_each_card(spark):
     """Spark's windows (jobs.report.context._windows) keep, per card, what the report means
     to plot: every row of a short history, else 2 * WINDOW rows around the centre (fewer at

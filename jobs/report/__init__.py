@@ -73,6 +73,7 @@ def build(
         evidence = {
             n: selection.evidence(f, include_payloads) for n, (_k, _i, f) in enumerate(cards)
         }
+        related = _related(cards, evidence)
         finder = pool.submit(_segment_finder, src, [f for _k, _i, f in cards])
         plots = _contexts(pool, src, cards, evidence, roots, plots_per_kind)
         segment_of = finder.result()
@@ -95,7 +96,7 @@ def build(
         for f in rows:
             ev = evidence[n]
             command = selection.dump_command(f, ev, roots, segment_of)
-            doc.add(page.card(f, ev, command, doc.figure(plots.get(n))))
+            doc.add(page.card(f, ev, command, doc.figure(plots.get(n)), n, related.get(n, [])))
             n += 1
         doc.add("</section>")
     doc.add(
@@ -115,6 +116,18 @@ def build(
         "seconds": round(time.monotonic() - started, 2),
     }
     return facts["path"], facts
+
+
+def _related(cards: list, evidence: dict) -> dict[int, list[tuple[int, str]]]:
+    """Cards whose findings share an open transaction (a hanging transaction and the missing
+    marker or unlisted write that left it open): card number -> the others' (number, kind)."""
+    by_key: dict[str, list[tuple[int, str]]] = {}
+    for n, (kind, _i, _f) in enumerate(cards):
+        key = evidence[n].get("open_transaction")
+        if key:
+            by_key.setdefault(key, []).append((n, kind))
+    return {n: [o for o in group if o[0] != n] for group in by_key.values() if len(group) > 1
+            for n, _ in group}  # fmt: skip
 
 
 # the context plots of each family of findings (replay.findings.FAMILIES): (source, cards,

@@ -264,7 +264,10 @@ def kind_heading(kind: str, counts: dict[str, int], shown: int) -> str:
     )
 
 
-def card(f: dict, ev: dict, command: str | None, plot: str) -> str:
+def card(f: dict, ev: dict, command: str | None, plot: str, n: int = 0,
+         related: list[tuple[int, str]] = ()) -> str:  # fmt: skip
+    """One finding: where, its evidence, the dump command, its context plot, and the findings
+    that share its open transaction (cause and effect), linked."""
     where = ", ".join(
         f"{label} {_esc(f[col])}"
         for label, col in (
@@ -281,8 +284,12 @@ def card(f: dict, ev: dict, command: str | None, plot: str) -> str:
         where += f", offsets {f['first_offset']}–{f.get('last_offset')}"
     rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_value(k, v)}</td></tr>" for k, v in ev.items())
     cmd = f"<pre><code>{_esc(command)}</code></pre>" if command else ""
+    if related:
+        links = ", ".join(f"<a href='#card-{m}'>{_esc(kind)}</a>" for m, kind in related)
+        where += f"<div class='related'>same open transaction: {links}</div>"
     return (
-        f"<article class='finding-card {_esc(f['severity'])}' data-kind='{_esc(f['kind'])}'>"
+        f"<article class='finding-card {_esc(f['severity'])}' id='card-{n}' "
+        f"data-kind='{_esc(f['kind'])}'>"
         f"<h3><span class='sev sev-{_esc(f['severity'])}'>{_esc(f['severity'])}</span> "
         f"{_esc(f['message'])}</h3><div class='where'>{where}</div>"
         f"<table class='evidence'>{rows}</table>{cmd}{plot}</article>"
