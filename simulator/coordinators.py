@@ -81,6 +81,15 @@ class TransactionCoordinator:
             log, [Record(tl.encode_key(md.transactional_id), value, timestamp=now)]
         )
 
+    def restore(self, transactional_id: str, epoch: int, timeout_ms: int, version: int) -> None:
+        """State the coordinator loaded for ``transactional_id`` from records its log's cleaner
+        has since removed (only an id's latest record survives compaction): a producer id at
+        ``epoch``, none of its history in the dump. The next InitProducerId bumps from it, as
+        for an app that has run for weeks."""
+        self.txns[transactional_id] = TxnMetadata(
+            transactional_id, self.cluster.allocate_producer_id(), epoch, timeout_ms, version
+        )
+
     def init_producer_id(self, transactional_id: str, timeout_ms: int, version: int) -> TxnMetadata:
         """InitProducerId: a new id at epoch 0, or the same id with the epoch bumped; an ongoing
         transaction of the previous instance is aborted first (fencing, epoch + 1)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 
 import pytest
 
@@ -60,14 +61,35 @@ def spark():
 SIM_SEED = 7
 
 
+def shared_dir(tmp_path_factory, name: str, make) -> pathlib.Path:
+    """A directory ``make(path)`` writes once for the whole test run: under pytest-xdist every
+    worker is a session of its own, so the first one to take the lock writes it and the others
+    read it (tests only read it; one that changes a dump copies it first)."""
+    import fcntl
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's base, shared by the workers
+    target = root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / f"{name}.done").exists():
+            shutil.rmtree(target, ignore_errors=True)
+            make(target)
+            (root / f"{name}.done").touch()
+    return target
+
+
 @pytest.fixture(scope="session")
 def sim_all(tmp_path_factory):
-    """Every simulator scenario, written once per session through the CLI."""
+    """Every simulator scenario, written once per test run through the CLI."""
     from jobs.cli import main
 
-    out = tmp_path_factory.mktemp("sim") / "all"
-    assert main(["synth", "--scenario", "all", "--out", str(out), "--seed", str(SIM_SEED)]) == 0
-    return out
+    def make(out: pathlib.Path) -> None:
+        args = ["synth", "--scenario", "all", "--out", str(out), "--seed", str(SIM_SEED)]
+        assert main(args) == 0
+
+    return shared_dir(tmp_path_factory, "sim-all", make)
 
 
 @pytest.fixture(scope="session")

@@ -88,11 +88,19 @@ def _both(key, bt: pa.Table, side: list[dict], facts: Facts, monkeypatch) -> int
     return sum(applied)
 
 
+# byte for byte the partitions of another scenario here (production_day's logs, the healthy
+# twin of the long-lived producer's faults): replaying them again proves nothing more
+SAME_PARTITIONS = ("production_day_logs_only", "long_lived_producer")
+
+
 def test_every_scenario_s_partitions_replay_the_same(sim_all, monkeypatch):
     facts = AuditConfig.from_conf(None).facts()
     applied = 0
-    for key, (bt, side) in sorted(_partitions(str(sim_all)).items()):
-        applied += _both(key, bt, side, facts, monkeypatch)
+    for scenario in sorted(d.name for d in sim_all.iterdir() if d.is_dir()):
+        if scenario in SAME_PARTITIONS:
+            continue
+        for key, (bt, side) in sorted(_partitions(str(sim_all / scenario)).items()):
+            applied += _both(key, bt, side, facts, monkeypatch)
     assert applied > 1000  # the scenarios' idempotent producers give runs
 
 
