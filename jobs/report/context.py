@@ -147,7 +147,10 @@ def transaction_contexts(src: AuditOutput, cards: dict[int, dict]) -> dict[int, 
     on = ("cluster", "topic", "partition")
     cols = ["producer_id", "producer_epoch", "first_offset", "last_offset", "marker_offset",
             "outcome", "record_count", "first_timestamp", "marker_timestamp"]  # fmt: skip
-    txns = _windows(_joined(src, "transactions", cols, keys, on), "first_offset")
+    joined = _joined(src, "transactions", cols, keys, on)
+    if joined is not None:  # a marker whose data the cleaner removed has no bar to draw
+        joined = joined.where(F.col("first_offset").isNotNull())
+    txns = _windows(joined, "first_offset")
     lso = _windows(
         _joined(src, "lso_changes", ["timestamp", "log_end_offset", "lso"], keys, on),
         "log_end_offset",
