@@ -16,10 +16,12 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 
 from decoders import seams
 
 TOP_FINDINGS = 30  # the worst findings printed at the end of a run
+TOP_REMEDIATIONS = 5  # ... the first of them with their next step (replay.remediation)
 WRITERS = 4  # tables written at once (threads of the driver, each submitting its Spark jobs)
 # a table's files: one per this many bytes of dump (its rows grow with the dump's batches)
 DUMP_BYTES_PER_FILE = 2 << 30
@@ -207,7 +209,8 @@ def findings_overview(out, entry: dict, limit: int) -> tuple[list[dict], list[di
 
     from replay.findings import SEVERITIES
 
-    columns = ["severity", "kind", "topic", "partition", "first_offset", "group_id", "message"]
+    columns = ["severity", "kind", "topic", "partition", "first_offset", "group_id", "message",
+               "remediation"]  # fmt: skip
     # Spark's ascending order puts nulls first: a key's validity sorts before the key
     keyed = columns[1:5]
     order = [("rank", "descending")]
@@ -220,8 +223,13 @@ def findings_overview(out, entry: dict, limit: int) -> tuple[list[dict], list[di
         if not f["rows"]:
             continue
         with out.fs.open_input_file(out.path(f["path"])) as src:
-            for batch in pq.ParquetFile(src).iter_batches(columns=columns):
+            pf = pq.ParquetFile(src)
+            have = [c for c in columns if c in pf.schema_arrow.names]  # an older run's table
+            for batch in pf.iter_batches(columns=have):
                 t = pa.Table.from_batches([batch])
+                for c in columns:
+                    if c not in have:
+                        t = t.append_column(c, pa.nulls(t.num_rows, pa.string()))
                 per = t.group_by(["kind", "severity"]).aggregate([([], "count_all")])
                 for r in per.to_pylist():
                     key = (r["kind"], r["severity"])
@@ -291,8 +299,10 @@ def _print(summary: dict, top) -> None:
     for kind, n in sorted(summary["findings"]["by_kind"].items()):
         t.add_row(kind, str(n))
     console.print(t)
-    for r in top:
+    for i, r in enumerate(top):
         console.print(f"[{r['severity']}] {r['kind']}: {r['message']}", markup=False)
+        if i < TOP_REMEDIATIONS and r.get("remediation"):  # what to run or check next
+            console.print(textwrap.indent(r["remediation"], "    "), markup=False, soft_wrap=True)
     from jobs import progress
 
     progress.result(json.dumps({"run_id": summary["run_id"], "findings": summary["findings"]}))

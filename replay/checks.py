@@ -6,6 +6,7 @@ same rules to rows).
 
 from __future__ import annotations
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType
@@ -157,3 +158,18 @@ def propagation(leaks: DataFrame, pt: DataFrame, ct: DataFrame) -> DataFrame:
         )
     )
     return findings_frame(joined, PROPAGATION)
+
+
+def remediations(findings: DataFrame, target) -> DataFrame:
+    """The findings with their ``remediation`` (replay.remediation, a target from the
+    configuration), computed in the tasks that hold them, an Arrow batch at a time."""
+    from replay.remediation import filled
+
+    schema = findings.schema
+
+    def fill(batches):
+        for b in batches:
+            out = filled(b.to_pylist(), target)
+            yield pa.RecordBatch.from_pylist(out, schema=b.schema)
+
+    return findings.mapInArrow(fill, schema)

@@ -207,6 +207,7 @@ SCHEMA = Section(
                 "min_coverage": MapOf(Share(), keys=COVERAGE_FAMILIES),
             }
         ),
+        "remediation": Section({"bootstrap_servers": Str(), "command_config": Str()}),
         "topics": MapOf(
             Section(
                 {

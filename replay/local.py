@@ -33,6 +33,7 @@ from replay.crosslog_stream import crosslog_tables
 from replay.grouped import INTERNAL_TOPICS, with_shares
 from replay.incarnations import commit_windows, routed_commits
 from replay.leakage import NOT_COMMITTED, judge_partition
+from replay.remediation import filled, target_of
 from replay.replicas import (
     REPLAY_TABLES,
     REPLICA_BROKER,
@@ -119,6 +120,7 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
     ]
     batches = [b for b in _plain(tables["batches"]) if b["topic"] is not None]
     findings += _divergence(batches, cleaned_bounds(replicas)) + spec.layout.findings
+    findings = filled(findings, target_of(config.remediation))
     routed, routing = routed_commits(
         timeline, commit_windows(partitions, config.clock_tolerance_ms)
     )

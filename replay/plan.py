@@ -53,6 +53,7 @@ from replay.leakage import KIND as LEAK_KIND
 from replay.leakage import NOT_COMMITTED, leaks_stream
 from replay.leakage import OFFSET as LEAK_OFFSET
 from replay.leakage import TXN_COLUMNS as LEAK_TXN_COLUMNS
+from replay.remediation import target_of
 from replay.replicas import (
     REPLAY_TABLES,
     REPLICA_BROKER,
@@ -241,7 +242,8 @@ class Audit:
             stale = self._layout().findings
             if stale:
                 found.append(self._driver_rows(stale, T.FINDINGS))
-            return reduce(DataFrame.unionByName, found)
+            every = reduce(DataFrame.unionByName, found)
+            return checks.remediations(every, target_of(self.config.remediation))
 
         all_counts = self.scan.later(
             "counts",

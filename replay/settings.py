@@ -26,6 +26,8 @@ class AuditConfig:
     clusters: dict[str, str] = field(default_factory=dict)  # log dir glob -> cluster name
     groups: dict[str, dict] = field(default_factory=dict)  # group -> {isolation, assignor}
     topics: dict[str, dict] = field(default_factory=dict)  # topic -> {cleanup_policy, ...}
+    # where the findings' remediation commands point (replay.remediation): never connected to
+    remediation: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_conf(cls, conf: Mapping | None) -> AuditConfig:
@@ -39,6 +41,7 @@ class AuditConfig:
             **conf["audit"],
             groups=conf["groups"],
             topics=conf["topics"],
+            remediation=conf.get("remediation") or {},
             range_bytes=decode["range_bytes"],
             window_bytes=decode["window_bytes"],
             memory_budget_mb=decode["memory_budget_mb"],

@@ -54,6 +54,8 @@ FINDINGS = _schema(
     record_count      i64       records concerned
     message           str       one readable sentence
     evidence          str       JSON: every fact needed to check the finding by hand
+    remediation       str       the next step: a command of Kafka's tools or what to check
+                                (docs/remediation.md; filled once the findings are complete)
     """
 )
 

@@ -31,6 +31,7 @@ import random
 
 from simulator.clients import Producer, make_records
 from simulator.cluster import Cluster, TopicConfig, spread_clocks
+from simulator.production import missing_marker_facts
 from simulator.scenarios import _rewrite_values, _txn_fact, scenario
 from simulator.streams import StreamsApp
 from simulator.truth import Truth
@@ -262,12 +263,7 @@ class Faults:
         t.producer.send("order-state", x, 2, tag="miss")
         spans = list(t.producer.written[("order-state", x)])
         t.commit(skip_markers={("order-state", x)})
-        a = dict(topic="order-state", partition=x, producer_id=t.producer.producer_id,
-                 producer_epoch=t.producer.epoch, transactional_id=t.transactional_id,
-                 first_offset=spans[0][0], last_offset=spans[-1][1],
-                 record_count=sum(b - a + 1 for a, b in spans))  # fmt: skip
-        self.records.append(("missing_marker", {**a, "note": "CompleteCommit listed it"}))
-        self.records.append(("hanging_transaction", {**a, "note": "pins the LSO to the end"}))
+        self.records += missing_marker_facts("order-state", x, t, spans)
         others = {q for q in t.tasks if q != x}
         app.group.planned = {
             th.consumer.member.client_id: {"orders": sorted(

@@ -391,6 +391,18 @@ def _moving(inv: StreamsApp) -> set[int]:
     return {inv.threads[1].tasks[0], inv.threads[2].tasks[0]}
 
 
+def missing_marker_facts(topic: str, x: int, t, spans) -> list[tuple[str, dict]]:
+    """What a faithful auditor reports when stream thread ``t``'s transaction, whose data went
+    to ``topic``-``x`` at ``spans``, was completed without that partition's marker: the missing
+    marker, and the transaction it leaves hanging."""
+    a = dict(topic=topic, partition=x, producer_id=t.producer.producer_id,
+             producer_epoch=t.producer.epoch, transactional_id=t.transactional_id,
+             first_offset=spans[0][0], last_offset=spans[-1][1],
+             record_count=sum(b - a + 1 for a, b in spans))  # fmt: skip
+    return [("missing_marker", {**a, "note": "CompleteCommit listed it"}),
+            ("hanging_transaction", {**a, "note": "pins the LSO to the end"})]  # fmt: skip
+
+
 class Faults:
     """The anomalies of ``production_day_faults``, each recorded with what a faithful auditor
     reports (kind, severity, place, offsets, record count)."""
@@ -445,12 +457,7 @@ class Faults:
         spans = self._txn(t, x)
         t.commit(skip_markers={("inventory-state", x)})
         self.moving.add(x)
-        a = dict(topic="inventory-state", partition=x, producer_id=t.producer.producer_id,
-                 producer_epoch=t.producer.epoch, transactional_id=t.transactional_id,
-                 first_offset=spans[0][0], last_offset=spans[-1][1],
-                 record_count=sum(b - a + 1 for a, b in spans))  # fmt: skip
-        self.records.append(("missing_marker", {**a, "note": "CompleteCommit listed it"}))
-        self.records.append(("hanging_transaction", {**a, "note": "pins the LSO to the end"}))
+        self.records += missing_marker_facts("inventory-state", x, t, spans)
 
     def late_write(self) -> None:
         """A produce request of transaction N reaches the partition after N's marker (before

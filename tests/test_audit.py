@@ -42,7 +42,13 @@ def test_every_injected_anomaly_is_found_and_nothing_else(
     if not truth["anomalies"]:  # clean scenarios: nothing of severity warning or above
         assert [f for f in findings if at_least(f["severity"], "warning")] == []
     # the one-process audit runs the same replay functions: the same findings
-    assert _keys(findings) == _keys(scenario_local(scenario)["findings"])
+    local = scenario_local(scenario)["findings"]
+    assert _keys(findings) == _keys(local)
+    # each with its next step, computed in Spark's tasks as the pure function gives it
+    from replay.remediation import Target, remediation
+
+    assert all(f["remediation"] == remediation(f, Target()) for f in findings)
+    assert all(f["remediation"] for f in findings + local)
 
 
 def _keys(findings: list[dict]) -> list[tuple]:

@@ -99,6 +99,11 @@ def test_a_hanging_transaction_links_to_what_left_it_open():
     assert related == {0: [(1, "hanging_transaction")], 1: [(0, "missing_marker")]}
     html = card(rows[1], ev[1], None, "", 1, related[1])
     assert "id='card-1'" in html and "href='#card-0'>missing_marker</a>" in html
+    # the next step, escaped, above the dump command
+    rows[1]["remediation"] = "kafka-transactions.sh --bootstrap-server '<bootstrap-servers>' abort"
+    html = card(rows[1], ev[1], "logreplay dump x", "", 1, [])
+    assert "next step" in html and "&#x27;&lt;bootstrap-servers&gt;&#x27;" in html
+    assert html.index("next step") < html.index("logreplay dump x")
 
 
 def test_context_windows_keep_the_rows_around_each_card(spark):

@@ -284,6 +284,9 @@ def card(f: dict, ev: dict, command: str | None, plot: str, n: int = 0,
         where += f", offsets {f['first_offset']}–{f.get('last_offset')}"
     rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_value(k, v)}</td></tr>" for k, v in ev.items())
     cmd = f"<pre><code>{_esc(command)}</code></pre>" if command else ""
+    if f.get("remediation"):  # the next step (replay.remediation): never run by logreplay
+        cmd = (f"<div class='remediation'><b>next step</b><pre><code>{_esc(f['remediation'])}"
+               f"</code></pre></div>{cmd}")  # fmt: skip
     if related:
         links = ", ".join(f"<a href='#card-{m}'>{_esc(kind)}</a>" for m, kind in related)
         where += f"<div class='related'>same open transaction: {links}</div>"

@@ -19,7 +19,7 @@ from replay.findings import KINDS, SEVERITIES, VOCABULARY
 PAYLOAD_KEYS = {"key", "value", "keys", "values", "headers", "header_values", "payload"}
 COLUMNS = ["cluster", "kind", "severity", "topic", "partition", "producer_id", "producer_epoch",
            "transactional_id", "group_id", "first_offset", "last_offset", "record_count",
-           "message", "evidence"]  # fmt: skip
+           "message", "evidence", "remediation"]  # fmt: skip
 
 
 def family(kind: str) -> str | None:
