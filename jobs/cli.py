@@ -59,6 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="write an audit's findings as one offline HTML page")
     report_arguments(rep)
 
+    from jobs.findings import add_arguments as findings_arguments
+    from jobs.findings import add_explain_arguments
+
+    fnd = sub.add_parser("findings", help="export an audit's findings as JSON lines or CSV")
+    findings_arguments(fnd)
+    exp = sub.add_parser(
+        "explain", help="one finding: its evidence, its next step and the logs around it"
+    )
+    add_explain_arguments(exp)
+
     demo = sub.add_parser("demo", help="write a sample dump and inspect it")
     demo.add_argument("--out", default="demo-output", help="where to write the sample dump")
     demo.add_argument("--json", action="store_true")
@@ -86,6 +96,10 @@ def _dispatch(args) -> int:
         return run(args.paths, args.deep, args.json, args.verify, args.limit)
     if args.command == "schema":
         return _schema(args.tables)
+    if args.command == "explain":
+        from jobs.findings import explain
+
+        return explain(args)
     if args.command == "demo":
         from jobs.demo import run as demo
 
@@ -96,6 +110,7 @@ def _dispatch(args) -> int:
         "gate": "jobs.gate",
         "synth": "jobs.synth",
         "report": "jobs.report",
+        "findings": "jobs.findings",
     }
     if args.command in jobs:
         import importlib

@@ -161,7 +161,7 @@ def propagation(leaks: DataFrame, pt: DataFrame, ct: DataFrame) -> DataFrame:
 
 
 def remediations(findings: DataFrame, target) -> DataFrame:
-    """The findings with their ``remediation`` (replay.remediation, a target from the
+    """The findings with their ``remediation`` and ``fingerprint`` (replay.remediation, a target from the
     configuration), computed in the tasks that hold them, an Arrow batch at a time."""
     from replay.remediation import filled
 

@@ -256,6 +256,21 @@ def target_of(section: dict | None) -> Target:
     return Target(section.get("bootstrap_servers"), section.get("command_config"))
 
 
+# what identifies a finding across runs and versions (its message and evidence may be worded
+# differently by another version; `logreplay explain OUT ID` takes it)
+IDENTITY = ("cluster", "kind", "topic", "partition", "producer_id", "transactional_id",
+            "group_id", "first_offset", "last_offset")  # fmt: skip
+
+
+def fingerprint(f: dict[str, Any]) -> str:
+    """16 hex digits of a SHA-256 over the finding's :data:`IDENTITY`."""
+    import hashlib
+
+    key = json.dumps([f.get(c) for c in IDENTITY], default=str)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
 def filled(rows: list[dict], target: Target) -> list[dict]:
-    """Finding rows with their ``remediation``."""
-    return [{**r, "remediation": remediation(r, target)} for r in rows]
+    """Finding rows with their ``remediation`` and ``fingerprint``."""
+    return [{**r, "remediation": remediation(r, target), "fingerprint": fingerprint(r)}
+            for r in rows]  # fmt: skip

@@ -56,6 +56,8 @@ FINDINGS = _schema(
     evidence          str       JSON: every fact needed to check the finding by hand
     remediation       str       the next step: a command of Kafka's tools or what to check
                                 (docs/remediation.md; filled once the findings are complete)
+    fingerprint       str       the finding's identity across runs: a hash of its cluster, kind
+                                and place (producer, group, offsets), not of its wording
     """
 )
 

@@ -166,7 +166,22 @@ def test_audit_command_line(spark, sim_all, scenario_audit, tmp_path, capsys):
         want[a["kind"]] = want.get(a["kind"], 0) + 1
     mine = scenario_audit("transaction_faults")["findings"].column("kind").to_pylist()
     assert {k: mine.count(k) for k in set(mine)} == want
-    assert "split_outcome" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "split_outcome" in err
+    assert "    One transaction committed in one partition and aborted" in err  # its next step
+    # the findings exported for other tools, each with its next step and fingerprint, and one
+    # of them explained with the logs around it (tests/test_outputs.py: the same on S3)
+    assert main(["findings", str(out), "--to", str(tmp_path / "f.jsonl")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "f.jsonl").read_text().splitlines()]
+    assert len(rows) == summary["rows"]["findings"]
+    assert all(r["remediation"] and r["fingerprint"] for r in rows)
+    assert len({r["fingerprint"] for r in rows}) == len(rows)
+    split = next(r for r in rows if r["kind"] == "split_outcome")
+    assert main(["explain", str(out), split["fingerprint"], "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["finding"]["fingerprint"] == split["fingerprint"]
+    assert any(t["first_offset"] == split["first_offset"] for t in doc["context"]["transactions"])
+    assert doc["context"]["coordinator"]
     assert main(["audit", str(tmp_path / "nope"), "--out", str(out)]) == 2
     assert main(["audit", str(root), "--out", str(out), "--conf", str(tmp_path / "x.yaml")]) == 2
 

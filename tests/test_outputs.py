@@ -91,6 +91,26 @@ def test_audit_on_s3_fails_the_gate_as_locally(spark, s3, s3_audit, local_audit)
     assert _findings(r.asDict() for r in rows) == _findings(local_audit["findings"])
 
 
+def test_findings_export_and_explain_read_the_s3_output(s3, s3_audit, local_audit, capsys):  # noqa: F811
+    """`logreplay findings` and `logreplay explain` on the bucket's output: the rows the
+    one-process audit gives, each with its next step and fingerprint; the hanging transaction
+    explained with its remediation and the partition's transactions around it."""
+    capsys.readouterr()
+    assert main(["findings", s3.uri("audit"), "--format", "jsonl"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert _findings(rows) == _findings(local_audit["findings"])
+    assert all(r["remediation"] and len(r["fingerprint"]) == 16 for r in rows)
+    assert isinstance(rows[0]["evidence"], dict)
+    assert main(["findings", s3.uri("audit"), "--format", "csv", "--to",
+                 s3.uri("exports/findings.csv")]) == 0  # fmt: skip
+    assert s3.read("exports/findings.csv").decode().startswith("cluster,kind,severity")
+    hanging = next(r for r in rows if r["kind"] == "hanging_transaction")
+    assert main(["explain", s3.uri("audit"), hanging["fingerprint"][:8]]) == 0
+    text = capsys.readouterr().out
+    assert "find-hanging" in text and "transactions around it" in text
+    assert main(["explain", s3.uri("audit"), "ffffffffffffffff"]) == 2
+
+
 def test_gate_on_the_s3_output(s3, s3_audit):  # noqa: F811
     assert main(["gate", s3.uri("audit"), "--set", "gate.data_docs=false", *RUN]) == 1
     summary = json.loads(s3.read("audit/summary.json"))

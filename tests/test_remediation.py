@@ -148,3 +148,37 @@ def test_every_finding_of_the_faulted_scenarios_has_a_next_step_that_parses(faul
             ev = json.loads(f["evidence"])
             assert all(p in f["remediation"] for p in ev["output_partitions"])
     assert commands > 10
+
+
+def test_findings_export_as_json_lines_and_csv():
+    """`logreplay findings`: JSON lines with the evidence as an object, or CSV with a header
+    and the evidence as its JSON text, a row at a time."""
+    import csv
+    import io
+
+    from jobs.findings import export
+    from replay.remediation import filled
+
+    rows = filled([
+        finding("sequence_gap", "a gap", {"expected_sequence": 3}, topic="t", partition=0,
+                producer_id=7, first_offset=10, last_offset=11, record_count=2),
+        finding("orphan_marker", 'a "quoted", comma', {}, topic="t", partition=1),
+    ], Target())  # fmt: skip
+    sink = io.StringIO()
+    assert export(iter(rows), "jsonl", sink) == 2
+    docs = [json.loads(line) for line in sink.getvalue().splitlines()]
+    assert docs[0]["evidence"] == {"expected_sequence": 3} and docs[0]["fingerprint"]
+    sink = io.StringIO()
+    assert export(iter(rows), "csv", sink) == 2
+    back = list(csv.DictReader(io.StringIO(sink.getvalue())))
+    assert back[1]["message"] == 'a "quoted", comma' and back[0]["remediation"]
+    assert json.loads(back[0]["evidence"]) == {"expected_sequence": 3}
+
+
+def test_a_fingerprint_names_the_finding_not_its_wording():
+    from replay.remediation import fingerprint
+
+    a = finding("sequence_gap", "one wording", {"x": 1}, topic="t", partition=0, first_offset=5)
+    b = {**a, "message": "another", "evidence": "{}"}
+    assert fingerprint(a) == fingerprint(b)
+    assert fingerprint(a) != fingerprint({**a, "first_offset": 6})
