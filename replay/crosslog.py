@@ -139,6 +139,10 @@ class Pair:
     a_before: bool = False
     b_before: bool = False
     cleaned: int = 0  # the first entries lie in the partition's cleaned range (a prefix)
+    # a transaction prepared this long before the partition's copy ends without completing
+    # is stuck, not in flight (its markers are written within moments of the Prepare record):
+    # the producer's transaction timeout; None: never judged stuck
+    stuck_ms: int | None = None
 
     def reaches_past(self, end: int | None, ts: np.ndarray) -> np.ndarray:
         """Whether a copy ending at ``end`` extends past each time by more than the clock
@@ -156,6 +160,16 @@ class Pair:
         if start is None:
             return np.zeros(len(ts), bool)
         return (ts >= 0) & (ts > start + self.bounds.tolerance_ms)
+
+    def _ended(self, a: np.ndarray) -> np.ndarray:
+        """When each coordinator transaction's markers were due: its Complete record, or for
+        one left in Prepare (no Complete in the coordinator's log) the Prepare plus
+        :attr:`stuck_ms` (KAFKA-18660: a transaction-version-2 commit stuck half way); -1
+        unknown."""
+        complete, prepare = a[:, L_COMPLETE_TS], a[:, L_PREPARE_TS]
+        stuck = -1 if self.stuck_ms is None else self.stuck_ms
+        prepared = (outcome_code(a[:, L_OUTCOME]) != 0) & (prepare >= 0) & (stuck >= 0)
+        return np.where(complete >= 0, complete, np.where(prepared, prepare + stuck, -1))
 
     def skip_a(self, a: np.ndarray) -> Skips:
         """A coordinator transaction listing the partition without an entry there, with no
@@ -212,7 +226,7 @@ class Pair:
         a_steps = np.stack([
             a[:, L_DATA_EPOCH], a[:, L_MARKER_EPOCH], listed_start(a), listed_end(a),
             outcome_code(a[:, L_OUTCOME]), a[:, L_MAYBE], (complete >= 0).astype(np.int64),
-            self.reaches_past(self.side.copy_end_ts, complete).astype(np.int64),
+            self.reaches_past(self.side.copy_end_ts, self._ended(a)).astype(np.int64),
         ], axis=1) if len(a) else np.zeros((0, A_COLUMNS), np.int64)  # fmt: skip
         b_steps = np.stack([
             outcome_code(b[:, E_OUTCOME]), (b[:, E_RECORDS] > 0).astype(np.int64), b[:, E_EPOCH],
@@ -306,10 +320,12 @@ def _match(s, k, i):  # pragma: no cover (compiled)
     if maybe == 1:
         return ASSUME  # its partitions are unknown: it may have listed this one
     if b_out == 0:  # open data
-        if outcome == 0 or complete == 0:
+        if outcome == 0:
             return 0  # still in flight when the coordinator's copy was taken
-        if reach == 1:
-            return ANOMALY  # missing marker: the partition's copy reaches past completion
+        if reach == 1:  # the partition's copy reaches past its completion, or far past a
+            return ANOMALY  # Prepare never completed (Pair._ended): a missing marker
+        if complete == 0:
+            return 0  # prepared, its markers being written when the copies were taken
         return ASSUME  # the partition's copy may predate the marker
     if outcome == 0:
         return ASSUME  # decided after the coordinator's copy

@@ -20,6 +20,7 @@ list and one band row per block (a few bytes per thousand transactions)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import numpy as np
@@ -506,8 +507,9 @@ class ProducerJudge:
             early_cleaned += int((data & (block[:, E_CLEANED] > 0)).sum())
         self._count(tp, "unjudged", early)
         n, m = len(seqs.listed) - q, len(seqs.entries) - p
+        stuck = None if self.timeout_ms is None else self.timeout_ms + self.bounds.tolerance_ms
         pair = Pair(seqs.side, coord, self.bounds, n, m, a_before=q > 0, b_before=p > 0,
-                    cleaned=max(0, seqs.cleaned - p))  # fmt: skip
+                    cleaned=max(0, seqs.cleaned - p), stuck_ms=stuck)  # fmt: skip
 
         def steps_of(k0: int, k1: int, i0: int, i1: int):
             a = seqs.listed.rows(q + k0, q + k1)
@@ -529,8 +531,10 @@ class ProducerJudge:
             for x in np.flatnonzero((bad > 0) & ~free).tolist():
                 at = start + x
                 if which == "b":
-                    row = seqs.entries.rows(p + at, p + at + 1)[0]
-                    bad_b.append((at, self._b_finding(int(bad[x]), row, tp, seqs.listing)))
+                    rows = seqs.entries.rows(max(p, p + at - 1), p + at + 1)
+                    previous = rows[0] if len(rows) == 2 else None  # its entry before, if any
+                    finding_ = self._b_finding(int(bad[x]), rows[-1], tp, seqs, previous)
+                    bad_b.append((at, finding_))
                 else:
                     row = seqs.listed.rows(q + at, q + at + 1)[0]
                     bad_a.append((at, self._a_finding(row, tp)))
@@ -542,14 +546,29 @@ class ProducerJudge:
             self.found.append((tp, found))
 
     # -- findings ------------------------------------------------------------------------------
-    def _b_finding(self, bad: int, row: np.ndarray, tp: tuple[str, int], listing: int) -> dict:
+    def _b_finding(self, bad: int, row: np.ndarray, tp: tuple[str, int], seqs: _Sequences,
+                   previous: np.ndarray | None = None) -> dict:  # fmt: skip
+        """The finding of entry ``row``; ``previous``: this producer's entry before it in the
+        partition, whose marker a late write follows (docs/known-bugs.md, KAFKA-12671)."""
         b = {name: _value(row[col]) for col, name in ENTRY_FIELDS.items()}
         b["outcome"] = _outcome_text(int(row[E_OUTCOME]))
         if bad == 1:
             kind = "missing_marker" if row[E_OUTCOME] == RAW_OPEN else "split_outcome"
         else:
             kind = "write_outside_transaction" if b["record_count"] else "orphan_marker"
-        return entry_finding(kind, b, tp, self.pid, self.tid, listing, self.bounds)
+        f = entry_finding(kind, b, tp, self.pid, self.tid, seqs.listing, self.bounds)
+        ev = json.loads(f["evidence"])
+        if previous is not None and previous[E_MARKER_OFFSET] >= 0:
+            ev["previous_marker_offset"] = int(previous[E_MARKER_OFFSET])
+            ev["previous_marker_epoch"] = _value(previous[E_MARKER_EPOCH])
+            ev["previous_outcome"] = _outcome_text(int(previous[E_OUTCOME]))
+        if kind == "missing_marker":
+            prepared = _left_in_prepare(seqs, int(row[E_EPOCH]))
+            if prepared is not None:  # the coordinator's log ends at its Prepare record
+                ev["coordinator_state"] = "Prepare"
+                ev["prepare_timestamp"] = prepared
+        f["evidence"] = json.dumps(ev, sort_keys=True, default=str)
+        return f
 
     def _a_finding(self, row: np.ndarray, tp: tuple[str, int]) -> dict:
         a = {name: _value(row[col]) for col, name in LISTED_FIELDS.items()}
@@ -579,6 +598,18 @@ class ProducerJudge:
                 continue
             self._count(tp, "open_judged", 1)
             self.hanging.append(hanging_finding(r, self.pid, self.tid, timeout, facts))
+
+
+def _left_in_prepare(seqs: _Sequences, epoch: int) -> int | None:
+    """The Prepare time of a coordinator transaction listing the partition, with data epoch
+    ``epoch``, whose log ends at its Prepare record (no Complete); None if there is none.
+    Read a block at a time: only for a finding."""
+    for s in range(0, len(seqs.listed), BLOCK_ROWS):
+        a = seqs.listed.rows(s, min(s + BLOCK_ROWS, len(seqs.listed)))
+        hit = (a[:, L_DATA_EPOCH] == epoch) & (a[:, L_COMPLETE_TS] < 0) & (a[:, L_PREPARE_TS] >= 0)
+        if hit.any():
+            return int(a[np.flatnonzero(hit)[0], L_PREPARE_TS])
+    return None
 
 
 def entry_finding(kind: str, b: dict, tp, pid, tid, listing: int, bounds: Bounds) -> dict:

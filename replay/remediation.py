@@ -48,10 +48,15 @@ def remediation(f: dict[str, Any], target: Target) -> str:
         ev = json.loads(f.get("evidence") or "{}")
     except ValueError:
         ev = {}
+    ev = ev if isinstance(ev, dict) else {}
     build = BUILDERS.get(f["kind"])
     if build is not None:
-        return build(f, ev if isinstance(ev, dict) else {}, target)
-    return NEXT_CHECK.get(f["kind"], "Check the evidence against the dump with `logreplay dump`.")
+        text = build(f, ev, target)
+    else:
+        text = NEXT_CHECK.get(f["kind"], "Check the evidence with `logreplay dump`.")
+    if ev.get("known_bug"):  # replay.known_bugs: the trace of a known Kafka bug
+        text += f"\n# the trace of a known Kafka bug, {ev['known_bug']}: upgrade the brokers"
+    return text
 
 
 def _tp(f: dict) -> str:
@@ -271,6 +276,20 @@ def fingerprint(f: dict[str, Any]) -> str:
 
 
 def filled(rows: list[dict], target: Target) -> list[dict]:
-    """Finding rows with their ``remediation`` and ``fingerprint``."""
-    return [{**r, "remediation": remediation(r, target), "fingerprint": fingerprint(r)}
-            for r in rows]  # fmt: skip
+    """Finding rows with the known bug their trace shows named in their evidence
+    (replay.known_bugs), their ``remediation`` and their ``fingerprint``."""
+    return [_filled(r, target) for r in rows]
+
+
+def _filled(r: dict, target: Target) -> dict:
+    from replay.known_bugs import cite, known_bug
+
+    try:
+        ev = json.loads(r.get("evidence") or "{}")
+    except ValueError:
+        ev = None
+    bug = known_bug(r, ev) if isinstance(ev, dict) else None
+    if bug is not None:
+        r = {**r, "evidence": json.dumps({**ev, "known_bug": cite(bug)}, sort_keys=True,
+                                         default=str)}  # fmt: skip
+    return {**r, "remediation": remediation(r, target), "fingerprint": fingerprint(r)}

@@ -121,8 +121,8 @@ class TransactionCoordinator:
         self.write_state(md, "Ongoing")
 
     def end_txn(self, md: TxnMetadata, commit: bool, *, skip_markers: set | None = None,
-                outcome_override: dict | None = None,
-                failover_after: int | None = None) -> dict[tuple[str, int], int]:  # fmt: skip
+                outcome_override: dict | None = None, failover_after: int | None = None,
+                stuck_after: int | None = None) -> dict[tuple[str, int], int]:  # fmt: skip
         """EndTxn: Prepare, markers to every partition, Complete. TV2 bumps the epoch and the
         markers carry it (10.4). When the data's epoch is exhausted (>= 32766) the TV2
         coordinator rotates the producer id (8.3, TransactionMetadata.prepareAbortOrCommit and
@@ -130,7 +130,8 @@ class TransactionCoordinator:
         and name the next id, and the Complete record switches to the next id at epoch 0 with
         the old one as its previous id. ``skip_markers``/``outcome_override`` are fault hooks;
         ``failover_after=k``: the coordinator's broker goes away after k markers, see
-        :meth:`failover`."""
+        :meth:`failover`; ``stuck_after=k``: the coordinator writes k markers and never
+        completes (a transaction-version-2 transaction stuck in Prepare, KAFKA-18660)."""
         rotate = md.version >= 2 and md.producer_epoch >= EXHAUSTED_PRODUCER_EPOCH
         md.previous_producer_id = -1
         if rotate:
@@ -140,6 +141,8 @@ class TransactionCoordinator:
         self.write_state(md, "PrepareCommit" if commit else "PrepareAbort")
         markers = {}
         for i, tp in enumerate(sorted(md.partitions)):
+            if stuck_after is not None and i == stuck_after:
+                return markers
             if failover_after is not None and i == failover_after:
                 markers.update(self.failover(md, commit))
                 break
