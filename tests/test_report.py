@@ -130,8 +130,8 @@ def test_the_demo_report_renders_offline(reports, artifacts):
 
 def _commands(b) -> list[str]:
     """The `logreplay dump` commands of the page's finding cards."""
-    return b.evaluate(
-        "Array.from(document.querySelectorAll('article.finding-card pre code'))"
+    return b.evaluate(  # the card's own command; a next step's commands sit in its div
+        "Array.from(document.querySelectorAll('article.finding-card > pre code'))"
         ".map(function(c){return c.innerText})"
     )
 
@@ -159,6 +159,12 @@ def test_the_report_of_every_finding_kind_renders_offline(reports, artifacts, si
     with b:
         counts = _check_page(b, out, kinds)
         commands = _commands(b)
+        # every card shows its finding's next step (replay.remediation)
+        steps, cards = b.evaluate(
+            "[document.querySelectorAll('article.finding-card div.remediation').length,"
+            " document.querySelectorAll('article.finding-card').length]"
+        )
+    assert steps == cards > 0
     assert counts["plots"] >= 4 + len([k for k in kinds if family(k)])
     # a run over several roots: every card's file is the one of its own scenario
     scenarios = {d.name for d in _faulted(sim_all)}
