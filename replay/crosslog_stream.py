@@ -20,7 +20,6 @@ list and one band row per block (a few bytes per thousand transactions)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import numpy as np
@@ -556,8 +555,7 @@ class ProducerJudge:
             kind = "missing_marker" if row[E_OUTCOME] == RAW_OPEN else "split_outcome"
         else:
             kind = "write_outside_transaction" if b["record_count"] else "orphan_marker"
-        f = entry_finding(kind, b, tp, self.pid, self.tid, seqs.listing, self.bounds)
-        ev = json.loads(f["evidence"])
+        ev: dict = {}  # what the entry alone does not say
         if previous is not None and previous[E_MARKER_OFFSET] >= 0:
             ev["previous_marker_offset"] = int(previous[E_MARKER_OFFSET])
             ev["previous_marker_epoch"] = _value(previous[E_MARKER_EPOCH])
@@ -567,8 +565,7 @@ class ProducerJudge:
             if prepared is not None:  # the coordinator's log ends at its Prepare record
                 ev["coordinator_state"] = "Prepare"
                 ev["prepare_timestamp"] = prepared
-        f["evidence"] = json.dumps(ev, sort_keys=True, default=str)
-        return f
+        return entry_finding(kind, b, tp, self.pid, self.tid, seqs.listing, self.bounds, ev)
 
     def _a_finding(self, row: np.ndarray, tp: tuple[str, int]) -> dict:
         a = {name: _value(row[col]) for col, name in LISTED_FIELDS.items()}
@@ -612,8 +609,10 @@ def _left_in_prepare(seqs: _Sequences, epoch: int) -> int | None:
     return None
 
 
-def entry_finding(kind: str, b: dict, tp, pid, tid, listing: int, bounds: Bounds) -> dict:
-    """A partition entry that no cheapest alignment explains without an anomaly."""
+def entry_finding(kind: str, b: dict, tp, pid, tid, listing: int, bounds: Bounds,
+                  extra: dict | None = None) -> dict:  # fmt: skip
+    """A partition entry that no cheapest alignment explains without an anomaly; ``extra``:
+    evidence from beyond the entry (its producer's entry before it, the coordinator)."""
     topic, partition = tp
     evidence = {
         k: b.get(k)
@@ -639,6 +638,7 @@ def entry_finding(kind: str, b: dict, tp, pid, tid, listing: int, bounds: Bounds
     }
     if kind == "missing_marker":
         evidence["reason"] = "the partition's copy extends past the coordinator's completion"
+    evidence.update(extra or {})
     return finding(kind, _ENTRY_MESSAGES[kind](b, tp, pid, tid), evidence, **where)
 
 

@@ -42,13 +42,10 @@ def command(*words: Any) -> str:
     return " ".join(shlex.quote(str(w)) for w in words)
 
 
-def remediation(f: dict[str, Any], target: Target) -> str:
-    """The next step for finding row ``f`` (its columns and JSON evidence)."""
-    try:
-        ev = json.loads(f.get("evidence") or "{}")
-    except ValueError:
-        ev = {}
-    ev = ev if isinstance(ev, dict) else {}
+def remediation(f: dict[str, Any], target: Target, ev: dict | None = None) -> str:
+    """The next step for finding row ``f`` (its columns and JSON evidence; ``ev``: that
+    evidence already parsed)."""
+    ev = _evidence(f) if ev is None else ev
     build = BUILDERS.get(f["kind"])
     if build is not None:
         text = build(f, ev, target)
@@ -281,15 +278,21 @@ def filled(rows: list[dict], target: Target) -> list[dict]:
     return [_filled(r, target) for r in rows]
 
 
+def _evidence(f: dict) -> dict:
+    """A finding's evidence as a dict ({} when it is not a JSON object)."""
+    try:
+        ev = json.loads(f.get("evidence") or "{}")
+    except ValueError:
+        return {}
+    return ev if isinstance(ev, dict) else {}
+
+
 def _filled(r: dict, target: Target) -> dict:
     from replay.known_bugs import cite, known_bug
 
-    try:
-        ev = json.loads(r.get("evidence") or "{}")
-    except ValueError:
-        ev = None
-    bug = known_bug(r, ev) if isinstance(ev, dict) else None
+    ev = _evidence(r)
+    bug = known_bug(r, ev)
     if bug is not None:
-        r = {**r, "evidence": json.dumps({**ev, "known_bug": cite(bug)}, sort_keys=True,
-                                         default=str)}  # fmt: skip
-    return {**r, "remediation": remediation(r, target), "fingerprint": fingerprint(r)}
+        ev = {**ev, "known_bug": cite(bug)}
+        r = {**r, "evidence": json.dumps(ev, sort_keys=True, default=str)}
+    return {**r, "remediation": remediation(r, target, ev), "fingerprint": fingerprint(r)}
