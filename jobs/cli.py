@@ -69,6 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_explain_arguments(exp)
 
+    from jobs.extract import add_arguments as extract_arguments
+
+    ext = sub.add_parser(
+        "extract", help="the smallest re-auditable slice of a dump behind a finding, or of a "
+        "transactional id, group or partition"
+    )
+    extract_arguments(ext)
+
     demo = sub.add_parser("demo", help="write a sample dump and inspect it")
     demo.add_argument("--out", default="demo-output", help="where to write the sample dump")
     demo.add_argument("--json", action="store_true")
@@ -111,6 +119,7 @@ def _dispatch(args) -> int:
         "synth": "jobs.synth",
         "report": "jobs.report",
         "findings": "jobs.findings",
+        "extract": "jobs.extract",
     }
     if args.command in jobs:
         import importlib

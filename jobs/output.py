@@ -481,7 +481,9 @@ def _read_unversioned(spark, out: OutputDir) -> dict:
 
 
 def redacted(conf: dict) -> dict:
-    """The configuration as a summary records it: no secrets."""
+    """The configuration as a summary records it: a plain document (a loaded RunConfig is a
+    mapping), no secrets."""
+    conf = {k: conf[k] for k in conf}
     s3 = (conf.get("storage") or {}).get("s3") or {}
     if not s3.get("secret_access_key"):
         return conf

@@ -71,6 +71,8 @@ class Producer:
     coordinator_epoch: int = -1
     txn: dict | None = None  # the open transaction
     last_timestamp: int = -1
+    # False while all the log showed of it is markers: its sequences before them are unknown
+    sequences_known: bool = True
 
 
 @dataclass
@@ -432,11 +434,13 @@ class PartitionReplay:
                 ),
             )
             return  # the leader appended nothing: the state stays as it was
+        # KIP-360: a producer without state may start at any sequence; so may one the log
+        # showed only markers of (its batches before them are outside the dump: retention,
+        # cleaning or a copy that starts there; a broker would know them from its snapshot)
+        fresh = p is None or (not p.sequences_known and epoch == p.epoch)
         if p is None:
             p = self.producers[pid] = Producer()
-            fresh = True  # KIP-360: a producer without state may start at any sequence
-        else:
-            fresh = False
+        p.sequences_known = True
         # cleaned batches leave holes in sequences and epochs (10.8): judge only past them
         unseen = max(self.cleaned_upto, self.hole_end)
         cleaned = b["base_offset"] < self.cleaned_upto or (
@@ -567,7 +571,9 @@ class PartitionReplay:
     def _marker(self, pid: int, b: dict, ts: int) -> None:
         if b["record_count"] == 0 or b["control_type"] not in ("COMMIT", "ABORT"):
             return  # a cleaned (empty) control batch is ignored
-        p = self.producers.setdefault(pid, Producer())
+        p = self.producers.get(pid)
+        if p is None:
+            p = self.producers[pid] = Producer(sequences_known=False)
         if b["base_offset"] < self.cleaned_upto:  # each counted once: a horizon means no data
             horizon = bool(b.get("has_delete_horizon"))
             self.cleaned_markers[1 if horizon else 0] += horizon or p.txn is None

@@ -196,8 +196,16 @@ def _divergence(f: dict, ev: dict, target: Target) -> str:
         f"{f['first_offset']}..{f['last_offset']} ({f.get('record_count')} offsets, "
         f"{ev.get('batches')} batches): compare them with "
         f"`logreplay dump --deep` on each broker's {_tp(f)} directory; the replica that is not "
-        "the leader's lost those records when it truncated (an unclean leader election)."
+        "the leader's lost those records when it truncated (an unclean leader election). "
+        "To attach both replicas' batches, byte for byte, to a ticket:\n"
+        f"{extract_command(f)}"
     )
+
+
+def extract_command(f: dict) -> str:
+    """`logreplay extract finding` for finding ``f`` (docs/extract.md); the audit's output
+    directory and the slice's are placeholders: the finding does not know them."""
+    return f"logreplay extract finding <audit-output> {fingerprint(f)} --to <slice-dir>"
 
 
 BUILDERS: dict[str, Callable[[dict, dict, Target], str]] = {

@@ -111,6 +111,32 @@ def test_findings_export_and_explain_read_the_s3_output(s3, s3_audit, local_audi
     assert main(["explain", s3.uri("audit"), "ffffffffffffffff"]) == 2
 
 
+def test_extract_a_finding_from_the_s3_output_and_audit_the_slice(s3, s3_audit, tmp_path, capsys):  # noqa: F811
+    """`logreplay extract finding` on the bucket's output and dump, as the README shows it: the
+    slice (written to the bucket, and locally) holds the manifest, is within the bound, and
+    `logreplay audit` on it (Spark, as a user runs it) finds the hanging transaction again,
+    same fingerprint; the payloads are tokens."""
+    capsys.readouterr()
+    assert main(["findings", s3.uri("audit"), "--kind", "hanging_transaction"]) == 0
+    hanging = json.loads(capsys.readouterr().out.splitlines()[0])
+    fid = hanging["fingerprint"]
+    assert main(["extract", "finding", s3.uri("audit"), fid, "--to", s3.uri("slices/h")]) == 0
+    manifest = json.loads(s3.read("slices/h/manifest.json"))
+    assert manifest["reproduced"]["fingerprint"] and manifest["finding"]["fingerprint"] == fid
+    assert manifest["bytes"] <= manifest["bound_bytes"]
+    assert any(k.endswith(".log") for k in s3.keys("slices/h/"))
+    local = tmp_path / "slice"
+    assert main(["extract", "finding", s3.uri("audit"), fid[:10], "--to", str(local)]) == 0
+    out = tmp_path / "slice-audit"
+    assert main(["audit", str(local), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["findings", str(out), "--kind", "hanging_transaction"]) == 0
+    again = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert fid in {r["fingerprint"] for r in again}
+    logs = [p for p in local.rglob("*.log") if not p.parent.name.startswith("__")]
+    assert logs and not any(b'"tag"' in p.read_bytes() for p in logs)
+
+
 def test_gate_on_the_s3_output(s3, s3_audit):  # noqa: F811
     assert main(["gate", s3.uri("audit"), "--set", "gate.data_docs=false", *RUN]) == 1
     summary = json.loads(s3.read("audit/summary.json"))

@@ -70,12 +70,16 @@ def _commands(text: str) -> list[list[str]]:
             assert words[1] == "%s\\n" and words[3] == ">", line
             assert PLAN_LINE.match(words[2]), line
             continue
-        if line.startswith("kafka-"):
+        if line.startswith(("kafka-", "logreplay ")):
             out.append(shlex.split(line))
     return out
 
 
 def _parse(words: list[str]) -> argparse.Namespace:
+    if words[0] == "logreplay":  # our own command (extract): parsed by our own parser
+        from jobs.cli import build_parser
+
+        return build_parser().parse_args(words[1:])
     return TOOLS[words[0]].parse_args(words[1:])
 
 
@@ -144,6 +148,10 @@ def test_every_finding_of_the_faulted_scenarios_has_a_next_step_that_parses(faul
         for c in _commands(f["remediation"]):
             _parse(c)  # raises Refused on an option the tool does not have
             commands += 1
+        if f["kind"] == "replica_divergence":
+            extract = _parse(_commands(f["remediation"])[-1])
+            assert (extract.command, extract.what, extract.id) == ("extract", "finding",
+                                                                  f["fingerprint"])  # fmt: skip
         if f["kind"] == "aborted_data_propagated":
             ev = json.loads(f["evidence"])
             assert all(p in f["remediation"] for p in ev["output_partitions"])
