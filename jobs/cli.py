@@ -72,8 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     from jobs.extract import add_arguments as extract_arguments
 
     ext = sub.add_parser(
-        "extract", help="the smallest re-auditable slice of a dump behind a finding, or of a "
-        "transactional id, group or partition"
+        "extract",
+        help="the smallest re-auditable slice of a dump behind a finding, or of a "
+        "transactional id, group or partition",
     )
     extract_arguments(ext)
 

@@ -45,7 +45,7 @@ def command(*words: Any) -> str:
 def remediation(f: dict[str, Any], target: Target, ev: dict | None = None) -> str:
     """The next step for finding row ``f`` (its columns and JSON evidence; ``ev``: that
     evidence already parsed)."""
-    ev = _evidence(f) if ev is None else ev
+    ev = evidence_of(f) if ev is None else ev
     build = BUILDERS.get(f["kind"])
     if build is not None:
         text = build(f, ev, target)
@@ -286,7 +286,7 @@ def filled(rows: list[dict], target: Target) -> list[dict]:
     return [_filled(r, target) for r in rows]
 
 
-def _evidence(f: dict) -> dict:
+def evidence_of(f: dict) -> dict:
     """A finding's evidence as a dict ({} when it is not a JSON object)."""
     try:
         ev = json.loads(f.get("evidence") or "{}")
@@ -298,7 +298,7 @@ def _evidence(f: dict) -> dict:
 def _filled(r: dict, target: Target) -> dict:
     from replay.known_bugs import cite, known_bug
 
-    ev = _evidence(r)
+    ev = evidence_of(r)
     bug = known_bug(r, ev)
     if bug is not None:
         ev = {**ev, "known_bug": cite(bug)}

@@ -24,6 +24,7 @@ from typing import Any
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from decoders.errors import DecodeError
 from decoders.rewrite import Entry
+from replay.remediation import evidence_of
 
 Place = tuple[str, int]  # (topic, partition)
 INTERNAL = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
@@ -114,14 +115,6 @@ def _walk(value: Any, key: str = "") -> Iterable[tuple[str, Any]]:
             yield from _walk(v, key)
     else:
         yield key, value
-
-
-def evidence_of(f: dict) -> dict:
-    try:
-        ev = json.loads(f.get("evidence") or "{}")
-    except ValueError:
-        return {}
-    return ev if isinstance(ev, dict) else {}
 
 
 def _add_run(want: Want, place: Place, lo: int, hi: int) -> None:
