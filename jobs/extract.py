@@ -152,17 +152,25 @@ def cut(dump: Dump, want: Want, include_payloads: bool) -> Cut:
     out = Cut()
     tokens = Tokens()
     kept_dirs: set[str] = set()
-    for folder, r in sorted(dump.replicas.items()):
-        pairs = r.entries() if _involved(r, want) else []
-        if not pairs:
+    keeps: dict[str, list[bool]] = {}
+    epochs: dict[int, tuple[int, int]] = {}
+    for folder, r in sorted(dump.replicas.items()):  # user partitions first
+        if r.topic in INTERNAL or not _involved(r, want):
             continue
-        if r.topic in INTERNAL:
-            keep = _internal_kept(r, pairs, want)
-        elif r.topic == METADATA_TOPIC:
-            keep = [True] * len(pairs)  # needed only beside kept partitions: see below
-        else:
-            es = [e for e, _ in pairs]
-            keep = slices.kept(es, want, r.place, [f.info.file for _, f in pairs])
+        pairs = r.entries()
+        keeps[folder] = slices.kept([e for e, _ in pairs], want, r.place,
+                                    [f.info.file for _, f in pairs])  # fmt: skip
+        for (e, _), k in zip(pairs, keeps[folder], strict=True):
+            if k and e.producer_id in want.pids:
+                lo, hi = epochs.get(e.producer_id, (e.producer_epoch, e.producer_epoch))
+                epochs[e.producer_id] = (min(lo, e.producer_epoch), max(hi, e.producer_epoch))
+    if want.level == "epochs":  # then the coordinator's records of those epochs
+        want = slices.aligned(want, epochs)
+    for folder, r in sorted(dump.replicas.items()):
+        if folder not in keeps and not (r.topic in INTERNAL and _involved(r, want)):
+            continue
+        pairs = r.entries()
+        keep = keeps.get(folder) or _internal_kept(r, pairs, want)
         if not any(keep):
             continue
         kept_dirs.add(folder)
@@ -434,6 +442,8 @@ def choose(
         w = slices.widened(want, level)
         if w.level == "covering" and w.window == want.window:
             continue  # nothing to widen
+        if w.level == "epochs" and w.coordinator_runs is None:
+            continue
         c = cut(dump, w, include_payloads)
         att: dict[str, Any] = {"level": level, "bytes": c.bytes}
         if c.bytes > limit:
@@ -539,6 +549,10 @@ def _say(to: str, c: Cut, want: Want, limit: int, reproduced: dict) -> None:
             "reproduces the finding" if reproduced.get("fingerprint") else "does NOT reproduce it"
         )
         print(f"logreplay extract: auditing the slice {verdict}; see {MANIFEST}", file=sys.stderr)
+    if reproduced.get("not_in_the_dump"):
+        print("logreplay extract: the slice's audit also finds what the dump's does not (the "
+              "cut took away what bounded it, e.g. another partition's order): "
+              + ", ".join(reproduced["not_in_the_dump"][:5]), file=sys.stderr)  # fmt: skip
 
 
 # -- extract slice -------------------------------------------------------------------------------

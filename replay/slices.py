@@ -28,7 +28,7 @@ from replay.remediation import evidence_of
 
 Place = tuple[str, int]  # (topic, partition)
 INTERNAL = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
-LEVELS = ("evidence", "covering", "ids", "partitions", "internal_partitions")
+LEVELS = ("evidence", "covering", "epochs", "ids", "partitions", "internal_partitions")
 # around the finding's timestamps, for its producers' batches in the other partitions their
 # transaction lists (a clock tolerance, several times over: timestamps are bounds, not order)
 WINDOW_SLACK_MS = 10_000
@@ -65,6 +65,7 @@ class Want:
     # or, where the audit placed its transactions, inside these offset runs per partition
     coordinator_window: tuple[int, int] | None = None
     coordinator_runs: dict[int, list[tuple[int, int]]] | None = None
+    coordinator_rows: list[dict] = field(default_factory=list)  # its producers' (the audit's)
     whole_internal: bool = False
     # entries copied byte for byte, payloads included: (file in the dump, position)
     verbatim: set[tuple[str, int]] = field(default_factory=set)
@@ -175,6 +176,7 @@ def for_finding(
     if f.get("transactional_id"):
         want.transactional_ids.add(f["transactional_id"])
     mine = [r for r in coordinator or [] if r.get("producer_id") in pids]
+    want.coordinator_rows = mine
     for row in mine:
         want.transactional_ids.add(row["transactional_id"])
         want.internal.setdefault(TRANSACTION_STATE_TOPIC, set()).add(row["log_partition"])
@@ -209,10 +211,37 @@ def for_finding(
     return want
 
 
-def _coordinator_runs(rows: list[dict], window: tuple[int, int] | None):
-    """Offset runs of the coordinator's log holding the transactions near ``window`` and the
-    one before and after each (the state they start from and what followed), per partition,
-    and those transactions' rows; (None, []) where the rows do not place them."""
+def aligned(want: Want, epochs: dict[int, tuple[int, int]]) -> Want:
+    """``want`` with the coordinator's records of every transaction whose epoch lies in the
+    epochs of the batches kept (``epochs``: producer id -> lowest, highest), by identity, not
+    clocks: the coordinator's and the partitions' clocks may disagree by more than the window.
+    Only where a producer's epochs differ (transaction version 2: an epoch per transaction);
+    under versions 0 and 1 one epoch spans the producer's life and says nothing."""
+    varied = {pid: span for pid, span in epochs.items() if span[0] < span[1]}
+    if want.coordinator_runs is None or not varied:
+        return want
+    runs, _ = _coordinator_runs(want.coordinator_rows, want.window, varied)
+    return replace(want, coordinator_runs=runs) if runs is not None else want
+
+
+def _of_epochs(row: dict, epochs: dict[int, tuple[int, int]] | None) -> bool:
+    span = (epochs or {}).get(row.get("producer_id"))
+    if span is None:
+        return False
+    lo, hi = span
+    epoch = row.get("data_epoch")
+    return epoch is not None and lo <= epoch <= hi
+
+
+def _coordinator_runs(
+    rows: list[dict],
+    window: tuple[int, int] | None,
+    epochs: dict[int, tuple[int, int]] | None = None,
+):
+    """Offset runs of the coordinator's log holding the transactions of ``epochs`` (producer
+    id -> lowest, highest kept), or else those near ``window`` and the one before and after
+    (the state they start from, what followed), per partition, and those transactions' rows;
+    (None, []) where the rows do not place them."""
     if window is None or not rows:
         return None, []
     runs: dict[int, list[tuple[int, int]]] = {}
@@ -224,10 +253,15 @@ def _coordinator_runs(rows: list[dict], window: tuple[int, int] | None):
         by_log.setdefault(r["log_partition"], []).append(r)
     for part, rs in by_log.items():
         rs.sort(key=lambda r: r["first_log_offset"])
-        near = [i for i, r in enumerate(rs) if _near(r, window)]
+        if epochs:  # by identity: exactly the transactions of the epochs kept
+            near = [i for i, r in enumerate(rs) if _of_epochs(r, epochs)]
+            reach = 0
+        else:  # by time: and the one on either side
+            near = [i for i, r in enumerate(rs) if _near(r, window)]
+            reach = 1
         if not near:
             continue
-        first, after = max(near[0] - 1, 0), near[-1] + 2
+        first, after = max(near[0] - reach, 0), near[-1] + 1 + reach
         hi = rs[after]["first_log_offset"] - 1 if after < len(rs) else 1 << 62
         runs[part] = [(rs[first]["first_log_offset"], hi)]
         kept += rs[first:after]
@@ -250,11 +284,14 @@ def _near(row: dict, window: tuple[int, int] | None) -> bool:
 def widened(want: Want, level: str) -> Want:
     """The want at a wider ``level``: ``covering`` keeps its producers' batches over the time
     of every coordinator transaction kept (so none lists a partition whose marker was cut
-    away); ``ids`` keeps every record of its ids in the coordinator's
+    away); ``epochs`` keeps the coordinator's records by the epochs of the batches kept, not by
+    time (:func:`aligned`); ``ids`` keeps every record of its ids in the coordinator's
     log; ``partitions`` also keeps every involved user partition whole; ``internal_partitions``
     also keeps the internal partitions holding its ids whole."""
     if level == "covering":
         return replace(want, window=want.covering_window or want.window, level=level)
+    if level == "epochs":  # the job aligns the coordinator's records by the epochs it keeps
+        return replace(want, level=level)
     every = {"coordinator_window": None, "coordinator_runs": None, "level": level}
     if level == "ids":
         return replace(want, **every)
