@@ -56,6 +56,8 @@ VOCABULARY: dict[str, Kind] = {
     "offset_overwrite": Kind("error", "commits"),
     "offset_regression": Kind("warning", "commits"),
     "replica_divergence": Kind("error", None),
+    # a batch reusing offsets an earlier batch of the same log holds (KAFKA-7866's trace)
+    "offset_overlap": Kind("error", None),
     # added by the replay (not in the original vocabulary): a `__transaction_state` record
     # whose state cannot follow the previous one (docs/formats.md 8.4); the record is its
     # evidence
@@ -75,6 +77,9 @@ KINDS: dict[str, str] = {kind: k.severity for kind, k in VOCABULARY.items()}
 LOWERED: dict[str, str] = {
     "offset_regression": "info",
     "missing_marker": "warning",
+    # open data in a cleaned range: the cleaner removed its marker (KAFKA-8351's trace), or a
+    # copy took its segment before a cleaning pass and the marker's after it
+    "hanging_transaction": "warning",
 }
 
 # The kinds of the decoders' errors table (decoders/schemas.py ERRORS); any other kind there

@@ -40,6 +40,11 @@ def _coordinator_epoch_back(f: dict, ev: dict) -> bool:
     return ev.get("coordinator_epoch_before") is not None
 
 
+def _cleaned_open(f: dict, ev: dict) -> bool:
+    """Open data where the cleaner has been (replay.crosslog_stream._hanging)."""
+    return ev.get("in_cleaned_range") is True
+
+
 def _left_in_prepare(f: dict, ev: dict) -> bool:
     """A coordinator transaction whose log ends at its Prepare record (no Complete) more than
     the transaction timeout before the partition's copy does, with a partition that has no
@@ -61,6 +66,12 @@ KNOWN_BUGS = (
     Bug("KAFKA-18660", "transaction version 2 stuck transactions (also KAFKA-19999)",
         "the coordinator is left in PrepareCommit or PrepareAbort with markers missing in some "
         "partitions", "missing_marker", _left_in_prepare),
+    Bug("KAFKA-8351", "2.2.2 and 2.3.0",
+        "the log cleaner removed a transaction's marker before its data (a transaction spanning "
+        "several segments)", "hanging_transaction", _cleaned_open),
+    Bug("KAFKA-7866", "2.2.1 and 2.3.0",
+        "a failed append to the transaction index left the log end offset behind, and the next "
+        "append reused its offsets", "offset_overlap", lambda f, ev: True),
 )  # fmt: skip
 
 

@@ -41,6 +41,9 @@ BATCH_COLUMNS = (
 )  # fmt: skip
 
 
+OVERLAPS_REPORTED = 20  # offset_overlap findings per partition; the rest only counted
+
+
 def cleaner_leftovers_end(t: pa.Table | pa.RecordBatch) -> int:
     """One past the last offset of the batches only the log cleaner leaves (3.7, 3.8): empty
     batches, delete horizons, data batches with fewer records than offsets (format v2 only);
@@ -238,6 +241,9 @@ class PartitionReplay:
         # coverage's "transactions" family counts them as judged by what the cleaner left
         self.cleaned_markers = [0, 0]
         self.first_timestamp: int | None = None  # of the first piece (its earliest batches)
+        # the highest offset of the CRC-valid batches so far (in offset order), and where it is
+        self.highest: tuple[int, str | None, int | None] = (-1, None, None)
+        self.overlaps = 0  # batches reusing offsets a batch before them holds
 
     # -- the walk ---------------------------------------------------------------------------------
     def seed(self, entries: list[dict]) -> None:
@@ -292,6 +298,7 @@ class PartitionReplay:
         for piece in pieces:
             t = _replay_columns(piece)
             self._count_sequences(t)
+            self._overlapping(t)
             runs = _Runs(t, self.config.producer_id_expiration_ms) if self.fast else None
             for start, stop, plain in runs.blocks() if runs else [(0, t.num_rows, False)]:
                 if plain:  # continuations of idempotent writes: whole runs at a time
@@ -301,6 +308,52 @@ class PartitionReplay:
         for s in pending:
             self.snapshot_states[s] = self.states()
         return self
+
+    def _overlapping(self, t: pa.Table) -> None:
+        """Batches whose offsets a batch before them already holds (in offset order, so also
+        batches that go backwards in the file): a log assigns each offset once
+        (``UnifiedLog.append`` validates offsets against the log end). Duplicate offsets after a
+        failed `.txnindex` append are one known cause (KAFKA-7866). At most
+        :data:`OVERLAPS_REPORTED` per partition are findings; all are counted."""
+        if not t.num_rows:
+            return
+        valid = pc.fill_null(t.column("crc_valid"), True)
+        if "file" in t.column_names:  # segments only: a KRaft snapshot's batches repeat them
+            names = pc.cast(t.column("file"), pa.string())
+            valid = pc.and_(valid, pc.fill_null(pc.ends_with(names, ".log"), True))
+        valid = valid.to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(valid)
+        if not len(rows):
+            return
+        base = t.column("base_offset").to_numpy()[rows]
+        last = t.column("last_offset").to_numpy()[rows]
+        reach = np.maximum.accumulate(np.maximum(last, base))
+        before = np.concatenate(([self.highest[0]], np.maximum(reach[:-1], self.highest[0])))
+        bad = np.flatnonzero(base <= before)
+        if len(bad):
+            self._report_overlaps(t, rows, bad, before)
+        top = int(np.argmax(np.maximum(last, base)))
+        if int(reach[-1]) > self.highest[0]:
+            r = t.slice(int(rows[top]), 1).to_pylist()[0]
+            self.highest = (int(reach[-1]), r.get("file"), r.get("position"))
+
+    def _report_overlaps(self, t: pa.Table, rows, bad, before) -> None:
+        for i in bad.tolist():
+            self.overlaps += 1
+            if self.overlaps > OVERLAPS_REPORTED:
+                continue
+            b = t.slice(int(rows[i]), 1).to_pylist()[0]
+            held = int(before[i])
+            self.emit(
+                "finding",
+                finding(
+                    "offset_overlap",
+                    f"batch at offsets {b['base_offset']}..{b['last_offset']} reuses offsets up "
+                    f"to {held} that batches before it in the log already hold",
+                    {**self._evidence(b), "offsets_held_up_to": held},
+                    **self._where(b["producer_id"], b),
+                ),
+            )
 
     def _count_sequences(self, t: pa.Table) -> None:
         if self.first_timestamp is None and t.num_rows:

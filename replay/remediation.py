@@ -222,6 +222,10 @@ BUILDERS: dict[str, Callable[[dict, dict, Target], str]] = {
 # every other kind: what to check next, in one sentence (tests/test_remediation.py holds it to
 # the vocabulary)
 NEXT_CHECK: dict[str, str] = {
+    "offset_overlap": "Compare the two batches holding these offsets with `logreplay dump "
+    "--deep` and with another replica's copy: a log never assigns an offset twice, so one of "
+    "them was appended with a stale log end offset (consumers saw either, depending on when "
+    "they fetched).",
     "crc_mismatch": "Read the batch with `logreplay dump --verify` on another replica's copy of "
     "the segment: if that one holds, this copy was damaged after the broker wrote it.",
     "truncated_batch": "A write cut short (a crash or a torn copy): check whether the broker "

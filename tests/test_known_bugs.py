@@ -127,3 +127,64 @@ def test_a_commit_left_in_prepare_is_a_stuck_tv2_transaction(tmp_path, version):
     c.close()
     found = _bugs(c.root, "missing_marker")
     assert "KAFKA-18660" in {bug for bug, _ in found}, found
+
+
+def test_offsets_reused_after_a_failed_index_append_are_kafka_7866(tmp_path):
+    """An ABORT marker's append also appends to the segment's `.txnindex`; before 2.2.1 a
+    failure there left the log end offset before the marker, and the next produce request
+    reused the marker's offset. The batch holding it again is an offset_overlap."""
+    c, other = _cluster(tmp_path, "d")
+    tx = TransactionalProducer(c, "app", timeout_ms=TIMEOUT)
+    tx.send("ledger", 0, 2)
+    tx.abort()
+    log = c.log("ledger", 0)
+    log.writer.next_offset -= 1  # the failed .txnindex append: the marker's offset given again
+    _other(c, other)
+    c.close()
+    found = _bugs(c.root, "offset_overlap")
+    assert found and {bug for bug, _ in found} == {"KAFKA-7866"}
+    assert "appended with a stale log end offset" in found[0][1]
+
+
+def test_data_left_by_the_cleaner_without_its_marker_is_kafka_8351(tmp_path):
+    """A compacted topic cleaned by the broker model, whose cleaner then loses a committed
+    transaction's marker while keeping its data (before 2.2.2, a transaction spanning several
+    segments): the data stays open where the cleaner has been and pins the partition's later
+    records. A hanging_transaction, lowered to a warning (a copy torn across a cleaning pass
+    leaves the same bytes), names KAFKA-8351."""
+    from decoders.rewrite import entries
+    from decoders.source import BytesSource
+
+    c = Cluster(str(tmp_path / "d"), 1, offsets_partitions=2, txn_partitions=2)
+    c.create_topic(TopicConfig("ledger", 1, compacted=True, clean=True, segment_bytes=600))
+    other = TransactionalProducer(c, "other", timeout_ms=TIMEOUT)
+    tx = TransactionalProducer(c, "app", timeout_ms=TIMEOUT)
+    _other_one(other)
+    tx.send("ledger", 0, 4)
+    tx.commit()
+    for _ in range(8):  # the other application writes on: the cleaner reaches past the commit
+        _other_one(other)
+        c.clock.tick(TIMEOUT // 2)
+    c.close()
+    pid = tx.producer_id
+    part = tmp_path / "d" / "broker-1" / "ledger-0"
+    dropped = 0
+    for seg in sorted(part.glob("*.log")):  # the bug: the marker goes, the data stays
+        data = seg.read_bytes()
+        src = BytesSource(data)
+        keep = [e for e in entries(src.read_at, len(data), lambda _: None)
+                if not (e.is_control and e.producer_id == pid)]  # fmt: skip
+        dropped += len(list(entries(src.read_at, len(data), lambda _: None))) - len(keep)
+        seg.write_bytes(b"".join(data[e.position : e.end] for e in keep))
+    assert dropped == 1
+    found = [f for f in audit_local([str(tmp_path / "d")])["findings"]
+             if f["kind"] == "hanging_transaction"]  # fmt: skip
+    assert [f["producer_id"] for f in found] == [pid]
+    ev = json.loads(found[0]["evidence"])
+    assert found[0]["severity"] == "warning" and ev["in_cleaned_range"] is True
+    assert ev["known_bug"].startswith("KAFKA-8351")
+
+
+def _other_one(other: TransactionalProducer) -> None:
+    other.send("ledger", 0, 2, tag="other")
+    other.commit()
