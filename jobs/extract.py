@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import decoders
+from decoders.brokers import unlabelled
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from decoders.errors import DecodeError
 from decoders.layout import DumpFile
@@ -90,7 +91,10 @@ class Replica:
 
     @property
     def place(self) -> Place:
-        return (self.topic, self.partition)
+        """(topic, partition) of every incarnation and copy of the partition alike: a slice
+        keeps a re-created topic's old directories, `-delete` and `-stray` ones with the live
+        one (the audit routes commits between them, docs/layouts.md)."""
+        return (unlabelled(self.topic), self.partition)
 
     def entries(self) -> list[tuple[Entry, DumpFile]]:
         """Every entry of every segment, heads only (read once, then kept)."""

@@ -575,7 +575,7 @@ class ProducerJudge:
     def _hanging(self, t: pa.Table) -> None:
         """An open transaction older than the transaction timeout (plus the clock tolerance:
         its age compares different clients' clocks) that holds later records behind the LSO
-        (10.6). Open data where the cleaner has been is one too, lowered to a warning: the
+        (10.6). Open data where the cleaner has been is one too, lowered to info: the
         cleaner keeps a marker while any data of its transaction remains (``LogCleaner``'s
         ``CleanedTransactionMetadata``) and never cleans past the LSO, so its marker was removed
         before its data (KAFKA-8351), or the copy took the data's segment before a cleaning pass

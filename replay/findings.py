@@ -79,7 +79,7 @@ LOWERED: dict[str, str] = {
     "missing_marker": "warning",
     # open data in a cleaned range: the cleaner removed its marker (KAFKA-8351's trace), or a
     # copy took its segment before a cleaning pass and the marker's after it
-    "hanging_transaction": "warning",
+    "hanging_transaction": "info",
 }
 
 # The kinds of the decoders' errors table (decoders/schemas.py ERRORS); any other kind there

@@ -68,6 +68,11 @@ def _hanging(f: dict, ev: dict, target: Target) -> str:
     lines = [
         f"# confirm that the transaction of producer {f['producer_id']} at offset "
         f"{f['first_offset']} of {_tp(f)} still hangs, then abort it (brokers 3.0 and later):",
+    ]
+    if ev.get("in_cleaned_range"):
+        lines.insert(0, f"# where the cleaner has been: copy {_tp(f)} again first; a copy "
+                        "that took its segments before and after a cleaning pass shows this too")  # fmt: skip
+    lines += [
         command(*tools, "find-hanging", *where),
         command(*tools, "abort", *where, "--start-offset", f["first_offset"]),
     ]

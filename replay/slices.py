@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from decoders.brokers import unlabelled
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from decoders.errors import DecodeError
 from decoders.rewrite import Entry
@@ -136,7 +137,7 @@ def for_finding(
     want = Want()
     here: Place | None = None
     if f.get("topic") is not None and f.get("partition") is not None:
-        here = (f["topic"], int(f["partition"]))
+        here = (unlabelled(f["topic"]), int(f["partition"]))
     offsets: list[int] = []
     stamps: list[int] = []
     pids = {f["producer_id"]} if f.get("producer_id") is not None else set()

@@ -197,16 +197,20 @@ def test_declared_facts_change_the_judgement(spark, sim_all, tmp_path):
 
     from replay.local import audit_local
 
-    def kinds(conf):  # the rules, in one process (replay.local: the same functions as Spark's)
-        return {f["kind"] for f in audit_local([str(partial.parent)], conf)["findings"]}
+    def kinds(conf, floor="warning"):  # the rules in one process (replay.local: Spark's own)
+        found = audit_local([str(partial.parent)], conf)["findings"]
+        return {f["kind"] for f in found if at_least(f["severity"], floor)}
 
     # open ~25 s: not hanging under the default 15 min timeout, hanging under a declared 5 s
-    assert "hanging_transaction" not in kinds(None)
-    # a compacted topic with no cleaner checkpoint: the marker may have been cleaned away
+    assert "hanging_transaction" not in kinds(None, "info")
+    # a compacted topic with no cleaner checkpoint: the cleaner keeps a marker while data of its
+    # transaction remains, so its open data is KAFKA-8351's trace or a copy torn across a
+    # cleaning pass: info, which cannot tell them apart
     compacted = {
         "topics": {"ledger": {"transaction_timeout_ms": 5000, "cleanup_policy": "compact"}}
     }
     assert "hanging_transaction" not in kinds(compacted)
+    assert "hanging_transaction" in kinds(compacted, "info")
     # the declared facts reach Spark's plan: one audit of both dumps (two clusters)
     resets = str(sim_all / "offset_resets")
     declared = {

@@ -150,7 +150,7 @@ def test_data_left_by_the_cleaner_without_its_marker_is_kafka_8351(tmp_path):
     """A compacted topic cleaned by the broker model, whose cleaner then loses a committed
     transaction's marker while keeping its data (before 2.2.2, a transaction spanning several
     segments): the data stays open where the cleaner has been and pins the partition's later
-    records. A hanging_transaction, lowered to a warning (a copy torn across a cleaning pass
+    records. A hanging_transaction, lowered to info (a copy torn across a cleaning pass
     leaves the same bytes), names KAFKA-8351."""
     from decoders.rewrite import entries
     from decoders.source import BytesSource
@@ -181,8 +181,9 @@ def test_data_left_by_the_cleaner_without_its_marker_is_kafka_8351(tmp_path):
              if f["kind"] == "hanging_transaction"]  # fmt: skip
     assert [f["producer_id"] for f in found] == [pid]
     ev = json.loads(found[0]["evidence"])
-    assert found[0]["severity"] == "warning" and ev["in_cleaned_range"] is True
+    assert found[0]["severity"] == "info" and ev["in_cleaned_range"] is True
     assert ev["known_bug"].startswith("KAFKA-8351")
+    assert "copy ledger-0 again first" in found[0]["remediation"]
 
 
 def _other_one(other: TransactionalProducer) -> None:
