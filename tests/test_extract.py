@@ -119,7 +119,8 @@ def test_a_slice_keeps_whole_runs_and_the_partitions_end():
 
 # -- every finding of the faulted scenarios --------------------------------------------------
 FAULTED = ("transaction_faults", "offset_resets", "broadcast_groups", "aborted_reads",
-           "replica_divergence", "idempotence_faults", "corrupt_segments")  # fmt: skip
+           "replica_divergence", "idempotence_faults", "corrupt_segments",
+           "production_layouts_faults")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -160,13 +161,14 @@ def test_every_finding_comes_back_from_its_slice(faulted):
             assert choice.reproduced["severity"]
             assert not choice.reproduced["not_in_the_dump"], (f["kind"], choice.reproduced)
             assert set(choice.reproduced["evidence_differs"]) <= {
-                "position", "pinned_records", "coordinator_transactions_listing_partition"}  # fmt: skip
+                "position", "pinned_records", "coordinator_transactions_listing_partition",
+                "directory", "reason"}  # fmt: skip
     assert {"hanging_transaction", "split_outcome", "missing_marker", "write_outside_transaction",
             "aborted_read_leak", "aborted_data_propagated", "offset_overwrite",
             "offset_regression", "replica_divergence", "crc_mismatch", "corrupt_bytes",
             "truncated_batch", "sequence_gap", "duplicate_sequence", "fenced_epoch_write",
             "invalid_epoch_start", "out_of_order_sequence",
-            "non_transactional_write_in_txn"} <= kinds  # fmt: skip
+            "non_transactional_write_in_txn", "stale_replica"} <= kinds  # fmt: skip
 
 
 def test_a_slice_starting_at_a_marker_is_no_sequence_gap(faulted):
@@ -221,3 +223,17 @@ def test_extract_slice_of_a_transactional_id_and_a_group(faulted, tmp_path, caps
     assert {r["group_id"] for r in audit_local([str(out2)])["offset_timeline"]} == {group}
     assert main(["extract", "slice", str(path), "--topic", "nope", "--partition", "0",
                  "--to", str(tmp_path / "none")]) == 1  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["production_day_faults", "production_compacted_faults"])
+def test_every_finding_of_a_production_day_comes_back_from_its_slice(name, tmp_path):
+    """The production-shaped faulted days (several MB, the 1 MiB floor binding): every finding
+    comes back from a slice within the bound, and the slices make nothing up."""
+    synth(name, str(tmp_path / name), seed=1)
+    result = audit_local([str(tmp_path / name)])
+    assert result["findings"]
+    for f, choice, limit in _reproduce(tmp_path / name, result):
+        assert choice.cut.bytes <= limit, (f["kind"], choice.attempts)
+        assert choice.reproduced["fingerprint"], (f["kind"], choice.attempts)
+        assert not choice.reproduced["not_in_the_dump"], (f["kind"], choice.reproduced)
