@@ -121,6 +121,31 @@ class FileObjectSource(_Closing):
         self.f.close()
 
 
+class WindowedSource(_Closing):
+    """A source read a window at a time: small reads in order (entry heads, then the entries
+    themselves) cost one read of the underlying source per window, not one each, which on an
+    object store is one request each. Larger reads go through."""
+
+    def __init__(self, src: ByteSource, window: int = 8 << 20) -> None:
+        self.src = src
+        self.name = getattr(src, "name", "<source>")
+        self.size = src.size
+        self.window = window
+        self.start, self.data = 0, b""
+
+    def read_at(self, position: int, length: int) -> bytes:
+        if length > self.window:
+            return self.src.read_at(position, length)
+        end = position + length
+        if not (self.start <= position and end <= self.start + len(self.data)):
+            self.start, self.data = position, self.src.read_at(position, self.window)
+        at = position - self.start
+        return self.data[at : at + length]
+
+    def close(self) -> None:
+        self.src.close()
+
+
 class BytesSource(_Closing):
     """An in-memory byte string as a source (tests, decoded inner message sets)."""
 

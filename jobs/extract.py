@@ -31,6 +31,7 @@ from decoders.errors import DecodeError
 from decoders.layout import DumpFile
 from decoders.resync import Resync
 from decoders.rewrite import Entry, Tokens, crc_ok, entries, key_values, tokenised
+from decoders.source import WindowedSource
 from jobs.exits import FAILED, OK, USAGE
 from jobs.output import OutputDir
 from replay import slices
@@ -101,11 +102,47 @@ class Replica:
         if self._entries is None:
             out = []
             for f in sorted(self.logs, key=lambda f: f.info.base_offset or 0):
-                with f.open() as src:
+                with opened(f) as src:
                     resync = Resync(src, src.size)
                     out += [(e, f) for e in entries(src.read_at, src.size, resync.next_valid_entry)]
             self._entries = out
         return self._entries
+
+
+def opened(f: DumpFile) -> WindowedSource:
+    """A dump file read a window at a time (decoders.source.WindowedSource): walking its
+    entries, then reading those kept, costs a read per window, not one per entry (one request
+    each on an object store)."""
+    return WindowedSource(f.open())
+
+
+class Reads:
+    """The files of one replica open while its entries are read (one window-read source per
+    file), closed together."""
+
+    def __init__(self) -> None:
+        self.sources: dict[str, WindowedSource] = {}
+
+    def records(self, f: DumpFile, e: Entry) -> list[tuple[bytes | None, bytes | None]]:
+        """(key, value) of each record of a v2 entry ([] for others or records that do not
+        decode)."""
+        if e.magic != 2:
+            return []
+        src = self.sources.get(f.path)
+        if src is None:
+            src = self.sources[f.path] = opened(f)
+        try:
+            return key_values(src.read_at(e.position, e.length))
+        except DecodeError:
+            return []
+
+    def __enter__(self) -> Reads:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for src in self.sources.values():
+            src.close()
+        self.sources.clear()
 
 
 class Dump:
@@ -128,7 +165,7 @@ class Dump:
     def of(self, topic: str, partitions: set[int] | None = None) -> list[tuple[str, Replica]]:
         return [
             (k, r) for k, r in sorted(self.replicas.items())
-            if r.topic == topic and (partitions is None or r.partition in partitions)
+            if unlabelled(r.topic) == topic and (partitions is None or r.partition in partitions)
         ]  # fmt: skip
 
     def partition_count(self, topic: str) -> int:
@@ -219,32 +256,22 @@ def _internal_kept(r: Replica, pairs: list[tuple[Entry, DumpFile]], want: Want) 
     """Internal entries about the wanted ids or by the wanted producers, and the markers that
     end the transactions of the transactional ones kept."""
     keep = [False] * len(pairs)
+    if want.whole_internal:
+        return [e.readable for e, _ in pairs]
     open_pids: set[int] = set()
-    for i, (e, f) in enumerate(pairs):
-        if not e.readable:
-            continue
-        if e.is_control:
-            keep[i] = (
-                want.whole_internal or e.producer_id in open_pids or e.producer_id in want.pids
-            )
-            open_pids.discard(e.producer_id)
-            continue
-        ids = slices.internal_ids(r.topic, [k for k, _ in _records(f, e)])
-        keep[i] = slices.internal_wanted(r.topic, r.partition, ids, e, want)
-        if keep[i] and e.is_transactional:
-            open_pids.add(e.producer_id)
+    with Reads() as reads:
+        for i, (e, f) in enumerate(pairs):
+            if not e.readable:
+                continue
+            if e.is_control:
+                keep[i] = e.producer_id in open_pids or e.producer_id in want.pids
+                open_pids.discard(e.producer_id)
+                continue
+            ids = slices.internal_ids(r.topic, [k for k, _ in reads.records(f, e)])
+            keep[i] = slices.internal_wanted(r.topic, r.partition, ids, e, want)
+            if keep[i] and e.is_transactional:
+                open_pids.add(e.producer_id)
     return keep
-
-
-def _records(f: DumpFile, e: Entry) -> list[tuple[bytes | None, bytes | None]]:
-    if e.magic != 2:
-        return []
-    with f.open() as src:
-        data = src.read_at(e.position, e.length)
-    try:
-        return key_values(data)
-    except DecodeError:
-        return []
 
 
 def _read(f: DumpFile, position: int = 0, length: int | None = None) -> bytes:
@@ -266,7 +293,7 @@ def _write_logs(out: Cut, r: Replica, pairs, keep, want: Want, verbatim: bool, t
         body = bytearray()
         kept_runs: list[list[int]] = []
         copied = tokened = 0
-        with f.open() as src:
+        with opened(f) as src:
             for i in idx:
                 e = pairs[i][0]
                 data = src.read_at(e.position, e.length)
@@ -624,17 +651,15 @@ def slice_want(dump: Dump, txn_id: str | None, group: str | None, place: Place |
         want.transactional_ids.add(txn_id)
         want.internal[TRANSACTION_STATE_TOPIC] = _home(dump, TRANSACTION_STATE_TOPIC, txn_id)
         want.internal[CONSUMER_OFFSETS_TOPIC] = None
-        for _, r in dump.of(TRANSACTION_STATE_TOPIC, want.internal[TRANSACTION_STATE_TOPIC]):
-            for e, f in r.entries():
-                if e.readable and not e.is_control and _in(e.max_timestamp, window):
-                    _coordinator_facts(f, e, txn_id, want)
+        home = dump.of(TRANSACTION_STATE_TOPIC, want.internal[TRANSACTION_STATE_TOPIC])
+        for reads, e, f in _each(home, window):
+            _coordinator_facts(reads, f, e, txn_id, want)
     if group is not None:
         want.groups.add(group)
         want.internal[CONSUMER_OFFSETS_TOPIC] = _home(dump, CONSUMER_OFFSETS_TOPIC, group)
-        for _, r in dump.of(CONSUMER_OFFSETS_TOPIC, want.internal[CONSUMER_OFFSETS_TOPIC]):
-            for e, f in r.entries():
-                if e.readable and not e.is_control and _in(e.max_timestamp, window):
-                    _commit_facts(f, e, lambda k: k.get("group_id") == group, want)
+        home = dump.of(CONSUMER_OFFSETS_TOPIC, want.internal[CONSUMER_OFFSETS_TOPIC])
+        for reads, e, f in _each(home, window):
+            _commit_facts(reads, f, e, lambda k: k.get("group_id") == group, want)
     if place is not None:
         want.runs[place] = []
         if lo is None and hi is None:
@@ -645,18 +670,24 @@ def slice_want(dump: Dump, txn_id: str | None, group: str | None, place: Place |
                 want.runs[place].append((mine[0].base_offset, mine[-1].last_offset))
                 want.pids |= {e.producer_id for e in mine if e.is_transactional}
         want.internal[CONSUMER_OFFSETS_TOPIC] = None
-        for _, r in dump.of(CONSUMER_OFFSETS_TOPIC):
-            for e, f in r.entries():
-                if e.readable and not e.is_control and _in(e.max_timestamp, window):
-                    _commit_facts(f, e, lambda k: (k.get("topic"), k.get("partition")) == place,
-                                  want, groups_only=True)  # fmt: skip
+        for reads, e, f in _each(dump.of(CONSUMER_OFFSETS_TOPIC), window):
+            _commit_facts(reads, f, e, lambda k: (k.get("topic"), k.get("partition")) == place,
+                          want, groups_only=True)  # fmt: skip
         if want.pids:
             want.internal[TRANSACTION_STATE_TOPIC] = None
-            for _, r in dump.of(TRANSACTION_STATE_TOPIC):
-                for e, f in r.entries():
-                    if e.readable and not e.is_control:
-                        _coordinator_facts(f, e, None, want)
+            for reads, e, f in _each(dump.of(TRANSACTION_STATE_TOPIC)):
+                _coordinator_facts(reads, f, e, None, want)
     return want
+
+
+def _each(replicas: list[tuple[str, Replica]], window=(None, None)):
+    """(reader, entry, file) of each readable data entry of ``replicas`` inside ``window``, a
+    replica's files open while its entries are read."""
+    for _, r in replicas:
+        with Reads() as reads:
+            for e, f in r.entries():
+                if e.readable and not e.is_control and _in(e.max_timestamp, window):
+                    yield reads, e, f
 
 
 def _one(place: Place) -> tuple[str, set[int]]:
@@ -672,12 +703,12 @@ def _home(dump: Dump, topic: str, key: str) -> set[int] | None:
     return {partition_for(key, n) for n in counts} or None
 
 
-def _coordinator_facts(f: DumpFile, e: Entry, txn_id: str | None, want: Want) -> None:
+def _coordinator_facts(reads: Reads, f: DumpFile, e: Entry, txn_id: str | None, want: Want) -> None:
     """From a __transaction_state batch: the producers of ``txn_id`` (or, with None, the ids of
     the wanted producers) and the partitions their transactions list."""
     from decoders import transaction_log as tl
 
-    for k, v in _records(f, e):
+    for k, v in reads.records(f, e):
         if k is None or v is None:
             continue
         try:
@@ -696,12 +727,14 @@ def _coordinator_facts(f: DumpFile, e: Entry, txn_id: str | None, want: Want) ->
                 want.pid_places |= {(tp["topic"], int(p)) for p in tp.get("partitions") or []}
 
 
-def _commit_facts(f: DumpFile, e: Entry, match, want: Want, groups_only: bool = False) -> None:
+def _commit_facts(
+    reads: Reads, f: DumpFile, e: Entry, match, want: Want, groups_only: bool = False
+) -> None:
     """From a __consumer_offsets batch: the groups whose commits ``match``, and (unless
     ``groups_only``) the offsets they committed, as runs of the partitions committed."""
     from decoders import consumer_offsets as co
 
-    for k, v in _records(f, e):
+    for k, v in reads.records(f, e):
         if k is None:
             continue
         try:

@@ -105,6 +105,27 @@ def test_entries_walk_heads_and_mark_unreadable_runs():
     assert key_values(b) == [(b"k", b"w"), (b"k", b"w")]
 
 
+def test_walking_entries_reads_a_window_at_a_time():
+    """On an object store each read is a request: walking 200 entries' heads and reading them
+    whole costs one read of the source per window, not one per entry."""
+    from decoders.source import BytesSource, WindowedSource
+
+    data = b"".join(build_batch([Record(b"k", b"v" * 50, timestamp=i)], i) for i in range(200))
+
+    class Counted(BytesSource):
+        reads = 0
+
+        def read_at(self, position, length):
+            Counted.reads += 1
+            return super().read_at(position, length)
+
+    src = WindowedSource(Counted(data), window=4096)
+    found = list(entries(src.read_at, src.size, lambda _: None))
+    assert len(found) == 200 and [e.base_offset for e in found] == list(range(200))
+    assert all(src.read_at(e.position, e.length) == data[e.position : e.end] for e in found)
+    assert Counted.reads <= 2 * (len(data) // 4096 + 1)
+
+
 def test_a_slice_keeps_whole_runs_and_the_partitions_end():
     """The run the evidence names reaches back to its producer's previous batch and on to the
     marker ending its transaction; the last entries (data, marker, largest timestamp) bound the
