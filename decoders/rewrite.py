@@ -23,7 +23,6 @@ import crc32c
 from decoders.compression import compress, decompress
 from decoders.constants import (
     ATTRIBUTES_OFFSET,
-    BATCH_HEADER_FORMAT,
     COMPRESSION_CODEC_MASK,
     COMPRESSION_NONE,
     CONTROL_FLAG_MASK,
@@ -50,10 +49,9 @@ from decoders.constants import (
     TRANSACTIONAL_FLAG_MASK,
 )
 from decoders.errors import DecodeError
-from decoders.framing import crc_holds, entry_offset, entry_size
+from decoders.framing import batch_header, crc_holds, entry_offset, entry_size
 from decoders.primitives import ByteReader
 
-_BATCH_HEADER = struct.Struct(BATCH_HEADER_FORMAT)
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
@@ -121,8 +119,9 @@ def entries(read_at: ReadAt, size: int, resume: Callable[[int], int | None]) -> 
         length = LOG_OVERHEAD + entry_size(head)
         magic = head[MAGIC_OFFSET]
         if magic == MAGIC_VALUE_V2:
-            h = _BATCH_HEADER.unpack_from(head)
-            yield Entry(pos, length, magic, h[0], h[0] + h[6], h[9], h[10], h[5], h[8])
+            h = batch_header(head)
+            yield Entry(pos, length, magic, h.base_offset, h.base_offset + h.last_offset_delta,
+                        h.producer_id, h.producer_epoch, h.attributes, h.max_timestamp)  # fmt: skip
         else:
             off = entry_offset(head)
             ts = -1
@@ -136,7 +135,7 @@ def entries(read_at: ReadAt, size: int, resume: Callable[[int], int | None]) -> 
 # -- records of a v2 batch ------------------------------------------------------------------------
 def _payload(batch: bytes) -> tuple[int, bytes]:
     """(codec, the records' bytes decompressed) of a whole v2 batch."""
-    codec = _BATCH_HEADER.unpack_from(batch)[5] & COMPRESSION_CODEC_MASK
+    codec = batch_header(batch).attributes & COMPRESSION_CODEC_MASK
     raw = batch[RECORDS_OFFSET:]
     if codec == COMPRESSION_NONE:
         return codec, raw
@@ -173,7 +172,7 @@ def key_values(batch: bytes) -> list[tuple[bytes | None, bytes | None]]:
     """(key, value) of each record of a v2 batch (internal topics: the key names the group or
     the transactional id, the value what happened to it; None: null)."""
     _, data = _payload(batch)
-    count = _BATCH_HEADER.unpack_from(batch)[12]
+    count = batch_header(batch).records_count
     out: list[list[bytes | None]] = []
     for what, s, n in _spans(data, count, nulls=True):
         if what == "key":
@@ -218,11 +217,11 @@ def tokenised(entry: bytes, tokens: Tokens) -> bytes:
     magic = entry[MAGIC_OFFSET]
     if magic != MAGIC_VALUE_V2:
         return _tokenised_legacy(entry, tokens)
-    h = _BATCH_HEADER.unpack_from(entry)
-    if h[5] & CONTROL_FLAG_MASK:
+    h = batch_header(entry)
+    if h.attributes & CONTROL_FLAG_MASK:
         return entry
     codec, data = _payload(entry)
-    records = _tokenised_records(data, h[12], tokens)
+    records = _tokenised_records(data, h.records_count, tokens)
     body = bytearray(entry[:RECORDS_OFFSET])
     body += compress(codec, records) if codec != COMPRESSION_NONE else records
     _I32.pack_into(body, LENGTH_OFFSET, len(body) - LOG_OVERHEAD)

@@ -346,21 +346,25 @@ def witnesses(entries: list[Entry]) -> set[int]:
 
 def _with_context(entries: list[Entry], runs: list[tuple[int, int]], pids: set[int]):
     """Runs reaching back to the previous batch of each producer written in them (the batch its
-    sequence and epoch are judged against) and on to the marker that ends its transaction."""
+    sequence and epoch are judged against) and on to the marker that ends its transaction: one
+    pass over the partition per run, whatever the number of producers."""
     out = []
     for lo, hi in runs:
-        inside = {e.producer_id for e in entries
-                  if e.readable and e.last_offset >= lo and e.base_offset <= hi} & pids  # fmt: skip
-        start, end = lo, hi
-        for pid in inside:
-            before = [e.base_offset for e in entries
-                      if e.producer_id == pid and e.readable and e.last_offset < lo]  # fmt: skip
-            if before:
-                start = min(start, max(before))
-            after = [e.last_offset for e in entries
-                     if e.producer_id == pid and e.is_control and e.base_offset > hi]  # fmt: skip
-            if after:
-                end = max(end, min(after))
+        inside: set[int] = set()
+        before: dict[int, int] = {}  # producer -> base offset of its last batch before the run
+        after: dict[int, int] = {}  # producer -> last offset of its first marker after it
+        for e in entries:
+            if not e.readable or e.producer_id not in pids:
+                continue
+            if e.last_offset < lo:
+                before[e.producer_id] = max(before.get(e.producer_id, -1), e.base_offset)
+            elif e.base_offset > hi:
+                if e.is_control and e.producer_id not in after:
+                    after[e.producer_id] = e.last_offset
+            else:
+                inside.add(e.producer_id)
+        start = min([lo] + [before[p] for p in inside if p in before])
+        end = max([hi] + [after[p] for p in inside if p in after])
         out.append((start, end))
     return out
 
