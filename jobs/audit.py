@@ -269,6 +269,11 @@ def print_layout(described: dict) -> None:
         console.print(f"  {name}: brokers {shown}", markup=False)
     for why in described.get("reasons", []):
         console.print(f"  - {why}", markup=False)
+    anchors = described.get("alignment_anchors", [])
+    if anchors:  # a slice of a dump (docs/extract.md): its audit aligns from what the dump's proved
+        console.print(f"  - {len(anchors)} alignment anchor(s) read from alignment.json: "
+                      "those producers' partitions align from the pairs the whole dump's audit "
+                      "matched", markup=False)  # fmt: skip
     stale = described.get("stale_replicas", [])
     if stale:
         console.print(f"  - {len(stale)} stale replica(s) kept apart (stale_replica findings)", markup=False)  # fmt: skip

@@ -35,6 +35,8 @@ from decoders.source import WindowedSource
 from jobs.exits import FAILED, OK, USAGE
 from jobs.output import OutputDir
 from replay import slices
+from replay.anchors import ANCHORS_FILE, anchor_row
+from replay.anchors import document as anchors_document
 from replay.slices import INTERNAL, LEVELS, Place, Want
 
 MANIFEST = "manifest.json"
@@ -182,6 +184,7 @@ class Cut:
     logs: list[dict] = field(default_factory=list)
     left_out: list[dict] = field(default_factory=list)
     tokens: int = 0
+    anchors: list[dict] = field(default_factory=list)  # alignment.json's (replay.anchors)
 
     @property
     def bytes(self) -> int:
@@ -324,6 +327,36 @@ def _write_logs(out: Cut, r: Replica, pairs, keep, want: Want, verbatim: bool, t
         })  # fmt: skip
 
 
+def anchored(c: Cut, dump: Dump, want: Want, anchoring: slices.Anchoring | None) -> Cut:
+    """The slice with ``alignment.json`` (replay.anchors) where an aligned finding's producer
+    has pairs the slice holds whole (:func:`replay.slices.anchor_in`): its audit then aligns
+    that producer's partitions from and to pairs the whole dump's audit matched, as that audit
+    did from the histories' start (replay.crosslog.Anchor)."""
+    if anchoring is None:
+        return c
+    runs: dict[str, list[tuple[int, int]]] = defaultdict(list)  # by replica
+    for log in c.logs:
+        runs[log["file"].rsplit("/", 1)[0]] += [tuple(r) for r in log["offsets"]]
+    spans = want.coordinator_runs
+    if spans is None:  # kept by time, or whole: what the slice holds of each partition
+        spans = {}
+        for folder, rs in runs.items():
+            r = dump.replicas[folder]
+            if r.topic == TRANSACTION_STATE_TOPIC and rs:
+                spans.setdefault(r.partition, []).append((min(a for a, _ in rs), max(b for _, b in rs)))  # fmt: skip
+    rows = []
+    for place in sorted(anchoring.pairs):
+        replicas = [sorted(rs) for folder, rs in sorted(runs.items())
+                    if dump.replicas[folder].place == place]  # fmt: skip
+        anchor = slices.anchor_in(anchoring, place, replicas, spans)
+        if anchor is not None:
+            rows.append(anchor_row(anchoring.cluster, anchoring.producer_id, *place, anchor))
+    if rows:
+        c.files[ANCHORS_FILE] = anchors_document(rows)
+        c.anchors = rows
+    return c
+
+
 def bound(dump_bytes: int, max_bytes: int | None = None) -> int:
     """The largest slice written: the larger of 5% of the dump and 1 MiB, unless given."""
     if max_bytes is not None:
@@ -355,6 +388,7 @@ def _manifest(dump: Dump, cut_: Cut, want: Want, limit: int, include_payloads: b
         "kept": want.describe(),
         "logs": cut_.logs,
         "rebuilt": "offset and time indexes of every segment written",
+        "alignment_anchors": cut_.anchors,
         "left_out": cut_.left_out,
     }
 
@@ -382,7 +416,8 @@ def _finding(args) -> int:
     want = slices.for_finding(f, *_context(src, f))
     limit = bound(dump.bytes, args.max_bytes)
     known = src.rows("findings", ds.field("cluster") == f["cluster"], list(IDENTITY) + ["severity"])
-    result = choose(dump, want, f, conf, limit, args.include_payloads, known)
+    result = choose(dump, want, f, conf, limit, args.include_payloads, known,
+                    _anchoring(src, f, conf))  # fmt: skip
     doc = {**_manifest(dump, result.cut, result.want, limit, args.include_payloads),
            "finding": _described(f), "audit_output": args.out,
            "reproduced": result.reproduced, "attempts": result.attempts}  # fmt: skip
@@ -433,6 +468,24 @@ def _context(src, f: dict) -> tuple[list[dict], list[dict]]:
     return [_millis(r) for r in coordinator], commits
 
 
+def _anchoring(src, f: dict, conf) -> slices.Anchoring | None:
+    """Where a slice of a finding may pin its producer's alignments: the whole dump's
+    alignment of the producer, again from the audit's rows (its transactions and coordinator
+    transactions, the cluster's partitions)."""
+    import pyarrow.dataset as ds
+
+    from replay.settings import AuditConfig
+
+    if f.get("producer_id") is None or not f.get("topic") or f["topic"] in slices.INTERNAL:
+        return None
+    same = ds.field("cluster") == f["cluster"]
+    pid = ds.field("producer_id") == f["producer_id"]
+    txns = [_millis(r) for r in src.rows("transactions", same & pid)]
+    coord = [_millis(r) for r in src.rows("coordinator_transactions", same & pid)]
+    parts = [_millis(r) for r in src.rows("partitions", same)]
+    return slices.anchoring(f, txns, coord, parts, AuditConfig.of(conf).facts())
+
+
 def _millis(row: dict) -> dict:
     """A row read from the output's Parquet with its timestamps as epoch milliseconds, as the
     replay's rows and the findings' evidence carry them."""
@@ -461,11 +514,13 @@ def choose(
     limit: int,
     include_payloads: bool,
     known: list[dict] | None = None,
+    anchoring: slices.Anchoring | None = None,
 ) -> Choice:
     """The first slice, from the tightest want to the widest (:data:`replay.slices.LEVELS`),
     that fits ``limit`` and whose audit reproduces ``f`` and, given the dump's findings
     (``known``), finds nothing at warning or above the dump does not show; else the first that
-    reproduces ``f``; else the smallest tried."""
+    reproduces ``f``; else the smallest tried. ``anchoring``: where the slice may pin its
+    alignment (:func:`anchored`)."""
     attempts: list[dict] = []
     smallest: Choice | None = None
     reproducing: Choice | None = None
@@ -475,7 +530,7 @@ def choose(
             continue  # nothing to widen
         if w.level == "epochs" and w.coordinator_runs is None:
             continue
-        c = cut(dump, w, include_payloads)
+        c = anchored(cut(dump, w, include_payloads), dump, w, anchoring)
         att: dict[str, Any] = {"level": level, "bytes": c.bytes}
         if c.bytes > limit:
             att["result"] = "over the bound"

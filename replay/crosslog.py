@@ -81,6 +81,33 @@ class Coordinator:
     known_from_ts: int | None = None
 
 
+@dataclass(frozen=True)
+class Anchor:
+    """Where one (producer id, partition)'s alignment starts pinned: partition entry
+    ``entry_offset`` (its first offset; a marker-only entry's marker offset) *is* the
+    coordinator transaction whose first record is at ``log_offset`` of `__transaction_state`
+    partition ``log_partition``, as an audit of a longer history established (every cheapest
+    alignment matched them). From that pair on both histories are whole, so a skip before
+    anything else is an anomaly, as at a producer's start; what lies before it is not judged.
+
+    Why: a producer under transaction version 0/1 keeps one id and epoch for life, and its
+    transactions are milliseconds apart against seconds of clock tolerance: only the histories'
+    starts tell which transaction is which. A slice of the dump (docs/extract.md) starts
+    mid-history, where an alignment shifted by one explains an anomaly away for the price of
+    two assumptions; the anchor carries what the whole history proved."""
+
+    entry_offset: int
+    log_partition: int
+    log_offset: int
+    # where the alignment ends pinned the same way (None: at the copies' ends, as any
+    # alignment): this pair is the sequences' last, so both logs reach past everything before
+    # it by order, whatever the clocks and wherever the slice's copies end (a slice keeps the
+    # tail of a partition, far later than its coordinator records: an alignment shifted by one
+    # would otherwise end matching it for free)
+    end_entry_offset: int | None = None
+    end_log_offset: int | None = None
+
+
 # -- the sequences, as rows of int64 columns ---------------------------------------------------
 #
 # Both sequences of one (producer id, partition) are held as rows of int64 columns (null as -1:
@@ -143,10 +170,15 @@ class Pair:
     # is stuck, not in flight (its markers are written within moments of the Prepare record):
     # the producer's transaction timeout; None: never judged stuck
     stuck_ms: int | None = None
+    # both logs hold an entry matched after these (an anchor's end pair): each copy reaches
+    # past everything aligned here, by order
+    closed: bool = False
 
     def reaches_past(self, end: int | None, ts: np.ndarray) -> np.ndarray:
         """Whether a copy ending at ``end`` extends past each time by more than the clock
-        tolerance (an unknown time or end: no)."""
+        tolerance (an unknown time or end: no; in a closed pair, always)."""
+        if self.closed:
+            return np.ones(len(ts), bool)
         if end is None:
             return np.zeros(len(ts), bool)
         return (ts >= 0) & (end > ts + self.bounds.tolerance_ms)
@@ -298,6 +330,33 @@ class Marks(NamedTuple):
     b0: int
     a_matched: np.ndarray  # a coordinator transaction matched on a cheapest alignment
     a_cleaned: np.ndarray  # ... skipped cheaply just before an entry in the cleaned range
+    # the coordinator transaction every cheapest alignment matches the entry with (NO_MATCH:
+    # none does; SEVERAL: they differ, or one skips it)
+    b_match: np.ndarray
+
+
+NO_MATCH, SEVERAL = -1, -2
+
+
+class Marked(NamedTuple):
+    """One block of either sequence as :meth:`Alignment.marked` gives it once final: ``which``
+    (``"a"`` coordinator transactions, ``"b"`` partition entries), the index of its first,
+    ``free`` and ``bad`` per row, and for entries ``match``: the coordinator transaction (its
+    index in the pair's sequence) every cheapest alignment matches it with, else NO_MATCH or
+    SEVERAL (None for coordinator transactions)."""
+
+    which: str
+    start: int
+    free: np.ndarray
+    bad: np.ndarray
+    match: np.ndarray | None = None
+
+
+def merged_matches(now: np.ndarray, earlier: np.ndarray) -> np.ndarray:
+    """Two markings of the same entries (rows of different blocks) as one: a match both agree
+    on (or only one makes), else SEVERAL."""
+    agree = (earlier == NO_MATCH) | (earlier == now)
+    return np.where(now == NO_MATCH, earlier, np.where(agree, now, SEVERAL))
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
@@ -417,6 +476,11 @@ def _mark_row(s, dlo, dhi, k, total, f_row, g_row, g_next, marks):  # pragma: no
             if c < INF and f + c + g_next[j] == total:
                 marks.a_free[x] = True  # a match frees the coordinator's side; an anomaly is B's
                 marks.a_matched[x] = True
+                was = marks.b_match[y]
+                if was == NO_MATCH:
+                    marks.b_match[y] = k
+                elif was != k:
+                    marks.b_match[y] = SEVERAL
                 if c < ANOMALY:
                     marks.b_free[y] = True
                 elif 3 * k < marks.b_first[y]:
@@ -434,6 +498,7 @@ def _mark_row(s, dlo, dhi, k, total, f_row, g_row, g_next, marks):  # pragma: no
         if i < m and j + 1 < W:
             c = _skip(s.skip_b, i - s.i0, k, n)
             if c < INF and f + c + g_row[j + 1] == total:
+                marks.b_match[y] = SEVERAL  # a cheapest alignment leaves it unmatched
                 if c < ANOMALY:
                     marks.b_free[y] = True
                 elif 3 * k + 2 < marks.b_first[y]:
@@ -558,16 +623,16 @@ class Alignment:
                                 np.full(width, INF, np.int64))  # fmt: skip
         return int(row[self.m - self.n + self.dhi]), kept, cheapest
 
-    def marked(self) -> Iterator[tuple[str, int, np.ndarray, np.ndarray]]:
-        """(``"a"`` or ``"b"``, index of the first, free, bad) for every block of either
-        sequence once no other step can mark it, from the end. ``bad`` of an entry is 1 an
-        anomalous match, 2 an anomalous skip (whichever comes first on a cheapest alignment,
-        in row order), 0 none; of a coordinator transaction 1 an anomalous skip."""
+    def marked(self) -> Iterator[Marked]:
+        """Every block of either sequence once no other step can mark it, from the end
+        (:class:`Marked`). ``bad`` of an entry is 1 an anomalous match, 2 an anomalous skip
+        (whichever comes first on a cheapest alignment, in row order), 0 none; of a
+        coordinator transaction 1 an anomalous skip."""
         n, dlo, dhi = self.n, self.dlo, self.dhi
         g_next = np.full(dhi - dlo + 1, INF, np.int64)
         blocks = self._blocks()
         sentinel = 3 * (n + 1)
-        pending = (0, np.zeros(0, np.bool_), np.zeros(0, np.int64))
+        pending = (0, np.zeros(0, np.bool_), np.zeros(0, np.int64), np.zeros(0, np.int64))
         for index in range(len(blocks) - 1, -1, -1):
             r0, r1 = blocks[index]
             s = self._block(r0, r1)
@@ -575,26 +640,30 @@ class Alignment:
             i0, i1 = s.i0, s.i0 + nb
             marks = Marks(np.zeros(na, np.bool_), np.zeros(na, np.bool_), np.zeros(nb, np.bool_),
                           np.full(nb, sentinel, np.int64), r0, i0, np.zeros(na, np.bool_),
-                          np.zeros(na, np.bool_))  # fmt: skip
-            p0, p_free, p_first = pending  # entries later rows marked, not every row yet
+                          np.zeros(na, np.bool_), np.full(nb, NO_MATCH, np.int64))  # fmt: skip
+            p0, p_free, p_first, p_match = pending  # entries later rows marked, not every row yet
             if len(p_free):
                 at = slice(p0 - i0, p0 - i0 + len(p_free))
                 marks.b_free[at] |= p_free
                 np.minimum(marks.b_first[at], p_first, out=marks.b_first[at])
+                p_match = p_match.copy()  # merged after this block's rows mark theirs
             first_row = self.kept.rows(index, index + 1)[0]
             g_next = _backward_rows(s, dlo, dhi, r0, r1, first_row, self.total, g_next, marks)
+            if len(p_free):
+                marks.b_match[at] = merged_matches(marks.b_match[at], p_match)
             if na:
                 gone = marks.a_cleaned & ~marks.a_matched & ~marks.a_bad
                 self.cleaned_gone += int(gone.sum())
-                yield "a", r0, marks.a_free, marks.a_bad.astype(np.int64)
+                yield Marked("a", r0, marks.a_free, marks.a_bad.astype(np.int64))
             # an entry i is read by rows i + dlo .. i + dhi: final once row max(0, i + dlo) was
             done = max(i0, min(i1, r0 - dlo)) if r0 > 0 else i0
             if done < i1:
                 at = slice(done - i0, i1 - i0)
                 first = marks.b_first[at]
                 bad = np.where(first < sentinel, np.where(first % 3 == 0, 1, 2), 0)
-                yield "b", done, marks.b_free[at], bad
-            pending = (i0, marks.b_free[: done - i0], marks.b_first[: done - i0])
+                yield Marked("b", done, marks.b_free[at], bad, marks.b_match[at])
+            pending = (i0, marks.b_free[: done - i0], marks.b_first[: done - i0],
+                       marks.b_match[: done - i0])  # fmt: skip
         self.kept.close()
 
     def close(self) -> None:

@@ -21,12 +21,14 @@ list and one band row per block (a few bytes per thousand transactions)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from decoders.brokers import unlabelled
+from decoders.constants import TRANSACTION_STATE_TOPIC
 from replay import coverage as C
 from replay import tables as T
 from replay.crosslog import (
@@ -59,6 +61,7 @@ from replay.crosslog import (
     RAW_OPEN,
     RAW_OUTCOMES,
     Alignment,
+    Anchor,
     Bounds,
     Coordinator,
     Pair,
@@ -116,7 +119,8 @@ STREAM_FIELDS: dict[int, dict[str, str]] = {
     COORD: dict(zip(INT_SLOTS + TEXT_SLOTS, (
         "data_epoch", "marker_epoch", "start_timestamp", "prepare_timestamp",
         "complete_timestamp", "maybe", "timeout_ms", "history_from_start", "latest_epoch",
-        "copy_end_ts", None, None, None, "outcome", "transactional_id", "partitions",
+        "copy_end_ts", "log_partition", "first_log_offset", None, "outcome", "transactional_id",
+        "partitions",
     ), strict=True)),
     TXN: dict(zip(INT_SLOTS + TEXT_SLOTS, (
         "first_offset", "last_offset", "marker_offset", "record_count", "producer_epoch",
@@ -183,6 +187,18 @@ def _raw_outcomes(t: pa.Table) -> np.ndarray:
     """Outcome codes as written: 0 null, 1 COMMIT, 2 ABORT, 3 OPEN."""
     codes = pc.add(pc.index_in(t.column("outcome"), pa.array(RAW_OUTCOMES)), 1)
     return pc.fill_null(codes, 0).to_numpy().astype(np.int64)
+
+
+def _holds(seqs: _Sequences, q: int, p: int, index: int, position: int) -> bool:
+    """Whether coordinator transaction ``q`` of the partition's is the producer's ``index``-th
+    and entry ``p`` lies at ``position``: an anchor's pair."""
+    a, b = seqs.listed.rows(q, q + 1), seqs.entries.rows(p, p + 1)
+    return bool(len(a) and len(b) and a[0, L_INDEX] == index and _positions(b)[0] == position)
+
+
+def _positions(e: np.ndarray) -> np.ndarray:
+    """Each entry's place in its partition: its first offset (a marker-only one's marker)."""
+    return np.where(e[:, E_FIRST_OFFSET] >= 0, e[:, E_FIRST_OFFSET], e[:, E_MARKER_OFFSET])
 
 
 def _value(v: int) -> int | None:
@@ -278,12 +294,25 @@ class ProducerJudge:
 
     ``coordinator_view`` and ``side_views`` give the views outright (the pure tests), else
     they come from the rows. ``facts``, when given, also judges hanging transactions (their
-    timeout is the coordinator's)."""
+    timeout is the coordinator's). ``anchors`` pin where partitions' alignments start
+    (:class:`replay.crosslog.Anchor`); ``matching``: partitions whose entries' matched
+    coordinator transactions are kept (:attr:`matches`, for a slice's anchor)."""
 
     def __init__(self, producer_id: int, bounds: Bounds, facts: Facts | None = None,
                  coordinator_view: Coordinator | None = None,
-                 side_views: dict[tuple[str, int], Side] | None = None) -> None:  # fmt: skip
+                 side_views: dict[tuple[str, int], Side] | None = None,
+                 anchors: dict[tuple[str, int], Anchor] | None = None,
+                 matching: set[tuple[str, int]] | None = None) -> None:  # fmt: skip
         self.pid, self.bounds, self.facts = producer_id, bounds, facts
+        self.anchors = anchors or {}
+        # the producer-wide index of each anchor's coordinator transactions, by partition
+        self.anchor_index: dict[tuple[str, int], int] = {}
+        self.anchor_end_index: dict[tuple[str, int], int] = {}
+        self.matching = matching or set()
+        # per partition: (entry position, log partition, log offset) rows of its entries
+        # every cheapest alignment matched, and the coordinator transactions' places by index
+        self.matches: dict[tuple[str, int], list[np.ndarray]] = {}
+        self._places: list[np.ndarray] = []
         self.view = coordinator_view
         self.sequences: dict[tuple[str, int], _Sequences] = {
             tp: _Sequences(side) for tp, side in (side_views or {}).items()
@@ -367,6 +396,17 @@ class ProducerJudge:
         known = rows[(rows[:, L_MAYBE] == 0) & (rows[:, L_START_TS] >= 0), L_START_TS]
         if len(known) and self.known_from_ts is None:  # log order: the first such one
             self.known_from_ts = int(known[0])
+        if (self.anchors or self.matching) and "first_log_offset" in t.column_names:
+            places = np.stack([int_column(t, "log_partition"),
+                               int_column(t, "first_log_offset")], axis=1)  # fmt: skip
+            if self.matching:
+                self._places.append(places)
+            for tp, a in self.anchors.items():
+                for found, offset in ((self.anchor_index, a.log_offset),
+                                      (self.anchor_end_index, a.end_log_offset)):  # fmt: skip
+                    at = np.flatnonzero((places[:, 0] == a.log_partition) & (places[:, 1] == offset))  # fmt: skip
+                    if offset is not None and len(at):
+                        found[tp] = int(rows[at[0], L_INDEX])
         self.coordinator_rows += t.num_rows
         self._list(t.column("partitions"), rows)
 
@@ -493,22 +533,55 @@ class ProducerJudge:
                         lambda a: (listed_end(a) >= 0) & (listed_end(a) + window < first))  # fmt: skip
         return p, q
 
+    def _anchored(self, tp: tuple[str, int], seqs: _Sequences
+                  ) -> tuple[int, int, int, int, bool] | None:  # fmt: skip
+        """Where the partition's anchor starts both sequences and ends them: entries and
+        coordinator transactions before its pair, up to its end pair included, and whether
+        that end pair holds (else the sequences' ends); None if the logs lack its pair."""
+        anchor, index = self.anchors.get(tp), self.anchor_index.get(tp)
+        if anchor is None or index is None:
+            return None
+        q = _prefix(seqs.listed, lambda a: a[:, L_INDEX] < index)
+        p = _prefix(seqs.entries, lambda e: _positions(e) < anchor.entry_offset)
+        if not _holds(seqs, q, p, index, anchor.entry_offset):
+            return None
+        n_end, m_end, closed = len(seqs.listed), len(seqs.entries), False
+        end = self.anchor_end_index.get(tp)
+        if end is not None and anchor.end_entry_offset is not None:
+            q_end = _prefix(seqs.listed, lambda a: a[:, L_INDEX] < end)
+            p_end = _prefix(seqs.entries, lambda e: _positions(e) < anchor.end_entry_offset)
+            if q_end > q and p_end > p and _holds(seqs, q_end, p_end, end, anchor.end_entry_offset):
+                marker = seqs.entries.rows(p_end, p_end + 1)[0, E_MARKER_OFFSET]
+                if marker >= 0:  # its marker too: the partition reaches past its span
+                    n_end, m_end, closed = q_end + 1, p_end + 1, True
+        return p, q, m_end, n_end, closed
+
     def _judge(self, tp: tuple[str, int]) -> None:
         """Align one partition's entries with the coordinator's transactions listing it."""
         seqs = self.sequences[tp]
         coord = self._coordinator_view()
-        p, q = self._before_history(seqs, coord)
-        early = early_cleaned = 0
-        for s in range(0, p, BLOCK_ROWS):
-            block = seqs.entries.rows(s, min(s + BLOCK_ROWS, p))
-            data = block[:, E_RECORDS] > 0
-            early += int(data.sum())
-            early_cleaned += int((data & (block[:, E_CLEANED] > 0)).sum())
+        side = seqs.side
+        anchored = self._anchored(tp, seqs)
+        m_end, n_end, closed = len(seqs.entries), len(seqs.listed), False
+        if anchored is not None:  # both histories whole from the anchor's pair on
+            p, q, m_end, n_end, closed = anchored
+            side = Side(complete_from_start=True, copy_end_ts=side.copy_end_ts)
+            coord = replace(coord, complete_from_start=True)
+        else:
+            p, q = self._before_history(seqs, coord)
+        early = early_cleaned = 0  # entries left out of the alignment (before it, or after)
+        for lo, hi in ((0, p), (m_end, len(seqs.entries))):
+            for s in range(lo, hi, BLOCK_ROWS):
+                block = seqs.entries.rows(s, min(s + BLOCK_ROWS, hi))
+                data = block[:, E_RECORDS] > 0
+                early += int(data.sum())
+                early_cleaned += int((data & (block[:, E_CLEANED] > 0)).sum())
         self._count(tp, "unjudged", early)
-        n, m = len(seqs.listed) - q, len(seqs.entries) - p
+        n, m = n_end - q, m_end - p
         stuck = None if self.timeout_ms is None else self.timeout_ms + self.bounds.tolerance_ms
-        pair = Pair(seqs.side, coord, self.bounds, n, m, a_before=q > 0, b_before=p > 0,
-                    cleaned=max(0, seqs.cleaned - p), stuck_ms=stuck)  # fmt: skip
+        pair = Pair(side, coord, self.bounds, n, m, a_before=q > 0 and anchored is None,
+                    b_before=p > 0 and anchored is None, cleaned=max(0, seqs.cleaned - p),
+                    stuck_ms=stuck, closed=closed)  # fmt: skip
 
         def steps_of(k0: int, k1: int, i0: int, i1: int):
             a = seqs.listed.rows(q + k0, q + k1)
@@ -525,7 +598,9 @@ class ProducerJudge:
         self._count(tp, "judged_cleaned", cleaned)  # by what the cleaner left of them
         bad_b: list[tuple[int, dict]] = []
         bad_a: list[tuple[int, dict]] = []
-        for which, start, free, bad in alignment.marked():
+        for which, start, free, bad, match in alignment.marked():
+            if which == "b" and tp in self.matching:
+                self._matched(tp, seqs, p + start, q, match)
             self._count(tp, "undecidable", int((free & (bad > 0)).sum()))
             for x in np.flatnonzero((bad > 0) & ~free).tolist():
                 at = start + x
@@ -543,6 +618,22 @@ class ProducerJudge:
         found += [f for _, f in sorted(bad_a, key=lambda x: x[0])]
         if found:
             self.found.append((tp, found))
+
+    def _matched(self, tp, seqs: _Sequences, at: int, q: int, match: np.ndarray) -> None:
+        """Keep the entries from ``at`` that every cheapest alignment matched, with their
+        coordinator transactions' places."""
+        hit = np.flatnonzero(match >= 0)
+        if not len(hit):
+            return
+        entries = seqs.entries.rows(at, at + len(match))[hit]
+        k = match[hit]
+        listed = seqs.listed.rows(q + int(k.min()), q + int(k.max()) + 1)
+        if len(self._places) != 1:
+            self._places = [np.concatenate(self._places)]
+        places = self._places[0][listed[k - k.min(), L_INDEX]]
+        self.matches.setdefault(tp, []).append(
+            np.column_stack([_positions(entries), places]).astype(np.int64)
+        )
 
     # -- findings ------------------------------------------------------------------------------
     def _b_finding(self, bad: int, row: np.ndarray, tp: tuple[str, int], seqs: _Sequences,
@@ -768,20 +859,64 @@ def judge_producer(
 
 
 def crosslog_tables(producer_id: int, left: pa.Table | list[dict], coord: pa.Table | list[dict],
-                    facts: Facts) -> pa.Table:  # fmt: skip
-    """One producer id from whole tables (:data:`CROSSLOG_LEFT`, :data:`CROSSLOG_COORD`, or
-    rows), as the stream judges it: findings and counts (:data:`CROSSLOG_SCHEMA`)."""
+                    facts: Facts, cluster: str | None = None) -> pa.Table:  # fmt: skip
+    """One producer id (of ``cluster``) from whole tables (:data:`CROSSLOG_LEFT`,
+    :data:`CROSSLOG_COORD`, or rows), as the stream judges it: findings and counts
+    (:data:`CROSSLOG_SCHEMA`)."""
+    judge = ProducerJudge(producer_id, facts.bounds, facts,
+                          anchors=facts.anchors.get((cluster, producer_id)))  # fmt: skip
+    return _results(_fed(judge, left, coord))
+
+
+def matched_entries(producer_id: int, left: pa.Table | list[dict], coord: pa.Table | list[dict],
+                    facts: Facts, tps: set[tuple[str, int]]
+                    ) -> dict[tuple[str, int], np.ndarray]:  # fmt: skip
+    """Per partition of ``tps``, the entries every cheapest alignment matches with one
+    coordinator transaction, as rows (entry position, its log partition, its first record's
+    offset) in offset order: the pairs a slice can pin its alignment at (:class:`Anchor`)."""
+    judge = _fed(ProducerJudge(producer_id, facts.bounds, facts, matching=set(tps)), left, coord)
+    judge.finish()
+    out = {}
+    for tp in tps:
+        found = judge.matches.get(tp)
+        rows = np.concatenate(found) if found else np.zeros((0, 3), np.int64)
+        out[tp] = rows[np.argsort(rows[:, 0], kind="stable")]
+    return out
+
+
+def producer_inputs(txns: list[dict], coord: list[dict], partitions: list[dict]
+                    ) -> tuple[list[dict], list[dict]]:  # fmt: skip
+    """One producer's rows of the audit's tables (its ``transactions`` and
+    ``coordinator_transactions`` rows, and the ``partitions`` rows of its cluster) as
+    :func:`crosslog_tables` reads them: (left, coord)."""
+    ends = {p["partition"]: p["copy_end_timestamp"] for p in partitions
+            if p["topic"] == TRANSACTION_STATE_TOPIC}  # fmt: skip
+    sides = {(p["topic"], p["partition"]): p for p in partitions}
+    coord = [{**a, "copy_end_ts": ends.get(a["log_partition"])} for a in coord]
+    touched = {(x["topic"], x["partition"]) for x in txns} | {
+        (tp["topic"], tp["partition"]) for a in coord for tp in a["partitions"] or []
+    }
+    left = [{**x, "_row": "txn"} for x in txns] + [
+        {"_row": "side", "topic": tp[0], "partition": tp[1],
+         "complete_from": sides[tp]["complete_from"],
+         "copy_end_timestamp": sides[tp]["copy_end_timestamp"]}
+        for tp in sorted(touched) if tp in sides
+    ]  # fmt: skip
+    return left, coord
+
+
+def _fed(judge: ProducerJudge, left: pa.Table | list[dict],
+         coord: pa.Table | list[dict]) -> ProducerJudge:  # fmt: skip
     left = columns_of(left, CROSSLOG_LEFT)
     coord = columns_of(coord, CROSSLOG_COORD)
     is_txn = pc.fill_null(pc.equal(left.column("_row"), "txn"), False)
     by = [pc.fill_null(coord.column(c), 0) for c in ("log_partition", "first_log_offset")]
     coord = coord.take(pc.sort_indices(pa.table({"p": by[0], "o": by[1]}),
                                        [("p", "ascending"), ("o", "ascending")]))  # fmt: skip
-    judge = ProducerJudge(producer_id, facts.bounds, facts)
     judge.sides(left.filter(pc.invert(is_txn)))
     judge.coordinator(coord)
     judge.entries(_entry_order(left.filter(is_txn)))
-    return _results(judge)
+    return judge
 
 
 COUNTED = {"judged": C.TXNS_JUDGED, "judged_cleaned": C.TXNS_JUDGED_CLEANED,
@@ -831,7 +966,8 @@ def judge_stream(batches: Iterator[pa.RecordBatch], facts: Facts) -> Iterator[pa
                 if judge is not None:
                     out.append(done())
                     held += out[-1].num_rows
-                key, judge = now, ProducerJudge(now[1], facts.bounds, facts)
+                key = now
+                judge = ProducerJudge(now[1], facts.bounds, facts, anchors=facts.anchors.get(now))
             piece = t.slice(a, b - a)
             kind = int(kinds[a])
             if kind == SIDE:

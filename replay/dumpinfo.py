@@ -21,6 +21,8 @@ from decoders.checkpoints import offset_checkpoint
 from decoders.errors import DecodeError
 from decoders.layout import DumpFile, discover, dump_layout, shown_log_dir
 from replay import coverage as C
+from replay.anchors import Anchors, read_anchors
+from replay.anchors import described as anchors_described
 from replay.findings import finding
 
 
@@ -35,6 +37,8 @@ class LayoutFacts:
     described: dict = field(default_factory=dict)
     counts: list[dict] = field(default_factory=list)
     findings: list[dict] = field(default_factory=list)
+    # where the dump pins alignments (a slice's alignment.json, replay.anchors)
+    anchors: Anchors = field(default_factory=dict)
 
 
 def layout_facts(paths: list[str], explicit: str | None = None,
@@ -49,8 +53,11 @@ def layout_facts(paths: list[str], explicit: str | None = None,
     for b in layout.brokers:
         name = renamed(file_of[b.dirs[0].path])
         described["clusters"].setdefault(name, {})[b.label] = ["/".join(d.shown) for d in b.dirs]
+    anchors = read_anchors(paths)
+    if anchors:
+        described["alignment_anchors"] = anchors_described(anchors)
     return LayoutFacts(clusters, described, _incarnation_counts(files, layout, renamed),
-                       _stale_findings(layout, renamed, files))  # fmt: skip
+                       _stale_findings(layout, renamed, files), anchors)  # fmt: skip
 
 
 def _configured(files: list[DumpFile], layout: Layout, explicit, mapping):

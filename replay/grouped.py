@@ -21,7 +21,7 @@ from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from replay import coverage as C
 from replay import tables as T
 from replay.coordinator import CoordinatorReplay
-from replay.crosslog import Bounds
+from replay.crosslog import Anchor, Bounds
 from replay.findings import finding
 from replay.groups import GroupsReplay
 from replay.partition import Config, PartitionReplay
@@ -44,6 +44,9 @@ class Facts:
     default_transaction_timeout_ms: int
     bounds: Bounds
     topic_timeouts: dict[str, int] = field(default_factory=dict)
+    # (cluster, producer id) -> (topic, partition) -> where its alignment starts pinned: what
+    # the dump itself carries (a slice's alignment.json, replay.anchors), not the configuration
+    anchors: dict[tuple[str, int], dict[tuple[str, int], Anchor]] = field(default_factory=dict)
 
 
 # -- partitions ------------------------------------------------------------------------------------

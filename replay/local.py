@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 import decoders
-from decoders.constants import TRANSACTION_STATE_TOPIC
 from replay import tables as T
 from replay.coverage import (
     coverage_rows,
@@ -29,7 +29,7 @@ from replay.coverage import (
     replica_counts,
     shares,
 )
-from replay.crosslog_stream import crosslog_tables
+from replay.crosslog_stream import crosslog_tables, producer_inputs
 from replay.grouped import INTERNAL_TOPICS, with_shares
 from replay.incarnations import commit_windows, routed_commits
 from replay.leakage import NOT_COMMITTED, judge_partition
@@ -111,7 +111,8 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
     timeline = _rows(groups, "timeline", T.TIMELINE)
     findings = [r for t in (part, coord, groups) for r in _rows(t, "finding", T.FINDINGS)]
     checks = _rows(part, "count", T.CHECK_COUNTS)
-    cross_findings, cross_counts = _cross_log(transactions, coord_txns, partitions, config)
+    facts = replace(config.facts(), anchors=spec.layout.anchors)
+    cross_findings, cross_counts = _cross_log(transactions, coord_txns, partitions, facts)
     leaks = _leakage(transactions, timeline, partitions, config)
     findings += cross_findings + leaks + _propagation(leaks, transactions, coord_txns)
     findings += [
@@ -138,32 +139,18 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
     }
 
 
-def _cross_log(transactions, coord_txns, partitions, config) -> tuple[list[dict], list[dict]]:
+def _cross_log(transactions, coord_txns, partitions, facts) -> tuple[list[dict], list[dict]]:
     """Partitions against the coordinator, per producer id (the Spark plan's
     ``Audit._cross_log``): (findings, check counts)."""
-    facts = config.facts()
-    ends = {(p[CLUSTER], p["partition"]): p["copy_end_timestamp"] for p in partitions
-            if p["topic"] == TRANSACTION_STATE_TOPIC}  # fmt: skip
-    sides = {(p[CLUSTER], p["topic"], p["partition"]): p for p in partitions}
+    by_cluster = _by(partitions, CLUSTER)
     by_pid_txn = _by(transactions, CLUSTER, "producer_id")
     by_pid_coord = _by(coord_txns, CLUSTER, "producer_id")
     findings, counts = [], []
     for cluster, pid in sorted(set(by_pid_txn) | set(by_pid_coord)):
-        txns = by_pid_txn.get((cluster, pid), [])
-        coord = [
-            {**a, "copy_end_ts": ends.get((cluster, a["log_partition"]))}
-            for a in by_pid_coord.get((cluster, pid), [])
-        ]
-        touched = {(x["topic"], x["partition"]) for x in txns} | {
-            (tp["topic"], tp["partition"]) for a in coord for tp in a["partitions"] or []
-        }
-        left = [{**x, "_row": "txn"} for x in txns] + [
-            {"_row": "side", "topic": tp[0], "partition": tp[1],
-             "complete_from": sides[(cluster, *tp)]["complete_from"],
-             "copy_end_timestamp": sides[(cluster, *tp)]["copy_end_timestamp"]}
-            for tp in sorted(touched) if (cluster, *tp) in sides
-        ]  # fmt: skip
-        out = crosslog_tables(pid, left, coord, facts)
+        left, coord = producer_inputs(by_pid_txn.get((cluster, pid), []),
+                                      by_pid_coord.get((cluster, pid), []),
+                                      by_cluster.get((cluster,), []))  # fmt: skip
+        out = crosslog_tables(pid, left, coord, facts, cluster)
         findings += _rows(T.with_cluster(out, cluster), "finding", T.FINDINGS)
         counts += _rows(T.with_cluster(out, cluster), "count", T.CHECK_COUNTS)
     return findings, counts

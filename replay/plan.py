@@ -21,7 +21,7 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import reduce
 from typing import Protocol
 
@@ -419,7 +419,7 @@ class Audit:
         sort spills, and no producer's history is gathered into one group (a Kafka Streams
         thread under TV0/1 writes millions of transactions under one producer id)."""
         schema = pa.schema([pa.field(CLUSTER, pa.string()), *CROSSLOG_SCHEMA])
-        facts = self.config.facts()
+        facts = replace(self.config.facts(), anchors=self._layout().anchors)
 
         def judge(batches):  # no hints: Spark infers its UDF type from them
             settled()

@@ -346,15 +346,22 @@ def witnesses(entries: list[Entry]) -> set[int]:
 
 def _with_context(entries: list[Entry], runs: list[tuple[int, int]], pids: set[int]):
     """Runs reaching back to the previous batch of each producer written in them (the batch its
-    sequence and epoch are judged against) and on to the marker that ends its transaction: one
+    sequence and epoch are judged against) and on to the marker that ends its transaction, or,
+    where none does (a transaction left open), to the next marker of any producer (the bound
+    the replay puts on when the open data was appended: partition.py's bound_timestamp): one
     pass over the partition per run, whatever the number of producers."""
     out = []
     for lo, hi in runs:
         inside: set[int] = set()
         before: dict[int, int] = {}  # producer -> base offset of its last batch before the run
         after: dict[int, int] = {}  # producer -> last offset of its first marker after it
+        any_after: int | None = None  # ... of any producer's
         for e in entries:
-            if not e.readable or e.producer_id not in pids:
+            if not e.readable:
+                continue
+            if e.base_offset > hi and e.is_control and any_after is None:
+                any_after = e.last_offset
+            if e.producer_id not in pids:
                 continue
             if e.last_offset < lo:
                 before[e.producer_id] = max(before.get(e.producer_id, -1), e.base_offset)
@@ -365,6 +372,8 @@ def _with_context(entries: list[Entry], runs: list[tuple[int, int]], pids: set[i
                 inside.add(e.producer_id)
         start = min([lo] + [before[p] for p in inside if p in before])
         end = max([hi] + [after[p] for p in inside if p in after])
+        if any_after is not None and any(p not in after for p in inside):
+            end = max(end, any_after)
         out.append((start, end))
     return out
 
@@ -416,3 +425,94 @@ def internal_wanted(topic: str, partition: int, ids: set[str], entry: Entry, wan
             return False
     wanted = want.transactional_ids if topic == TRANSACTION_STATE_TOPIC else want.groups
     return bool(ids & wanted) or (entry.producer_id >= 0 and entry.producer_id in want.pids)
+
+
+# -- where a slice's alignment starts ----------------------------------------------------------
+@dataclass
+class Anchoring:
+    """Where a slice of one finding may pin its producer's alignments: the finding's
+    producer, partition and entry, and per partition of the producer the entries every
+    cheapest alignment of the whole dump matched, as rows (entry position, log partition,
+    offset of the coordinator transaction's first record) in offset order
+    (replay.crosslog_stream.matched_entries)."""
+
+    cluster: str
+    producer_id: int
+    place: Place
+    position: int  # the finding's entry
+    pairs: dict[Place, Any]  # numpy int64 rows
+
+
+def anchoring(f: dict, transactions: list[dict], coordinator: list[dict],
+              partitions: list[dict], facts) -> Anchoring | None:  # fmt: skip
+    """What pins the alignments of a finding's producer in a slice (the slice's audit aligns
+    it with the coordinator whatever the finding's kind), from the audit's rows of the
+    producer (its ``transactions``, ``coordinator`` transactions) and its cluster's
+    ``partitions``; None for findings of no transactional producer in a user partition."""
+    from replay.crosslog_stream import matched_entries, producer_inputs
+
+    pid, place = f.get("producer_id"), (f.get("topic"), f.get("partition"))
+    if pid is None or place[0] is None or place[0] in INTERNAL:
+        return None
+    if f.get("first_offset") is None:  # a coordinator transaction with nothing in the partition
+        return None
+    mine = [r for r in coordinator if r.get("producer_id") == pid]
+    txns = [r for r in transactions if r.get("producer_id") == pid]
+    if not mine or not txns:
+        return None
+    left, coord = producer_inputs(txns, mine, partitions)
+    tps = {(r["topic"], r["partition"]) for r in txns}
+    pairs = matched_entries(pid, left, coord, facts, tps)
+    return Anchoring(f["cluster"], pid, place, int(f["first_offset"]), pairs)
+
+
+def anchor_in(a: Anchoring, place: Place, replicas: list[list[tuple[int, int]]],
+              spans: dict[int, list[tuple[int, int]]]):  # fmt: skip
+    """The pairs a slice holds whole in one partition of the producer, as an anchor (None if
+    there are none).
+
+    ``replicas``: each replica's kept offset runs of the partition; ``spans``: per
+    `__transaction_state` partition, the offset runs inside which the slice keeps every
+    record of the producer's transactional id. The run used is, in the finding's partition,
+    the one reaching the finding, elsewhere the first; in every replica. Its start: the
+    earliest pair whose entry lies in that run (at or before the finding) and whose
+    coordinator transaction's first record lies in a span. Its end: the last pair (after the
+    finding) whose next pair lies in the same run and the same span: the next transaction of
+    a producer under transaction version 0/1 begins in a partition after the marker of its
+    last one, and in the coordinator's log after its Complete record, so the end pair is
+    whole; what the slice keeps after it (the edges of its windows) is left unjudged."""
+    from replay.crosslog import Anchor
+
+    pairs = a.pairs.get(place)
+    if pairs is None or not len(pairs) or not replicas:
+        return None
+    finding = place == a.place
+    bounds = []
+    for runs in replicas:
+        if finding:
+            run = next(((lo, hi) for lo, hi in sorted(runs) if lo <= a.position <= hi), None)
+        else:
+            run = min(runs, default=None)
+        if run is None:
+            return None
+        bounds.append(run)
+    lo, hi = max(b[0] for b in bounds), min(b[1] for b in bounds)
+    upto = a.position if finding else hi
+
+    def span(log_partition: int, log_offset: int) -> tuple[int, int] | None:
+        return next(((s, e) for s, e in spans.get(log_partition, []) if s <= log_offset <= e),
+                    None)  # fmt: skip
+
+    rows = pairs.tolist()
+    start = next((x for x in rows if lo <= x[0] <= upto and span(x[1], x[2])), None)
+    if start is None:
+        return None
+    home = span(start[1], start[2])
+    after_of = a.position if finding else start[0]  # the end pair lies after this entry
+    end = None
+    for x, after in zip(rows, rows[1:], strict=False):
+        if x[0] <= after_of or after[0] > hi:
+            continue
+        if x[1] == after[1] == start[1] and span(after[1], after[2]) == home:
+            end = x
+    return Anchor(*start, *((end[0], end[2]) if end else (None, None)))

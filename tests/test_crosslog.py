@@ -364,7 +364,7 @@ def _blocked(steps, half_width, rows):
     a_free, a_bad = np.zeros(n, bool), np.zeros(n, bool)
     b_free, b_bad = np.zeros(m, bool), np.zeros(m, np.int64)
     seen = {"a": np.zeros(n, int), "b": np.zeros(m, int)}
-    for which, start, free, bad in alignment.marked():
+    for which, start, free, bad, _ in alignment.marked():
         at = slice(start, start + len(free))
         seen[which][at] += 1
         if which == "a":
@@ -569,3 +569,80 @@ def test_transactions_the_cleaner_removed_whole_are_counted_not_missing():
                 ("missing_marker", "warning", 20),
                 ("missing_marker", "warning", 21),
             ]
+
+
+# -- anchors: a slice of a lifelong producer's history (replay.crosslog.Anchor) -----------------
+def _slice_of_a_lifelong_producer(anchors, bad=60):
+    """Coordinator transactions 30-89 and partition transactions 25-94 of a TV0/1 producer
+    that lives for 400 (one id, one epoch), the 60th aborted in the partition but committed
+    by the coordinator, and the partition's last entry far later (a slice's tail witness)."""
+    from replay.crosslog_stream import crosslog_tables
+    from replay.grouped import Facts
+
+    end = coord_txn(89)["complete_timestamp"]
+    ctx = [{**coord_txn(k), "history_from_start": False, "copy_end_ts": end} for k in range(30, 90)]
+    ptx = [{**part_txn(k, "ABORT" if k == bad else "COMMIT"), "_row": "txn"} for k in range(25, 95)]
+    tail = {**part_txn(400), "_row": "txn"}
+    side = {"_row": "side", "topic": X[0], "partition": X[1], "complete_from": 75,
+            "copy_end_timestamp": tail["marker_timestamp"]}  # fmt: skip
+    facts = Facts(600_000, 60_000, Bounds(2_000, 600_000), anchors=anchors)
+    out = crosslog_tables(PID, [*ptx, tail, side], ctx, facts, "c").to_pylist()
+    return [(r["kind"], r["first_offset"]) for r in out if r["out"] == "finding"]
+
+
+def test_an_anchor_pins_a_slice_where_a_shifted_alignment_explains_an_anomaly_away():
+    """Mid-history both ends are free: an alignment shifted by one explains the split outcome
+    away (at the start) or calls it a write outside any transaction (at the end, where the
+    partition's tail lies far past the coordinator's records). Pinned at both ends by pairs
+    the whole history matched, the slice says what the whole history says."""
+    from replay.crosslog import Anchor
+
+    assert _slice_of_a_lifelong_producer({}) == []
+    start_only = {("c", PID): {X: Anchor(30 * 3, 3, 30 * 3)}}
+    assert _slice_of_a_lifelong_producer(start_only) == [("write_outside_transaction", 180)]
+    both = {("c", PID): {X: Anchor(30 * 3, 3, 30 * 3, 70 * 3, 70 * 3)}}
+    assert _slice_of_a_lifelong_producer(both) == [("split_outcome", 180)]
+    # the whole history says the same
+    ctx = [coord_txn(k) for k in range(400)]
+    ptx = [part_txn(k, "ABORT" if k == 60 else "COMMIT") for k in range(400)]
+    assert kinds(judge(ptx, ctx)[0]) == [("split_outcome", 180, 2)]
+    # another cluster's anchor, or a pair the logs do not hold, pins nothing
+    assert _slice_of_a_lifelong_producer({("other", PID): both[("c", PID)]}) == []
+    assert _slice_of_a_lifelong_producer({("c", PID): {X: Anchor(30 * 3 + 1, 3, 30 * 3)}}) == []
+    assert _slice_of_a_lifelong_producer({("c", PID): {X: Anchor(30 * 3, 4, 30 * 3)}}) == []
+    # an end pair the logs do not hold: pinned at the start only
+    broken_end = {("c", PID): {X: Anchor(30 * 3, 3, 30 * 3, 70 * 3 + 1, 70 * 3)}}
+    assert _slice_of_a_lifelong_producer(broken_end) == [("write_outside_transaction", 180)]
+    # a clean slice stays clean when pinned
+    assert _slice_of_a_lifelong_producer(both, bad=-1) == []
+
+
+def test_matched_entries_are_those_every_cheapest_alignment_matches():
+    from replay.crosslog_stream import matched_entries
+    from replay.grouped import Facts
+
+    facts = Facts(600_000, 60_000, Bounds(2_000, 600_000))
+    ctx = [{**coord_txn(k), "copy_end_ts": None} for k in range(50)]
+    ptx = [{**part_txn(k, "ABORT" if k == 20 else "COMMIT"), "_row": "txn"} for k in range(50)]
+    side = {"_row": "side", "topic": X[0], "partition": X[1], "complete_from": 0,
+            "copy_end_timestamp": None}  # fmt: skip
+    pairs = matched_entries(PID, [*ptx, side], ctx, facts, {X})[X]
+    # whole histories from the start: every entry is its own transaction, the split one too
+    assert pairs.tolist() == [[k * 3, 3, k * 3] for k in range(50)]
+    # both starts lost (a copy that begins mid-history) and identical transactions: shifts tie,
+    # no entry is sure
+    ctx = [{**a, "history_from_start": False} for a in ctx[10:]]
+    ptx = [{**part_txn(k), "_row": "txn"} for k in range(5, 50)]
+    side = {**side, "complete_from": 15}
+    assert matched_entries(PID, [*ptx, side], ctx, facts, {X})[X].tolist() == []
+
+
+def test_the_anchors_file_round_trips_and_ignores_what_it_cannot_read():
+    from replay.anchors import anchor_row, document, parsed
+    from replay.crosslog import Anchor
+
+    a, b = Anchor(90, 3, 90), Anchor(90, 3, 90, 210, 210)
+    data = document([anchor_row("c", PID, *X, a), anchor_row("c", PID + 1, *X, b),
+                     {"cluster": "c", "producer_id": "x"}])  # fmt: skip
+    assert parsed(data) == {("c", PID): {X: a}, ("c", PID + 1): {X: b}}
+    assert parsed(b"not json") == {} and parsed(b"[]") == {}

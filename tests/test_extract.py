@@ -24,6 +24,7 @@ from jobs import extract
 from jobs.cli import main
 from replay import slices
 from replay.local import audit_local
+from replay.settings import AuditConfig
 from simulator import synth
 from simulator.writer import Record, build_batch, control_batch, legacy_message, legacy_wrapper
 
@@ -154,16 +155,23 @@ def faulted(tmp_path_factory):
     return out
 
 
-def _reproduce(path, result) -> list[tuple[str, extract.Choice]]:
+def _reproduce(path, result, pinned: bool = True, kinds=None) -> list[tuple[str, extract.Choice]]:
+    """Every finding's slice (of ``kinds``, else all) as ``logreplay extract finding`` chooses
+    it (``pinned``: with the alignment anchors it takes from the audit's rows)."""
     dump = extract.Dump([str(path)])
     limit = extract.bound(dump.bytes)
     chosen = []
+    facts = AuditConfig.of(None).facts()
     for f in result["findings"]:
+        if kinds and f["kind"] not in kinds:
+            continue
         coord = [r for r in result["coordinator_transactions"]
                  if r["producer_id"] == f["producer_id"]]  # fmt: skip
         commits = [r for r in result["offset_timeline"] if r["group_id"] == f["group_id"]]
         want = slices.for_finding(f, coord, commits)
-        choice = extract.choose(dump, want, f, None, limit, False, result["findings"])
+        anchoring = slices.anchoring(f, result["transactions"], coord, result["partitions"],
+                                     facts) if pinned else None  # fmt: skip
+        choice = extract.choose(dump, want, f, None, limit, False, result["findings"], anchoring)
         chosen.append((f, choice, limit))
     return chosen
 
@@ -267,8 +275,67 @@ def test_extract_slice_of_a_transactional_id_and_a_group(faulted, tmp_path, caps
                  "--to", str(tmp_path / "none")]) == 1  # fmt: skip
 
 
+# -- a producer that lives for the whole dump -------------------------------------------------
+@pytest.fixture(scope="module")
+def lifelong(tmp_path_factory):
+    """A Kafka Streams thread under TV1 for 2,000 transactions (one producer id and epoch for
+    life, 100 ms apart), with a split outcome, a missing marker and a late write near its end."""
+    path = tmp_path_factory.mktemp("lifelong") / "long_lived_producer_faults"
+    synth("long_lived_producer_faults", str(path), seed=3, scale=0.1)
+    return path, audit_local([str(path)])
+
+
+ALIGNED = {"split_outcome", "missing_marker", "write_outside_transaction"}
+
+
+def test_a_lifelong_producer_s_findings_come_back_from_pinned_slices(lifelong):
+    """A slice starts mid-history, where an alignment shifted by one transaction explains a
+    split outcome or a missing marker away (its transactions are milliseconds apart, one epoch
+    for life): unpinned, those slices do not reproduce. Pinned by the pairs the whole dump's
+    audit matched (alignment.json), every finding comes back and nothing is made up."""
+    path, result = lifelong
+    assert ALIGNED | {"hanging_transaction"} == {f["kind"] for f in result["findings"]}
+    for f, choice, limit in _reproduce(path, result):
+        assert choice.cut.bytes <= limit, (f["kind"], choice.attempts)
+        assert choice.reproduced["fingerprint"], (f["kind"], choice.attempts)
+        assert not choice.reproduced["not_in_the_dump"], (f["kind"], choice.reproduced)
+        assert {a["topic"] for a in choice.cut.anchors} == {f["topic"]}
+        assert extract.ANCHORS_FILE in choice.cut.files
+    shifted = {"split_outcome", "missing_marker"}
+    unpinned = _reproduce(path, result, pinned=False, kinds=shifted)
+    assert shifted == {
+        f["kind"] for f, choice, _ in unpinned if not choice.reproduced["fingerprint"]
+    }
+
+
+@pytest.mark.spark
+def test_extract_a_lifelong_producer_s_split_outcome_and_audit_it_with_spark(
+    spark, lifelong, tmp_path, capsys
+):
+    """As a user runs it: `logreplay audit` (Spark), `logreplay extract finding` of the split
+    outcome, and `logreplay audit` of the slice (Spark, whose streamed judgement reads the
+    anchors too) finds it again with the same fingerprint; the run shows the anchors read."""
+    path, _ = lifelong
+    out, piece, again = tmp_path / "audit", tmp_path / "slice", tmp_path / "again"
+    assert main(["audit", str(path), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["findings", str(out), "--kind", "split_outcome"]) == 0
+    fid = json.loads(capsys.readouterr().out.splitlines()[0])["fingerprint"]
+    assert main(["extract", "finding", str(out), fid, "--to", str(piece)]) == 0
+    manifest = json.loads((piece / "manifest.json").read_text())
+    assert manifest["alignment_anchors"] and (piece / extract.ANCHORS_FILE).exists()
+    assert main(["audit", str(piece), "--out", str(again)]) == 0
+    capsys.readouterr()
+    assert main(["findings", str(again), "--kind", "split_outcome"]) == 0
+    assert fid in {json.loads(line)["fingerprint"] for line in capsys.readouterr().out.splitlines()}
+    summary = json.loads((again / "summary.json").read_text())
+    assert summary["dump_layout"]["alignment_anchors"] == manifest["alignment_anchors"]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["production_day_faults", "production_compacted_faults"])
+@pytest.mark.parametrize(
+    "name", ["production_day_faults", "production_compacted_faults", "long_lived_producer_faults"]
+)
 def test_every_finding_of_a_production_day_comes_back_from_its_slice(name, tmp_path):
     """The production-shaped faulted days (several MB, the 1 MiB floor binding): every finding
     comes back from a slice within the bound, and the slices make nothing up."""
