@@ -10,6 +10,7 @@ path raises :class:`ConfigError` naming the key and how to fix it (the CLI exits
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import difflib
 import functools
 import os
@@ -158,6 +159,63 @@ class MapOf:
         return {str(k): self.value.check(f"{key}.{k}", sub, base) for k, sub in v.items()}
 
 
+@dataclass(frozen=True)
+class ListOf:
+    """A list of entries of one shape."""
+
+    item: Any
+
+    def check(self, key: str, v: Any, base: pathlib.Path) -> list:
+        if v is None:
+            return []
+        if not isinstance(v, list):
+            raise ConfigError(key, f"expected a list, got {v!r}", "Give one '- ' entry per item.")
+        return [self.item.check(f"{key}[{i}]", sub, base) for i, sub in enumerate(v)]
+
+
+@dataclass(frozen=True)
+class Day:
+    """A date (YAML's 2026-12-31, or the same as a string), kept as its ISO text."""
+
+    def check(self, key: str, v: Any, base: pathlib.Path) -> str:
+        if isinstance(v, dt.date) and not isinstance(v, dt.datetime):
+            return v.isoformat()
+        try:
+            return dt.date.fromisoformat(str(v)).isoformat()
+        except ValueError:
+            raise ConfigError(
+                key, f"expected a date, got {v!r}", f"Set {key}: 2026-12-31."
+            ) from None
+
+
+@dataclass(frozen=True)
+class WaiverEntry:
+    """One of ``gate.waivers`` (validations/waivers.py): a fingerprint (or a prefix of one), or
+    a kind with optional ``*`` patterns on topic, group and transactional id; and why, who,
+    until when."""
+
+    def check(self, key: str, v: Any, base: pathlib.Path) -> dict:
+        shape = Section({
+            "fingerprint": Str(), "kind": Enum(tuple(KINDS)), "topic": Str(), "group": Str(),
+            "transactional_id": Str(), "reason": Str(), "owner": Str(), "expires": Day(),
+        })  # fmt: skip
+        out = shape.check(key, v, base)
+        for need in ("reason", "owner", "expires"):
+            if need not in out:
+                raise ConfigError(f"{key}.{need}", "missing", "A waiver says why, who and until when.")  # fmt: skip
+        patterns = [k for k in ("topic", "group", "transactional_id") if k in out]
+        if ("fingerprint" in out) == ("kind" in out):
+            raise ConfigError(key, "needs either a fingerprint or a kind (not both)",
+                              "Name the finding by fingerprint, or its kind and patterns.")  # fmt: skip
+        if "fingerprint" in out:
+            fp = out["fingerprint"].lower()
+            if patterns or len(fp) < 8 or any(c not in "0123456789abcdef" for c in fp):
+                raise ConfigError(f"{key}.fingerprint", f"expected 8 to 16 hex digits alone, got {fp!r}",  # fmt: skip
+                                  "Copy it from `logreplay findings` (patterns go with a kind).")  # fmt: skip
+            out["fingerprint"] = fp
+        return out
+
+
 GATE_THRESHOLDS = (*SEVERITIES, "never")
 ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky", "broadcast", "other")
 
@@ -205,6 +263,7 @@ SCHEMA = Section(
                 "data_docs": Bool(),
                 "sample_findings": Int(minimum=1),
                 "min_coverage": MapOf(Share(), keys=COVERAGE_FAMILIES),
+                "waivers": ListOf(WaiverEntry()),
             }
         ),
         "remediation": Section({"bootstrap_servers": Str(), "command_config": Str()}),

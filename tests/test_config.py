@@ -130,3 +130,63 @@ def test_the_defaults_are_read_from_inside_a_zip(tmp_path):
         cwd=tmp_path, env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert out.stdout.split() == ["7", load()["gate"]["fail_at"]]
+
+
+def test_waivers_are_validated_and_matched(tmp_path):
+    """gate.waivers (validations.waivers): a fingerprint prefix or a kind with `*` patterns,
+    each with a reason, an owner and an expiry date (YAML's date or its text); a waiver holds
+    through its expiry day and matches what its patterns say, the same in Python and in the
+    SQL condition the gate gives Spark."""
+    import datetime as dt
+
+    from validations.waivers import parsed, run_day, sql_condition, waiver_of
+
+    user = tmp_path / "waivers.yaml"
+    user.write_text(
+        "gate:\n  waivers:\n"
+        "    - {fingerprint: 06BB1C87, reason: KAFKA-12671, owner: platform, expires: 2026-12-31}\n"
+        "    - {kind: offset_regression, group: 'replay-*', topic: 'orders-?*', reason: backfill,\n"
+        "       owner: ml, expires: '2026-11-30'}\n"
+    )
+    conf = load(str(user))
+    fp, pattern = parsed(conf["gate"]["waivers"])
+    assert fp.fingerprint == "06bb1c87" and fp.expires == dt.date(2026, 12, 31)
+    assert pattern.expires == dt.date(2026, 11, 30) and pattern.group_id == "replay-*"
+    regression = {"kind": "offset_regression", "group_id": "replay-7", "topic": "orders-?x",
+                  "fingerprint": "ffff0000aaaa1111"}  # fmt: skip
+    day = dt.date(2026, 11, 30)
+    assert waiver_of([fp, pattern], regression, day) is pattern
+    assert waiver_of([fp, pattern], regression, day + dt.timedelta(days=1)) is None  # expired
+    assert waiver_of([fp, pattern], {**regression, "group_id": "other"}, day) is None
+    assert waiver_of([fp, pattern], {"kind": "split_outcome", "fingerprint": "06bb1c87cfa1467d"},
+                     day) is fp  # fmt: skip
+    assert run_day("2026-11-21T00:00:00+00:00") == dt.date(2026, 11, 21)
+    assert sql_condition(pattern).startswith("true AND kind = 'offset_regression' AND ")
+    assert sql_condition(fp) == "startswith(coalesce(fingerprint, ''), '06bb1c87')"
+    assert GatePolicy.from_conf(conf).waivers == conf["gate"]["waivers"]
+
+
+@pytest.mark.parametrize(
+    "waiver, key, words",
+    [
+        ({"fingerprint": "06bb1c87", "owner": "o", "expires": "2026-12-31"}, "reason", "missing"),
+        ({"kind": "split_outcome", "reason": "r", "owner": "o", "expires": "soon"}, "expires",
+         "a date"),
+        ({"reason": "r", "owner": "o", "expires": "2026-12-31"}, "", "either a fingerprint"),
+        ({"fingerprint": "06bb", "reason": "r", "owner": "o", "expires": "2026-12-31"},
+         "fingerprint", "8 to 16 hex"),
+        ({"fingerprint": "06bb1c87", "topic": "x", "reason": "r", "owner": "o",
+          "expires": "2026-12-31"}, "fingerprint", "patterns go with a kind"),
+        ({"kind": "split_outcom", "reason": "r", "owner": "o", "expires": "2026-12-31"}, "kind",
+         "split_outcome"),
+    ],
+)  # fmt: skip
+def test_a_bad_waiver_names_its_key(tmp_path, waiver, key, words):
+    import yaml
+
+    user = tmp_path / "w.yaml"
+    user.write_text(yaml.safe_dump({"gate": {"waivers": [waiver]}}))
+    with pytest.raises(ConfigError) as e:
+        load(str(user))
+    assert e.value.key == "gate.waivers[0]" + (f".{key}" if key else "")
+    assert words in str(e.value)

@@ -90,6 +90,74 @@ def test_logreplay_gate_applies_the_policy(sim_all, gated, tmp_path, capsys):
     assert summary["gate"]["success"] is True
 
 
+def _findings_of(out) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(out / "findings").to_pylist()
+
+
+def test_waivers_take_findings_out_of_the_gate_until_they_expire(sim_all, gated, tmp_path, capsys):
+    """`gate.waivers`: one blocking finding waived by its fingerprint's prefix, the others by
+    kind and a topic pattern: the gate passes, names what it waived, and the waived findings
+    stay in the table, the report and the Data Docs. Judged on the logical date after a waiver's
+    expiry, it waives nothing and fails the gate naming itself; a waiver matching nothing is
+    reported without failing."""
+    import yaml
+
+    code, out = gated("transaction_faults")
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    shutil.rmtree(copy / "gate")
+    findings = _findings_of(copy)
+    blocking = [f for f in findings if at_least(f["severity"], "error")]
+    first = next(f for f in blocking if [g["kind"] for g in blocking].count(f["kind"]) == 1)
+    rest = [f for f in blocking if f is not first]
+    assert rest and all(f["topic"].startswith("led") for f in rest)
+
+    def gate(waivers, logical_date="2026-11-21") -> int:
+        conf = tmp_path / "waivers.yaml"
+        conf.write_text(yaml.safe_dump({"gate": {"waivers": waivers}}))
+        return main(["gate", str(copy), "--conf", str(conf), "--run-id", "r",
+                     "--logical-date", logical_date])  # fmt: skip
+
+    by_fp = {"fingerprint": first["fingerprint"][:8], "reason": "KAFKA-12671, aborted by hand",
+             "owner": "data-platform", "expires": "2026-11-30"}  # fmt: skip
+    by_kind = [{"kind": k, "topic": "led*", "reason": "replayed into a fresh topic",
+                "owner": "payments", "expires": "2026-12-31"}
+               for k in sorted({f["kind"] for f in rest})]  # fmt: skip
+    nothing = {"kind": "offset_overwrite", "group": "nobody-*", "reason": "old incident",
+               "owner": "ml", "expires": "2026-12-31"}  # fmt: skip
+    capsys.readouterr()
+    assert gate([by_fp, *by_kind, nothing]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "gate PASS" in err and f"waived 1 finding(s) under waiver 1 ({by_fp['fingerprint']}" in err
+    )
+    assert "note: waiver" in err and "nobody-*" in err  # the one matching nothing, reported
+    result = json.loads((copy / "gate" / "result.json").read_text())
+    rows = {r["waiver"].split(" (")[0]: r for r in result["waivers"]}
+    assert rows["waiver 1"]["waived"] == 1 and sum(r["waived"] for r in rows.values()) == len(
+        blocking
+    )
+    assert rows[f"waiver {len(by_kind) + 2}"]["matched"] == 0
+    summary = json.loads((copy / "summary.json").read_text())
+    assert summary["gate"]["success"] and summary["gate"]["waived"] == len(blocking)
+    assert len(_findings_of(copy)) == len(findings)  # still there
+    docs = "".join(p.read_text() for p in (copy / "gate" / "data_docs").rglob("*.html"))
+    assert "waives 1 finding(s) until 2026-11-30" in docs and first["kind"] in docs
+    assert main(["report", str(copy)]) == 0
+    page = (copy / "report" / "index.html").read_text()
+    assert "Waivers (gate.waivers)" in page and "KAFKA-12671" in page
+    # the day after the fingerprint waiver expires: its finding blocks again, and it fails
+    capsys.readouterr()
+    assert gate([by_fp, *by_kind], logical_date="2026-12-01") == 1
+    err = capsys.readouterr().err
+    assert "failed [waivers] waiver 1 (" in err and "has not expired" in err
+    assert f"failed [findings] no {first['kind']} finding" in err
+    # a finding's own kind waived where the pattern does not hold: still blocking
+    assert gate([{**by_kind[0], "topic": "other-*"}]) == 1
+
+
 def test_a_stricter_threshold_turns_warnings_into_failures(gated, tmp_path):
     code, out = gated("offset_resets")  # offset_regression: info (resets) and warning (a rewind)
     assert code == 0

@@ -16,7 +16,16 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from validations.policy import GatePolicy
-from validations.suites import BLOCKING, Suite, coverage_suite, data_suites, findings_suite
+from validations.suites import (
+    BLOCKING,
+    WAIVED,
+    Suite,
+    coverage_suite,
+    data_suites,
+    findings_suite,
+    waivers_suite,
+)
+from validations.waivers import Waiver, parsed, run_day, sql_condition
 
 DOCS = "data_docs"
 RESULT = "result.json"
@@ -39,6 +48,7 @@ class GateResult:
     evaluated: int
     failures: list[Failure]
     docs_index: str | None
+    waivers: list[dict] = field(default_factory=list)  # one row per waiver (waiver_rows)
 
     def verdict(self) -> str:
         head = "PASS" if self.success else "FAIL"
@@ -49,6 +59,11 @@ class GateResult:
             count = f" ({f.unexpected_count} rows)" if f.unexpected_count else ""
             lines.append(f"  failed [{f.table}] {f.description}{count}")
             lines += [f"    - {b}" for b in f.behind]
+        for w in self.waivers:
+            if not w["expired"] and w["waived"]:
+                lines.append(f"  waived {w['waived']} finding(s) under {w['waiver']} until {w['expires']}: {w['sample']}")  # fmt: skip
+            elif not w["expired"] and not w["matched"]:
+                lines.append(f"  note: {w['waiver']} matches no finding (gone, or a wrong pattern?)")  # fmt: skip
         return "\n".join(lines)
 
     def summary(self) -> dict:
@@ -56,6 +71,11 @@ class GateResult:
             "success": self.success,
             "evaluated": self.evaluated,
             "failed": [f"[{f.table}] {f.description}" for f in self.failures],
+            "waived": sum(w["waived"] for w in self.waivers),
+            "waivers": [
+                {k: w[k] for k in ("waiver", "expires", "expired", "matched", "waived", "sample")}
+                for w in self.waivers
+            ],
         }
 
 
@@ -77,10 +97,18 @@ def run_gate(
     frames = dict(sorted(tables.items()))
     rows = rows or {}
     suites: list[Suite] = []
+    waivers = parsed(policy.waivers)
+    waiver_rows: list[dict] = []
     if "findings" in frames:
         findings = frames["findings"]
         kinds = sorted(policy.thresholds())
-        frames["findings"] = findings.withColumn(BLOCKING, _blocking(policy, kinds, F))
+        blocking = _blocking(policy, kinds, F)
+        if waivers:
+            day = run_day(logical_date)
+            findings = findings.withColumn(WAIVED, _waived(waivers, day, F))
+            waiver_rows = _waiver_rows(findings, waivers, day, F)
+            blocking = F.when(F.col(WAIVED).isNull(), blocking)
+        frames["findings"] = findings.withColumn(BLOCKING, blocking)
         suites.append(findings_suite(policy, kinds, rows.get("findings")))
     coverage = frames.pop("coverage", None)
     if policy.data_expectations:
@@ -88,6 +116,9 @@ def run_gate(
     if policy.min_coverage and coverage is not None:
         frames["coverage"] = coverage_shares(spark, coverage, policy)
         suites.append(coverage_suite(policy))
+    if waiver_rows:
+        frames["waivers"] = spark.createDataFrame(waiver_rows, WAIVER_ROWS)
+        suites.append(waivers_suite(waiver_rows))
 
     context = _context(gate_dir, policy)
     run = _run_identifier(run_id, logical_date)
@@ -109,7 +140,7 @@ def run_gate(
         context.build_data_docs()
         settle_docs(os.path.join(gate_dir, DOCS), run.run_time)
         docs = os.path.join(gate_dir, DOCS, "index.html")
-    result = GateResult(not failures, run_id, evaluated, failures, docs)
+    result = GateResult(not failures, run_id, evaluated, failures, docs, waiver_rows)
     with open(os.path.join(gate_dir, RESULT), "w") as f:
         json.dump(
             {
@@ -123,6 +154,7 @@ def run_gate(
                     "kinds": policy.kinds,
                     "min_coverage": policy.min_coverage,
                 },
+                "waivers": waiver_rows,
                 "great_expectations": described,
             },
             f,
@@ -195,6 +227,53 @@ def _number_ids(html: str) -> str:
     return COLLAPSE.sub(
         lambda m: "collapse-body-" + ids.setdefault(m.group(1), f"n{len(ids)}"), html
     )
+
+
+WAIVER_ROWS = (
+    "waiver string, owner string, reason string, expires string, expired boolean, "
+    "matched long, waived long, sample string, message string"
+)
+
+
+def _waived(waivers: list[Waiver], day, F):
+    """The name of the first waiver in force matching each finding, else null."""
+    expr = None
+    for w in waivers:
+        if not w.in_force(day):
+            continue
+        cond = F.expr(sql_condition(w))
+        expr = F.when(cond, w.name) if expr is None else expr.when(cond, w.name)
+    return F.lit(None).cast("string") if expr is None else expr.otherwise(F.lit(None))
+
+
+def _waiver_rows(findings, waivers: list[Waiver], day, F) -> list[dict]:
+    """Per waiver: the findings it matches, those it waives (an earlier waiver may have taken
+    some; an expired one waives none), their kinds and the first of them, in one job over the
+    findings (a row per waiver to the driver)."""
+    example = F.concat_ws(" ", "kind", F.concat_ws("-", "topic", "partition"),
+                          F.substring("fingerprint", 1, 8))  # fmt: skip
+    aggs = []
+    for i, w in enumerate(waivers):
+        match = F.expr(sql_condition(w))
+        took = F.col(WAIVED) == w.name
+        aggs += [
+            F.sum(match.cast("long")).alias(f"m{i}"),
+            F.sum(F.coalesce(took, F.lit(False)).cast("long")).alias(f"w{i}"),
+            F.array_sort(F.collect_set(F.when(took, F.col("kind")))).alias(f"k{i}"),
+            F.min(F.when(took, example)).alias(f"e{i}"),
+        ]
+    (totals,) = findings.agg(*aggs).collect()
+    rows = []
+    for i, w in enumerate(waivers):
+        expired = not w.in_force(day)
+        matched, waived = int(totals[f"m{i}"] or 0), int(totals[f"w{i}"] or 0)
+        sample = f"{', '.join(totals[f'k{i}'])}, e.g. {totals[f'e{i}']}" if waived else ""
+        message = (f"{w.name} expired after {w.expires.isoformat()}; it matches {matched} "
+                   f"finding(s), which fail the gate again") if expired else sample  # fmt: skip
+        rows.append({"waiver": w.name, "owner": w.owner, "reason": w.reason,
+                     "expires": w.expires.isoformat(), "expired": expired, "matched": matched,
+                     "waived": waived, "sample": sample, "message": message})  # fmt: skip
+    return rows
 
 
 def _blocking(policy: GatePolicy, kinds: list[str], F):

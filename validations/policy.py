@@ -26,6 +26,7 @@ class GatePolicy:
     data_docs: bool
     sample_findings: int
     min_coverage: dict[str, float] = field(default_factory=dict)  # family -> least share judged
+    waivers: list[dict] = field(default_factory=list)  # gate.waivers (validations.waivers)
 
     @classmethod
     def from_conf(cls, conf: dict) -> GatePolicy:

@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from validations.policy import GatePolicy
+from validations.waivers import quoted
 
 BLOCKING = "gate_blocking"
+WAIVED = "gate_waived"  # the waiver in force a finding falls under (validations.waivers)
 
 
 @dataclass
@@ -79,6 +81,40 @@ def coverage_suite(policy: GatePolicy) -> Suite:
                 row_condition=_family_is(family),
             )
         )
+    return suite
+
+
+def waivers_suite(rows: list[dict]) -> Suite:
+    """Over the `waivers` rows (one per configured waiver: its name, whether it has expired,
+    how many findings it matches and waives): each waiver in force says what it waives (the
+    Data Docs show the waived findings so, marked), each expired one fails, naming itself."""
+    from great_expectations.expectations.row_conditions import Column
+
+    suite = Suite("waivers")
+    for r in rows:
+        if r["expired"]:
+            suite.checks.append(
+                check(
+                    "ExpectColumnValuesToBeInSet",
+                    f"{r['waiver']} has not expired (it expired after {r['expires']})",
+                    f"waiver = {quoted(r['waiver'])}",
+                    column="expired",
+                    value_set=[False],
+                    row_condition=Column("waiver") == r["waiver"],
+                )
+            )
+        else:
+            waived = r["waived"]
+            what = f": {r['sample']}" if r["sample"] else " (it matches no finding)"
+            suite.checks.append(
+                check(
+                    "ExpectColumnValuesToBeBetween",
+                    f"{r['waiver']} waives {waived} finding(s) until {r['expires']}{what}",
+                    column="waived",
+                    min_value=0,
+                    row_condition=Column("waiver") == r["waiver"],
+                )
+            )
     return suite
 
 

@@ -145,6 +145,9 @@ class Page:
         )
 
 
+EXPIRED = " <b class='sev sev-error'>expired</b>"
+
+
 def header(summary: dict, inputs: dict, counts: dict[str, dict[str, int]], order: list[str]) -> str:
     gate = summary.get("gate")
     if gate is None:
@@ -171,6 +174,21 @@ def header(summary: dict, inputs: dict, counts: dict[str, dict[str, int]], order
         "<div class='note'>The gate's <a href='../gate/data_docs/index.html'>Data Docs</a> "
         "(gate/data_docs/ of the run) hold every expectation's result.</div></div>"
         if failed
+        else ""
+    )
+    waivers = "".join(
+        f"<tr><td>{_esc(w['waiver'])}</td><td>{_esc(w['expires'])}"
+        f"{EXPIRED if w['expired'] else ''}</td>"
+        f"<td class='num'>{_n(w['matched'])}</td><td class='num'>{_n(w['waived'])}</td>"
+        f"<td>{_esc(w.get('sample') or '')}</td></tr>"
+        for w in (gate or {}).get("waivers") or []
+    )
+    waiver_panel = (
+        "<div class='panel' id='waivers'><b>Waivers (gate.waivers)</b><table><tr><th>waiver</th>"
+        "<th>expires</th><th>matches</th><th>waived</th><th>waived findings</th></tr>"
+        f"{waivers}</table><div class='note'>Waived findings are still in the sections below; "
+        "they do not fail the gate until their waiver expires.</div></div>"
+        if waivers
         else ""
     )
     sevs = ("critical", "error", "warning", "info")
@@ -210,7 +228,10 @@ def header(summary: dict, inputs: dict, counts: dict[str, dict[str, int]], order
     )
     nav = "<nav>" + "".join(f"<a href='#kind-{_esc(k)}'>{_esc(k)}</a>" for k in order) + "</nav>"
     return (
-        head + gate_panel + f"<div class='grid'>{kinds}{inp}{acct}{coverage_panel(summary)}</div>"
+        head
+        + gate_panel
+        + waiver_panel
+        + f"<div class='grid'>{kinds}{inp}{acct}{coverage_panel(summary)}</div>"
         f"{nav}<h2 id='overview'>Overview</h2>"
     )
 
