@@ -46,6 +46,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="then write DIR/report/index.html, the findings as one offline HTML page",
     )
+    p.add_argument(
+        "--since",
+        metavar="PREVIOUS_OUT",
+        help="the previous run's output (or 'auto': the latest earlier day's beside --out): "
+        "tell findings new, still present or gone (findings_history; the gate fails on new "
+        "ones by default)",
+    )
     from jobs.report import add_options as report_options
 
     report_options(p)
@@ -64,6 +71,11 @@ def run(args) -> int:
     files = dump_files("audit", args.inputs)
     if files is None:
         return USAGE
+    try:
+        previous = _previous(args, conf)
+    except ValueError as e:  # history.Refused
+        print(f"logreplay audit: --since refused: {e}", file=sys.stderr)
+        return USAGE
     progress.total_bytes(sum(f.size for f in files))
     progress.phase("starting Spark")
     started = start_run(args, conf, "logreplay-audit", SUMMARY)
@@ -75,7 +87,21 @@ def run(args) -> int:
         lambda skip: audited(started, files, conf, args.inputs, skip),
         decode_options=conf.decode,
     )
+    if getattr(args, "since", None):
+        from jobs import history
+
+        day = history.day_text(args.logical_date)
+        entries[history.HISTORY] = history.written(
+            started.spark, started.out, entries, previous, day, started.run_id, started.key
+        )
     summary, top = summarised(args, started, files, conf, entries, checked, skipped)
+    if getattr(args, "since", None):
+        summary["since"] = previous.uri if previous else None
+        summary["findings"]["by_status"] = history.counted(started.out, entries[history.HISTORY])
+        new = history.new_fingerprints(started.out, entries[history.HISTORY])
+        top.sort(key=lambda f: f.get("fingerprint") not in new)  # new first, stable
+        for f in top:
+            f["_known"] = f.get("fingerprint") not in new
     verdict, gate_files = None, None
     if args.gate:
         from jobs.gate import GATE, validate
@@ -100,6 +126,23 @@ def run(args) -> int:
         print(verdict.verdict(), file=sys.stderr)
         return OK if verdict.success else FAILED
     return OK
+
+
+def _previous(args, conf):
+    """The previous output ``--since`` names, checked before any work (jobs.history)."""
+    if not getattr(args, "since", None):
+        return None
+    from importlib.metadata import version
+
+    from jobs import history
+    from jobs.output import LAYOUT_VERSION, run_dir, run_id_of
+    from replay.dumpinfo import layout_facts
+
+    out = run_dir(args.out, run_id_of(args.run_id, args.logical_date), conf["output"]["layout"])
+    audit = conf.audit
+    clusters = set(layout_facts(args.inputs, audit.cluster, audit.clusters).clusters.values())
+    return history.resolved(args.since, out, history.day_text(args.logical_date), clusters, conf,
+                            version("logreplay"), LAYOUT_VERSION)  # fmt: skip
 
 
 def audited(started, files, conf, inputs: list[str], skip: dict[str, str]) -> tuple[dict, dict]:
@@ -165,6 +208,7 @@ def write_tables(spark, tables, scratch, out, key: str, spread: int) -> dict:
 
 def summarised(args, started, files, conf, entries: dict, checked: dict, skipped) -> tuple:
     """The run's summary (summary.json, before the gate's verdict) and its worst findings."""
+    from jobs.history import day_text, verdict_config
     from jobs.output import LAYOUT_VERSION, redacted, versions
 
     rows = {name: e["rows"] for name, e in entries.items()}
@@ -182,6 +226,8 @@ def summarised(args, started, files, conf, entries: dict, checked: dict, skipped
         "findings": _counts(by_kind, rows["findings"]),
         **checked,
         "conf": redacted(conf),
+        "verdict_config": verdict_config(conf),
+        "day": day_text(args.logical_date),
         "versions": versions(started.spark),
         "gate": None,
         "tables": entries,
@@ -210,7 +256,7 @@ def findings_overview(out, entry: dict, limit: int) -> tuple[list[dict], list[di
     from replay.findings import SEVERITIES
 
     columns = ["severity", "kind", "topic", "partition", "first_offset", "group_id", "message",
-               "remediation"]  # fmt: skip
+               "remediation", "fingerprint"]  # fmt: skip
     # Spark's ascending order puts nulls first: a key's validity sorts before the key
     keyed = columns[1:5]
     order = [("rank", "descending")]
@@ -298,14 +344,19 @@ def _print(summary: dict, top) -> None:
             )
             c.add_row(family, share, f"{f['seen']} {f['unit']}", reasons)
         console.print(c)
-    t = Table(title=f"findings: {summary['findings']['total']}")
+    title = f"findings: {summary['findings']['total']}"
+    status = summary["findings"].get("by_status")
+    if status is not None:  # --since: what the previous run did not find comes first
+        title += f" ({status['new']} new, {status['still present']} known; {status['gone']} gone)"
+    t = Table(title=title)
     t.add_column("kind")
     t.add_column("count", justify="right")
     for kind, n in sorted(summary["findings"]["by_kind"].items()):
         t.add_row(kind, str(n))
     console.print(t)
     for i, r in enumerate(top):
-        console.print(f"[{r['severity']}] {r['kind']}: {r['message']}", markup=False)
+        known = " (known)" if r.get("_known") else ""
+        console.print(f"[{r['severity']}]{known} {r['kind']}: {r['message']}", markup=False)
         if i < TOP_REMEDIATIONS and r.get("remediation"):  # what to run or check next
             console.print(textwrap.indent(r["remediation"], "    "), markup=False, soft_wrap=True)
     from jobs import progress

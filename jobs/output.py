@@ -179,6 +179,14 @@ class OutputDir:
         text = json.dumps(doc, indent=2, sort_keys=True, default=str)
         self.write_bytes(rel, text.encode(), kill)
 
+    def subdirectories(self) -> list[str]:
+        """Names of the directories right under this one (none if it does not exist)."""
+        from pyarrow import fs as pafs
+
+        selector = pafs.FileSelector(self.root, recursive=False, allow_not_found=True)
+        found = self.fs.get_file_info(selector)
+        return [i.base_name for i in found if i.type == pafs.FileType.Directory]
+
     def files_under(self, rel: str) -> list[tuple[str, object]]:
         """(path relative to the directory, modification time) of every file under ``rel``."""
         from pyarrow import fs as pafs

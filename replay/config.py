@@ -216,6 +216,17 @@ class WaiverEntry:
         return out
 
 
+@dataclass(frozen=True)
+class GateSection(Section):
+    """The gate's section: YAML 1.1 reads a bare ``on:`` key as the boolean true, so that key
+    is taken as ``on`` (``gate.on: new``, as the documentation writes it)."""
+
+    def check(self, key: str, v: Any, base: pathlib.Path) -> dict:
+        if isinstance(v, dict) and True in v:
+            v = {("on" if k is True else k): sub for k, sub in v.items()}
+        return super().check(key, v, base)
+
+
 GATE_THRESHOLDS = (*SEVERITIES, "never")
 ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky", "broadcast", "other")
 
@@ -255,8 +266,9 @@ SCHEMA = Section(
                 "default_transaction_timeout_ms": Int(minimum=1),
             }
         ),
-        "gate": Section(
+        "gate": GateSection(
             {
+                "on": Enum(("new", "all")),
                 "fail_at": Enum(GATE_THRESHOLDS),
                 "kinds": MapOf(Enum(GATE_THRESHOLDS), keys=tuple(KINDS)),
                 "data_expectations": Bool(),

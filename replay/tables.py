@@ -61,6 +61,29 @@ FINDINGS = _schema(
     """
 )
 
+# a finding's status in findings_history (jobs.history), and the table's name
+NEW, STILL_PRESENT, GONE = "new", "still present", "gone"
+HISTORY = "findings_history"
+FINDINGS_HISTORY = _schema(
+    """
+    logical_date      str       the run's day (its logical date, else its day in UTC)
+    run_id            str       the run that wrote the row
+    fingerprint       str       the finding's identity across runs (findings.fingerprint)
+    status            str       new (not found by the previous run), still present, or gone
+                                (found by the previous run, not by this one)
+    first_seen        str       day of the first run of the chain (--since) that found it
+    last_seen         str       day of the last run that found it
+    kind              str       finding kind
+    severity          str       its severity (the previous run's, for one gone)
+    topic             str       topic
+    partition         i32       partition
+    producer_id       i64       producer id
+    transactional_id  str       transactional id
+    group_id          str       consumer group
+    first_offset      i64       first offset concerned
+    """
+)
+
 TRANSACTIONS = _schema(
     """
     topic              str       topic

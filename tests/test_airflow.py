@@ -72,7 +72,7 @@ def test_the_templated_arguments_are_run_specific_and_accepted_by_the_jobs(tmp_p
     assert audit.inputs == [f"{dump}/2026-11-21"]
     assert audit.out == f"{out}/2026-11-21"  # run-specific: a backfill of another day is apart
     assert audit.run_id == RUN_ID and audit.logical_date == "2026-11-21"
-    assert audit.conf == conf
+    assert audit.conf == conf and audit.since == "auto"
     gate = _parse(gate_arguments, tasks["gate"]["application_args"])
     assert gate.dir == audit.out and gate.run_id == RUN_ID and gate.logical_date == "2026-11-21"
     assert tasks["audit"]["name"] == "logreplay-audit-20261121"

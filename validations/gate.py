@@ -15,6 +15,8 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 
+from replay.tables import HISTORY
+from replay.tables import STILL_PRESENT as PRESENT
 from validations.policy import GatePolicy
 from validations.suites import (
     BLOCKING,
@@ -26,6 +28,8 @@ from validations.suites import (
     waivers_suite,
 )
 from validations.waivers import Waiver, parsed, run_day, sql_condition
+
+KNOWN = "gate_known"
 
 DOCS = "data_docs"
 RESULT = "result.json"
@@ -49,6 +53,7 @@ class GateResult:
     failures: list[Failure]
     docs_index: str | None
     waivers: list[dict] = field(default_factory=list)  # one row per waiver (waiver_rows)
+    known: int = 0  # findings at a failing severity the previous run had (gate.on: new)
 
     def verdict(self) -> str:
         head = "PASS" if self.success else "FAIL"
@@ -59,6 +64,9 @@ class GateResult:
             count = f" ({f.unexpected_count} rows)" if f.unexpected_count else ""
             lines.append(f"  failed [{f.table}] {f.description}{count}")
             lines += [f"    - {b}" for b in f.behind]
+        if self.known:
+            lines.append(f"  not counted: {self.known} finding(s) the previous run had too "
+                         "(gate.on: new; `--set gate.on=all` counts them)")  # fmt: skip
         for w in self.waivers:
             if not w["expired"] and w["waived"]:
                 lines.append(f"  waived {w['waived']} finding(s) under {w['waiver']} until {w['expires']}: {w['sample']}")  # fmt: skip
@@ -72,6 +80,7 @@ class GateResult:
             "evaluated": self.evaluated,
             "failed": [f"[{f.table}] {f.description}" for f in self.failures],
             "waived": sum(w["waived"] for w in self.waivers),
+            "known": self.known,
             "waivers": [
                 {k: w[k] for k in ("waiver", "expires", "expired", "matched", "waived", "sample")}
                 for w in self.waivers
@@ -99,6 +108,7 @@ def run_gate(
     suites: list[Suite] = []
     waivers = parsed(policy.waivers)
     waiver_rows: list[dict] = []
+    known = 0  # findings that would fail the gate but the previous run had them (gate.on: new)
     if "findings" in frames:
         findings = frames["findings"]
         kinds = sorted(policy.thresholds())
@@ -108,6 +118,12 @@ def run_gate(
             findings = findings.withColumn(WAIVED, _waived(waivers, day, F))
             waiver_rows = _waiver_rows(findings, waivers, day, F)
             blocking = F.when(F.col(WAIVED).isNull(), blocking)
+        history = frames.get(HISTORY)
+        if policy.on == "new" and history is not None:  # what the previous run had: known
+            seen = history.filter(F.col("status") == PRESENT).select("fingerprint").distinct()
+            findings = findings.join(seen.withColumn(KNOWN, F.lit(True)), "fingerprint", "left")
+            known = findings.filter(F.col(KNOWN) & blocking.isNotNull()).count()
+            blocking = F.when(F.col(KNOWN).isNull(), blocking)
         frames["findings"] = findings.withColumn(BLOCKING, blocking)
         suites.append(findings_suite(policy, kinds, rows.get("findings")))
     coverage = frames.pop("coverage", None)
@@ -140,7 +156,7 @@ def run_gate(
         context.build_data_docs()
         settle_docs(os.path.join(gate_dir, DOCS), run.run_time)
         docs = os.path.join(gate_dir, DOCS, "index.html")
-    result = GateResult(not failures, run_id, evaluated, failures, docs, waiver_rows)
+    result = GateResult(not failures, run_id, evaluated, failures, docs, waiver_rows, known)
     with open(os.path.join(gate_dir, RESULT), "w") as f:
         json.dump(
             {
@@ -153,8 +169,10 @@ def run_gate(
                     "fail_at": policy.fail_at,
                     "kinds": policy.kinds,
                     "min_coverage": policy.min_coverage,
+                    "on": policy.on,
                 },
                 "waivers": waiver_rows,
+                "known": known,
                 "great_expectations": described,
             },
             f,

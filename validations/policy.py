@@ -27,6 +27,7 @@ class GatePolicy:
     sample_findings: int
     min_coverage: dict[str, float] = field(default_factory=dict)  # family -> least share judged
     waivers: list[dict] = field(default_factory=list)  # gate.waivers (validations.waivers)
+    on: str = "new"  # new: findings a previous run (--since) had do not fail it; all: they do
 
     @classmethod
     def from_conf(cls, conf: dict) -> GatePolicy:

@@ -3,8 +3,11 @@
 Each run audits the day's dump into a run-specific directory (`<out_root>/<ds>`), with
 Airflow's run id and logical date passed on: a retry or a backfill of the same date reruns the
 same command, and the job swaps its output in atomically, so it replaces rather than
-duplicates. The gate task fails (exit 1) when the policy's findings or a data expectation fail,
-which stops everything downstream; `summary.json` in the run directory carries the verdict.
+duplicates. Each audit builds on the latest earlier day's committed output (`--since auto`):
+its `findings_history` tells new findings from those an earlier day had, and the gate fails on
+new ones (`gate.on`). The gate task fails (exit 1) when the policy's findings or a data
+expectation fail, which stops everything downstream; `summary.json` in the run directory
+carries the verdict.
 
 Params (defaults below; override them per run or in a copy of this file): `dump_root` (where
 each day's dump lands as `<dump_root>/<ds>`, a path or an s3:// / hdfs:// URI), `out_root`
@@ -61,7 +64,8 @@ with DAG(
         application=HOME + "/jobs/audit.py",
         py_files="{{ params.package }}",
         name="logreplay-audit-{{ ds_nodash }}",
-        application_args=["{{ params.dump_root }}/{{ ds }}", "--out", OUT, *RUN],
+        # the findings' memory: the latest earlier day's committed output beside this one
+        application_args=["{{ params.dump_root }}/{{ ds }}", "--out", OUT, "--since", "auto", *RUN],
     )
     gate = SparkSubmitOperator(
         task_id="gate",

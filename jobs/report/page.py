@@ -148,6 +148,14 @@ class Page:
 EXPIRED = " <b class='sev sev-error'>expired</b>"
 
 
+def _statuses(summary: dict) -> str:
+    """ " (N new, M known, K gone)" of a run given --since (findings_history), else ""."""
+    by = (summary.get("findings") or {}).get("by_status")
+    if not by:
+        return ""
+    return f" ({_n(by['new'])} new, {_n(by['still present'])} known, {_n(by['gone'])} gone)"
+
+
 def header(summary: dict, inputs: dict, counts: dict[str, dict[str, int]], order: list[str]) -> str:
     gate = summary.get("gate")
     if gate is None:
@@ -164,7 +172,8 @@ def header(summary: dict, inputs: dict, counts: dict[str, dict[str, int]], order
     total = sum(sum(v.values()) for v in counts.values())
     head = (
         f"<header><h1>logreplay audit report</h1>{verdict} "
-        f"<span style='margin-left:14px'>{_n(total)} findings · run {_esc(summary.get('run_id'))}"
+        f"<span style='margin-left:14px'>{_n(total)} findings{_statuses(summary)} · run "
+        f"{_esc(summary.get('run_id'))}"
         f"{' · logical date ' + _esc(summary['logical_date']) if summary.get('logical_date') else ''}"
         "</span></header><main>"
     )

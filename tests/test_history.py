@@ -1,0 +1,125 @@
+"""Findings with a memory (jobs/history.py): `logreplay audit --since` over four days of one
+cluster's dumps as the daily DAG lays them out (`<out_root>/<ds>`), the gate failing on new
+findings only, and every refusal of a previous output that cannot be built on."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pyarrow.parquet as pq
+import pytest
+
+from jobs.cli import main
+from simulator import synth
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory):
+    """transaction_faults, the same dump with one byte of a record flipped (a CRC mismatch:
+    a new finding), and another cluster's dump."""
+    root = tmp_path_factory.mktemp("history")
+    synth("transaction_faults", str(root / "same"), seed=7)
+    shutil.copytree(root / "same", root / "flipped")
+    seg = root / "flipped" / "broker-1" / "ledger-0" / "00000000000000000000.log"
+    data = bytearray(seg.read_bytes())
+    data[200] ^= 0x01  # inside a record's value: the batch's CRC no longer holds
+    seg.write_bytes(bytes(data))
+    synth("clean_transactions", str(root / "other"), seed=7)
+    return root
+
+
+def _audit(dump, out, day, *extra) -> int:
+    return main(["audit", str(dump), "--out", str(out), "--run-id", f"scheduled__{day}",
+                 "--logical-date", day, *extra])  # fmt: skip
+
+
+def _history(out) -> dict[str, dict]:
+    rows = pq.read_table(out / "findings_history").to_pylist()
+    return {r["fingerprint"]: r for r in rows}
+
+
+def _summary(out) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_four_days_tell_new_known_and_gone_and_the_gate_fails_on_new_only(
+    spark, dumps, tmp_path, capsys
+):
+    days = tmp_path / "audits"
+    # day 1: the first of the chain, with the gate: every finding is new, the gate fails
+    assert _audit(dumps / "same", days / "2026-11-20", "2026-11-20", "--since", "auto",
+                  "--gate") == 1  # fmt: skip
+    first = _history(days / "2026-11-20")
+    assert first and {r["status"] for r in first.values()} == {"new"}
+    assert {r["first_seen"] for r in first.values()} == {"2026-11-20"}
+    # day 2: the same anomalies are known; the gate (gate.on: new) passes and says why
+    capsys.readouterr()
+    assert _audit(dumps / "same", days / "2026-11-21", "2026-11-21", "--since", "auto",
+                  "--gate") == 0  # fmt: skip
+    err = capsys.readouterr().err
+    second = _history(days / "2026-11-21")
+    assert second.keys() == first.keys()
+    assert {(r["status"], r["first_seen"], r["last_seen"]) for r in second.values()} == {
+        ("still present", "2026-11-20", "2026-11-21")
+    }
+    summary = _summary(days / "2026-11-21")
+    assert summary["since"].endswith("2026-11-20") and summary["day"] == "2026-11-21"
+    assert summary["findings"]["by_status"] == {"new": 0, "still present": len(first), "gone": 0}
+    assert "0 new" in err and "not counted:" in err and "(known)" in err
+    assert main(["report", str(days / "2026-11-21")]) == 0
+    page = (days / "2026-11-21" / "report" / "index.html").read_text()
+    assert f"(0 new, {len(first)} known, 0 gone)" in page
+    # counting every finding again fails it, as before
+    assert main(["gate", str(days / "2026-11-21"), "--set", "gate.on=all",
+                 "--set", "gate.data_docs=false"]) == 1  # fmt: skip
+    # day 3: one byte flipped, a CRC mismatch appears: new, and the gate fails naming it
+    capsys.readouterr()
+    assert _audit(dumps / "flipped", days / "2026-11-22", "2026-11-22", "--since", "auto",
+                  "--gate") == 1  # fmt: skip
+    err = capsys.readouterr().err
+    third = _history(days / "2026-11-22")
+    new = [r for r in third.values() if r["status"] == "new"]
+    assert "crc_mismatch" in {r["kind"] for r in new}
+    assert "failed [findings] no crc_mismatch finding" in err
+    assert all(third[fp]["first_seen"] == "2026-11-20" for fp in first)
+    # day 4: the copy is whole again: the CRC mismatch is gone, the rest still known
+    assert _audit(dumps / "same", days / "2026-11-23", "2026-11-23", "--since", "auto",
+                  "--gate") == 0  # fmt: skip
+    fourth = _history(days / "2026-11-23")
+    assert {fourth[r["fingerprint"]]["status"] for r in new} == {"gone"}
+    assert {fourth[fp]["status"] for fp in first} == {"still present"}
+
+
+def test_a_previous_output_that_cannot_be_built_on_is_refused(spark, dumps, tmp_path, capsys):
+    day1 = tmp_path / "2026-11-20"
+    assert _audit(dumps / "same", day1, "2026-11-20") == 0
+
+    def refused(since, *extra, out=None) -> str:
+        capsys.readouterr()
+        target = out or tmp_path / "2026-11-21"
+        assert _audit(dumps / "same", target, "2026-11-21", "--since", str(since), *extra) == 2
+        return capsys.readouterr().err
+
+    assert "this run's own output" in refused(day1, out=day1)
+    assert "no committed audit" in refused(tmp_path / "nothing-here")
+    assert "another configuration" in refused(day1, "--set", "audit.clock_tolerance_ms=999")
+    other = tmp_path / "other"
+    assert _audit(dumps / "other", other, "2026-11-20") == 0
+    assert "another dump" in refused(other)
+    later = tmp_path / "2026-11-22"
+    assert _audit(dumps / "same", later, "2026-11-22") == 0
+    assert "after this run's day" in refused(later)
+    # a run killed before its commit leaves no summary.json: refused as not committed
+    partial = tmp_path / "partial"
+    shutil.copytree(day1, partial)
+    (partial / "summary.json").unlink()
+    assert "no committed audit" in refused(partial)
+    # --since auto falls back to a run without memory, saying why
+    capsys.readouterr()
+    lone = tmp_path / "lone" / "2026-11-21"
+    assert _audit(dumps / "same", lone, "2026-11-21", "--since", "auto") == 0
+    assert "--since auto: no committed output before 2026-11-21" in capsys.readouterr().err
+    assert {r["status"] for r in _history(lone).values()} == {"new"}
