@@ -48,8 +48,10 @@ def test_the_overview_counts_every_finding_and_keeps_the_worst_in_order(tmp_path
         return (-rank, r["kind"], *((v is not None, v) for v in
                 (r["topic"], r["partition"], r["first_offset"])))  # fmt: skip
 
-    # a table written before findings had a remediation: read all the same, without one
-    assert top == [{**r, "remediation": None} for r in sorted(rows, key=key)[:7]]
+    # a table written before findings had a remediation and a fingerprint: read all the same
+    assert top == [
+        {**r, "remediation": None, "fingerprint": None} for r in sorted(rows, key=key)[:7]
+    ]
     assert top[-1]["severity"] != "unheard-of"
     empty = findings_overview(OutputDir(str(tmp_path)), {"files": []}, 7)
     assert empty == ([], [])
