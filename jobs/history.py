@@ -73,12 +73,13 @@ def _same_place(a: str, b: str) -> bool:
     return norm(a) == norm(b)
 
 
-def previous_output(since: str, out: str, day: str, clusters: set[str], conf, version: str,
-                    layout: int) -> Previous:  # fmt: skip
-    """The previous output ``since`` (a path or URI), checked (:class:`Refused` else)."""
+def previous_output(since: str, out: str | None, day: str, clusters: set[str], conf,
+                    version: str, layout: int) -> Previous:  # fmt: skip
+    """The previous output ``since`` (a path or URI), checked (:class:`Refused` else);
+    ``out``: this run's output, if it writes one."""
     from jobs.output import SUMMARY, OutputDir
 
-    if _same_place(since, out):
+    if out is not None and _same_place(since, out):
         raise Refused(f"--since {since} is this run's own output (--out)")
     doc, _ = OutputDir(since).read_json(SUMMARY)
     if doc is None:
@@ -177,25 +178,31 @@ def history(spark, findings, previous_findings, previous_history, day: str, run_
     return out.select(*names)
 
 
-def written(spark, out, entries: dict, previous: Previous | None, day: str, run_id: str,
-            key: str) -> dict:  # fmt: skip
-    """Write this run's ``findings_history`` (from the findings just written and the previous
-    output's tables); its entry for the commit record."""
+def history_of(spark, findings, previous: Previous | None, day: str, run_id: str):
+    """This run's ``findings_history`` rows (a DataFrame) from its findings (a DataFrame) and
+    the previous output's tables (none: every finding is new)."""
     from pyspark.sql import functions as F
 
-    from jobs.output import OutputDir, read_table, write_table
+    from jobs.output import OutputDir, read_table
+
+    if previous is None:  # the first of a chain
+        empty = findings.select(F.lit(None).cast("string").alias("fingerprint"), *CARRIED)
+        return history(spark, findings, empty.limit(0), None, day, run_id, day)
+    theirs, tables = OutputDir(previous.uri), previous.doc.get("tables") or {}
+    prev_findings = read_table(spark, theirs, "findings", tables["findings"])
+    prev_history = (read_table(spark, theirs, HISTORY, tables[HISTORY])
+                    if HISTORY in tables else None)  # fmt: skip
+    return history(spark, findings, prev_findings, prev_history, day, run_id, previous.day)
+
+
+def written(spark, out, entries: dict, previous: Previous | None, day: str, run_id: str,
+            key: str) -> dict:  # fmt: skip
+    """Write this run's ``findings_history`` (from the findings just written); its entry for
+    the commit record."""
+    from jobs.output import read_table, write_table
 
     findings = read_table(spark, out, "findings", entries["findings"])
-    if previous is None:  # the first of a chain: every finding is new
-        rows = findings.select(F.lit(None).cast("string").alias("fingerprint"), *CARRIED).limit(0)
-        prev_findings, prev_history = rows, None
-    else:
-        theirs, tables = OutputDir(previous.uri), previous.doc.get("tables") or {}
-        prev_findings = read_table(spark, theirs, "findings", tables["findings"])
-        prev_history = (read_table(spark, theirs, HISTORY, tables[HISTORY])
-                        if HISTORY in tables else None)  # fmt: skip
-    df = history(spark, findings, prev_findings, prev_history, day, run_id,
-                 previous.day if previous else day)  # fmt: skip
+    df = history_of(spark, findings, previous, day, run_id)
     return write_table(df, out, HISTORY, 1, None, key, "audit:writing")
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["audit", "audit_session", "committed_offsets_at", "load_conf", "lso_at"]
+__all__ = [
+    "audit", "audit_session", "committed_offsets_at", "findings_history", "load_conf", "lso_at",
+]  # fmt: skip
 
 
 def load_conf(
@@ -40,6 +42,30 @@ def audit_session(spark, paths, conf: str | dict | None = None):
     from replay.plan import audit_session as session
 
     return session(spark, list(paths), load_conf(conf))
+
+
+def findings_history(spark, tables, since: str | None, conf: str | dict | None = None,
+                     logical_date: str | None = None):  # fmt: skip
+    """This audit's findings (``tables`` of :func:`audit`) against a previous run's committed
+    output, as `logreplay audit --since` tells them (docs/usage.md "Scheduled audits"): a
+    DataFrame of ``findings_history`` rows (new, still present or gone). ``since``: the
+    previous output's path or URI (None: every finding is new); ``conf``: the configuration
+    the audit ran with; ``logical_date``: the day judged (default today, UTC). Raises
+    ValueError naming why a previous output cannot be built on (another dump, another
+    configuration, not committed, a later day, another version)."""
+    from importlib.metadata import version
+
+    from jobs import history
+    from jobs.output import LAYOUT_VERSION
+
+    config = load_conf(conf)
+    day = history.day_text(logical_date)
+    previous = None
+    if since is not None:
+        clusters = {r[0] for r in tables["partitions"].select("cluster").distinct().collect()}
+        previous = history.previous_output(since, None, day, clusters, config,
+                                           version("logreplay"), LAYOUT_VERSION)  # fmt: skip
+    return history.history_of(spark, tables["findings"], previous, day, f"api-{day}")
 
 
 def _instant(when):

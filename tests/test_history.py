@@ -109,6 +109,17 @@ def test_a_previous_output_that_cannot_be_built_on_is_refused(spark, dumps, tmp_
     other = tmp_path / "other"
     assert _audit(dumps / "other", other, "2026-11-20") == 0
     assert "another dump" in refused(other)
+    # the Python API: the same memory for an audit in a user's session, the same refusals
+    import replay
+
+    tables = replay.audit(spark, [str(dumps / "same")])
+    rows = replay.findings_history(spark, tables, str(day1), logical_date="2026-11-21").collect()
+    assert rows and {(r["status"], r["first_seen"]) for r in rows} == {
+        ("still present", "2026-11-20")
+    }
+    with pytest.raises(ValueError, match="another configuration"):
+        replay.findings_history(spark, tables, str(day1), {"audit": {"clock_tolerance_ms": 9}})
+    assert {r["status"] for r in replay.findings_history(spark, tables, None).collect()} == {"new"}
     later = tmp_path / "2026-11-22"
     assert _audit(dumps / "same", later, "2026-11-22") == 0
     assert "after this run's day" in refused(later)
