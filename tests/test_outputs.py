@@ -137,6 +137,25 @@ def test_extract_a_finding_from_the_s3_output_and_audit_the_slice(s3, s3_audit, 
     assert logs and not any(b'"tag"' in p.read_bytes() for p in logs)
 
 
+def test_audits_on_s3_build_on_the_previous_day_s(s3, remote_dump, s3_audit, capsys):  # noqa: F811
+    """`--since auto` on the bucket: the next day's audit finds the day before beside its
+    output (the DAG's `<out_root>/<ds>`), its findings are all known, its gate passes; and
+    `--since` naming the first audit explicitly gives the same."""
+    day2 = ["--run-id", "d2", "--logical-date", "2026-11-22"]
+    first = s3.uri("daily/2026-11-21")
+    assert main(["audit", remote_dump, "--out", first, "--since", "auto", *RUN]) == 0
+    capsys.readouterr()
+    assert main(["audit", remote_dump, "--out", s3.uri("daily/2026-11-22"), "--since", "auto",
+                 "--gate", *day2]) == 0  # fmt: skip
+    summary = json.loads(s3.read("daily/2026-11-22/summary.json"))
+    assert summary["since"] == first and summary["gate"]["success"] is True
+    status = summary["findings"]["by_status"]
+    assert status["new"] == 0 and status["still present"] == summary["findings"]["total"] > 0
+    assert main(["audit", remote_dump, "--out", s3.uri("next"), "--since", s3.uri("audit"),
+                 *day2]) == 0  # fmt: skip
+    assert json.loads(s3.read("next/summary.json"))["findings"]["by_status"] == status
+
+
 def test_gate_on_the_s3_output(s3, s3_audit):  # noqa: F811
     assert main(["gate", s3.uri("audit"), "--set", "gate.data_docs=false", *RUN]) == 1
     summary = json.loads(s3.read("audit/summary.json"))

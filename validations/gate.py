@@ -115,6 +115,9 @@ def run_gate(
         blocking = _blocking(policy, kinds, F)
         if waivers:
             day = run_day(logical_date)
+            for c in ("fingerprint", "group_id", "transactional_id", "topic"):
+                if c not in findings.columns:  # an output written before the column existed
+                    findings = findings.withColumn(c, F.lit(None).cast("string"))
             findings = findings.withColumn(WAIVED, _waived(waivers, day, F))
             waiver_rows = _waiver_rows(findings, waivers, day, F)
             blocking = F.when(F.col(WAIVED).isNull(), blocking)
