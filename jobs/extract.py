@@ -610,7 +610,7 @@ def _same_place(f: dict, g: dict, roots: tuple[list[str], str]) -> bool:
     cluster without an id is named by its directory (``dir:<path>``), under the slice's root
     there (``roots``: the dump's roots, the slice's)."""
     from decoders.brokers import UNKNOWN_PREFIX
-    from replay.remediation import IDENTITY
+    from replay.remediation import identity_of
 
     def cid(x: dict, bases: list[str]) -> str:
         c = str(x.get("cluster") or "")
@@ -624,7 +624,7 @@ def _same_place(f: dict, g: dict, roots: tuple[list[str], str]) -> bool:
         return c
 
     same = cid(f, roots[0]) == cid(g, [roots[1]])
-    return same and all(f.get(k) == g.get(k) for k in IDENTITY if k != "cluster")
+    return same and all(f.get(k) == g.get(k) for k in identity_of(f) if k != "cluster")
 
 
 def _say(to: str, c: Cut, want: Want, limit: int, reproduced: dict) -> None:

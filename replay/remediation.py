@@ -279,13 +279,35 @@ def target_of(section: dict | None) -> Target:
 # differently by another version; `logreplay explain OUT ID` takes it)
 IDENTITY = ("cluster", "kind", "topic", "partition", "producer_id", "transactional_id",
             "group_id", "first_offset", "last_offset")  # fmt: skip
+# Kinds whose extent grows with the log while the anomaly stays one (a scheduled audit finds
+# it again every day, larger): their identity is where they start, not where they end.
+# - replica_divergence: the diverging range runs on as both replicas append;
+# - hanging_transaction: the open transaction's last offset moves while its producer appends;
+# - aborted reads: a group's commits pass over more aborted transactions (last offset), of
+#   more producers (the finding names the lowest id).
+GROWING: dict[str, tuple[str, ...]] = {
+    "replica_divergence": ("last_offset",),
+    "hanging_transaction": ("last_offset",),
+    "aborted_read_exposure": ("last_offset", "producer_id"),
+    "aborted_read_leak": ("last_offset", "producer_id"),
+    "aborted_data_propagated": ("last_offset",),
+}
+
+
+def identity_of(f: dict[str, Any]) -> tuple[str, ...]:
+    """The columns that identify finding ``f`` across runs (:data:`IDENTITY` less what grows
+    for its kind: :data:`GROWING`)."""
+    grows = GROWING.get(f.get("kind") or "", ())
+    return tuple(c for c in IDENTITY if c not in grows)
 
 
 def fingerprint(f: dict[str, Any]) -> str:
-    """16 hex digits of a SHA-256 over the finding's :data:`IDENTITY`."""
+    """16 hex digits of a SHA-256 over the finding's identity (:func:`identity_of`; a
+    column left out of it is hashed as null, so the other kinds' fingerprints stay)."""
     import hashlib
 
-    key = json.dumps([f.get(c) for c in IDENTITY], default=str)
+    ids = identity_of(f)
+    key = json.dumps([f.get(c) if c in ids else None for c in IDENTITY], default=str)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 

@@ -190,3 +190,24 @@ def test_a_fingerprint_names_the_finding_not_its_wording():
     b = {**a, "message": "another", "evidence": "{}"}
     assert fingerprint(a) == fingerprint(b)
     assert fingerprint(a) != fingerprint({**a, "first_offset": 6})
+
+
+def test_a_growing_anomaly_keeps_its_fingerprint_across_runs():
+    """A divergence, a hanging transaction and a group's aborted reads found again by three
+    daily runs, each time larger (further last offset, more records, another producer passed
+    over): one fingerprint. A fixed event's own extent still tells two events apart."""
+    from replay.remediation import fingerprint
+
+    base = {"cluster": "c", "topic": "t", "partition": 3, "transactional_id": None,
+            "first_offset": 1000, "producer_id": 7}  # fmt: skip
+    grown = [{"last_offset": 1000 + 500 * day, "record_count": 10 * day} for day in range(3)]
+    for kind, group in (("replica_divergence", None), ("hanging_transaction", None),
+                        ("aborted_read_leak", "g"), ("aborted_read_exposure", "g")):  # fmt: skip
+        reads = group is not None  # a group's reads pass over more producers' aborts too
+        prints = {fingerprint({**base, "kind": kind, "group_id": group, **g,
+                               **({"producer_id": 7 - day} if reads else {})})
+                  for day, g in enumerate(grown)}  # fmt: skip
+        assert len(prints) == 1, kind
+    split = [fingerprint({**base, "kind": "split_outcome", "group_id": None, "producer_id": 7,
+                          "last_offset": last}) for last in (1002, 1005)]  # fmt: skip
+    assert split[0] != split[1]
