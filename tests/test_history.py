@@ -72,6 +72,7 @@ def test_four_days_tell_new_known_and_gone_and_the_gate_fails_on_new_only(
     assert main(["report", str(days / "2026-11-21")]) == 0
     page = (days / "2026-11-21" / "report" / "index.html").read_text()
     assert f"(0 new, {len(first)} known, 0 gone)" in page
+    assert "known since 2026-11-20" in page and ">new</span>" not in page
     # counting every finding again fails it, as before
     assert main(["gate", str(days / "2026-11-21"), "--set", "gate.on=all",
                  "--set", "gate.data_docs=false"]) == 1  # fmt: skip
@@ -85,6 +86,10 @@ def test_four_days_tell_new_known_and_gone_and_the_gate_fails_on_new_only(
     assert "crc_mismatch" in {r["kind"] for r in new}
     assert "failed [findings] no crc_mismatch finding" in err
     assert all(third[fp]["first_seen"] == "2026-11-20" for fp in first)
+    assert main(["report", str(days / "2026-11-22")]) == 0
+    page = (days / "2026-11-22" / "report" / "index.html").read_text()
+    crc = page[page.index("id='kind-crc_mismatch'") :]
+    assert crc.index(">new</span>") < crc.index("</article>")  # its first card is the new one
     # day 4: the copy is whole again: the CRC mismatch is gone, the rest still known
     assert _audit(dumps / "same", days / "2026-11-23", "2026-11-23", "--since", "auto",
                   "--gate") == 0  # fmt: skip

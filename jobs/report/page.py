@@ -10,6 +10,7 @@ from importlib import resources
 from typing import Any
 
 from jobs.report.selection import rank
+from replay.tables import NEW
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#212121;
@@ -146,6 +147,15 @@ class Page:
 
 
 EXPIRED = " <b class='sev sev-error'>expired</b>"
+
+
+def _seen(f: dict) -> str:
+    """A card's mark of a run given --since: new, or known since the day first seen."""
+    if f.get("status") == NEW:
+        return "<span class='sev sev-error'>new</span> "
+    if f.get("status"):
+        return f"<span class='sev sev-info'>known since {_esc(f.get('first_seen'))}</span> "
+    return ""
 
 
 def _statuses(summary: dict) -> str:
@@ -324,6 +334,6 @@ def card(f: dict, ev: dict, command: str | None, plot: str, n: int = 0,
         f"<article class='finding-card {_esc(f['severity'])}' id='card-{n}' "
         f"data-kind='{_esc(f['kind'])}'>"
         f"<h3><span class='sev sev-{_esc(f['severity'])}'>{_esc(f['severity'])}</span> "
-        f"{_esc(f['message'])}</h3><div class='where'>{where}</div>"
+        f"{_seen(f)}{_esc(f['message'])}</h3><div class='where'>{where}</div>"
         f"<table class='evidence'>{rows}</table>{cmd}{plot}</article>"
     )

@@ -15,11 +15,12 @@ from typing import Any
 
 from jobs.report.source import AuditOutput, rows
 from replay.findings import KINDS, SEVERITIES, VOCABULARY
+from replay.tables import GONE, HISTORY, STILL_PRESENT
 
 PAYLOAD_KEYS = {"key", "value", "keys", "values", "headers", "header_values", "payload"}
 COLUMNS = ["cluster", "kind", "severity", "topic", "partition", "producer_id", "producer_epoch",
            "transactional_id", "group_id", "first_offset", "last_offset", "record_count",
-           "message", "evidence", "remediation"]  # fmt: skip
+           "message", "evidence", "remediation", "fingerprint"]  # fmt: skip
 
 
 def family(kind: str) -> str | None:
@@ -65,6 +66,11 @@ def shown(source: AuditOutput, cap: int) -> dict[str, list[dict]]:
     )
     order = [worst_first] + [F.col(c).asc_nulls_last() for c in
                              ("topic", "partition", "first_offset", "group_id", "message", "evidence")]  # fmt: skip
+    history = source.frame(HISTORY, ["fingerprint", "status", "first_seen"])
+    if history is not None and "fingerprint" in df.columns:  # --since: new findings first
+        seen = history.filter(F.col("status") != GONE).dropDuplicates(["fingerprint"])
+        df = df.join(seen, "fingerprint", "left")
+        order = [(F.col("status") == STILL_PRESENT).asc_nulls_first(), *order]
     ranked = df.withColumn("_n", F.row_number().over(Window.partitionBy("kind").orderBy(*order)))
     picked: dict[str, list[dict]] = {}
     for r in sorted(rows(ranked.where(F.col("_n") <= cap)), key=lambda r: r["_n"]):
