@@ -71,8 +71,11 @@ def run(args) -> int:
     files = dump_files("audit", args.inputs)
     if files is None:
         return USAGE
+    from replay.plan import replay_spec
+
+    spec = replay_spec(args.inputs, conf.audit)  # the dump's small files, read once per run
     try:
-        previous = _previous(args, conf)
+        previous = _previous(args, conf, spec)
     except ValueError as e:  # history.Refused
         print(f"logreplay audit: --since refused: {e}", file=sys.stderr)
         return USAGE
@@ -84,7 +87,7 @@ def run(args) -> int:
     (entries, checked), skipped = run_resilient(
         started.spark,
         files,
-        lambda skip: audited(started, files, conf, args.inputs, skip),
+        lambda skip: audited(started, files, conf, spec, skip),
         decode_options=conf.decode,
     )
     if getattr(args, "since", None):
@@ -97,8 +100,8 @@ def run(args) -> int:
     summary, top = summarised(args, started, files, conf, entries, checked, skipped)
     if getattr(args, "since", None):
         summary["since"] = previous.uri if previous else None
-        summary["findings"]["by_status"] = history.counted(started.out, entries[history.HISTORY])
-        new = history.new_fingerprints(started.out, entries[history.HISTORY])
+        by_status, new = history.statuses(started.out, entries[history.HISTORY])
+        summary["findings"]["by_status"] = by_status
         top.sort(key=lambda f: f.get("fingerprint") not in new)  # new first, stable
         for f in top:
             f["_known"] = f.get("fingerprint") not in new
@@ -128,24 +131,23 @@ def run(args) -> int:
     return OK
 
 
-def _previous(args, conf):
-    """The previous output ``--since`` names, checked before any work (jobs.history)."""
+def _previous(args, conf, spec):
+    """The previous output ``--since`` names, checked before any work (jobs.history), against
+    the clusters of this dump's layout (``spec``: replay.replicas.replay_spec)."""
     if not getattr(args, "since", None):
         return None
     from importlib.metadata import version
 
     from jobs import history
     from jobs.output import LAYOUT_VERSION, run_dir, run_id_of
-    from replay.dumpinfo import layout_facts
 
     out = run_dir(args.out, run_id_of(args.run_id, args.logical_date), conf["output"]["layout"])
-    audit = conf.audit
-    clusters = set(layout_facts(args.inputs, audit.cluster, audit.clusters).clusters.values())
+    clusters = set(spec.clusters.values())
     return history.resolved(args.since, out, history.day_text(args.logical_date), clusters, conf,
                             version("logreplay"), LAYOUT_VERSION)  # fmt: skip
 
 
-def audited(started, files, conf, inputs: list[str], skip: dict[str, str]) -> tuple[dict, dict]:
+def audited(started, files, conf, spec, skip: dict[str, str]) -> tuple[dict, dict]:
     """One attempt of the audit (jobs.resilience): the dump decoded once, by one scan whose
     tasks replay every replica they read (replay.scan_task) and write what the audit's stages
     read into the run's scratch area; the tables written; the scratch area gone once they are
@@ -153,11 +155,10 @@ def audited(started, files, conf, inputs: list[str], skip: dict[str, str]) -> tu
     from jobs import progress
     from jobs.output import read_rows
     from jobs.scan import decoded_once
-    from replay.plan import CLUSTER, Audit, replay_spec, summary_of
+    from replay.plan import CLUSTER, Audit, summary_of
 
     progress.phase("decoding: one scan of the dump, then the replay")
     spark, out = started.spark, started.out
-    spec = replay_spec(inputs, conf.audit)
     if spec.layout is not None:
         print_layout(spec.layout.described)
     with decoded_once(spark, files, conf.decode, out, started.key, skip, spec) as scratch:

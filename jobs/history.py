@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import sys
 from dataclasses import dataclass
@@ -66,20 +65,13 @@ def day_text(logical_date: str | None) -> str:
     return run_day(logical_date).isoformat()
 
 
-def _same_place(a: str, b: str) -> bool:
-    def norm(x: str) -> str:
-        return x.rstrip("/") if "://" in x else os.path.abspath(x)
-
-    return norm(a) == norm(b)
-
-
 def previous_output(since: str, out: str | None, day: str, clusters: set[str], conf,
                     version: str, layout: int) -> Previous:  # fmt: skip
     """The previous output ``since`` (a path or URI), checked (:class:`Refused` else);
     ``out``: this run's output, if it writes one."""
-    from jobs.output import SUMMARY, OutputDir
+    from jobs.output import SUMMARY, OutputDir, normalized
 
-    if out is not None and _same_place(since, out):
+    if out is not None and normalized(since) == normalized(out):
         raise Refused(f"--since {since} is this run's own output (--out)")
     doc, _ = OutputDir(since).read_json(SUMMARY)
     if doc is None:
@@ -107,10 +99,9 @@ def previous_output(since: str, out: str | None, day: str, clusters: set[str], c
 def latest_before(out: str, day: str) -> str | None:
     """``--since auto``: the latest committed output named by a day before ``day`` beside
     ``out`` (the DAG's ``<out_root>/<ds>``), whatever its gate said."""
-    from jobs.output import SUMMARY, OutputDir
+    from jobs.output import SUMMARY, OutputDir, normalized
 
-    parent = out.rstrip("/").rsplit("/", 1)[0] if "://" in out else os.path.dirname(
-        os.path.abspath(out))  # fmt: skip
+    parent = normalized(out).rsplit("/", 1)[0]
     for name in sorted(OutputDir(parent).subdirectories(), reverse=True):
         if DAY.match(name) and name < day:
             uri = f"{parent}/{name}"
@@ -206,30 +197,18 @@ def written(spark, out, entries: dict, previous: Previous | None, day: str, run_
     return write_table(df, out, HISTORY, 1, None, key, "audit:writing")
 
 
-def counted(out, entry: dict) -> dict[str, int]:
-    """Findings per status, read back from the table just written (pyarrow, one column)."""
+def statuses(out, entry: dict) -> tuple[dict[str, int], set[str]]:
+    """Findings per status, and the fingerprints this run found first (the console lists them
+    first), read back from the table just written (pyarrow, two columns, once)."""
     from collections import Counter
 
     import pyarrow.parquet as pq
 
     counts: Counter[str] = Counter()
+    new: set[str] = set()
     for f in entry["files"]:
         with out.fs.open_input_file(out.path(f["path"])) as src:
-            column = pq.read_table(src, columns=["status"]).column("status")
-            counts.update(column.to_pylist())
-    return {status: counts.get(status, 0) for status in (NEW, PRESENT, GONE)}
-
-
-def new_fingerprints(out, entry: dict) -> set[str]:
-    """The fingerprints this run found first (for the console's order: new first)."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    found: set[str] = set()
-    for f in entry["files"]:
-        with out.fs.open_input_file(out.path(f["path"])) as src:
-            t = pq.read_table(src, columns=["fingerprint", "status"])
-            found.update(
-                t.filter(pc.equal(t.column("status"), NEW)).column("fingerprint").to_pylist()
-            )
-    return found
+            t = pq.read_table(src, columns=["fingerprint", "status"]).to_pydict()
+        counts.update(t["status"])
+        new.update(fp for fp, st in zip(t["fingerprint"], t["status"], strict=True) if st == NEW)
+    return {status: counts.get(status, 0) for status in (NEW, PRESENT, GONE)}, new

@@ -61,9 +61,14 @@ def run_key(run_id: str) -> str:
     return hashlib.sha256(run_id.encode()).hexdigest()[:12]
 
 
+def normalized(uri: str) -> str:
+    """A directory as the jobs name it: an absolute path, or a URI without a trailing '/'."""
+    return uri.rstrip("/") if "://" in uri else os.path.abspath(uri)
+
+
 def run_dir(out: str, run_id: str, layout: str) -> str:
     """``out`` itself (flat) or ``out/<run id>`` (per_run), as an absolute path or a URI."""
-    out = out.rstrip("/") if "://" in out else os.path.abspath(out)
+    out = normalized(out)
     return f"{out}/{run_id}" if layout == "per_run" else out
 
 
@@ -123,7 +128,7 @@ class OutputDir:
     """A run's output directory on any filesystem pyarrow reaches (local paths included)."""
 
     def __init__(self, uri: str) -> None:
-        self.uri = uri.rstrip("/") if "://" in uri else os.path.abspath(uri)
+        self.uri = normalized(uri)
         self.fs, self.root = filesystem(self.uri)
         self.root = self.root.rstrip("/")
         # local disks and HDFS rename atomically; object stores publish an upload whole
