@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import textwrap
+from contextlib import contextmanager
 
 from decoders import seams
 
@@ -106,29 +107,51 @@ def run(args) -> int:
         for f in top:
             f["_known"] = f.get("fingerprint") not in new
     verdict, gate_files = None, None
-    if args.gate:
-        from jobs.gate import GATE, validate
+    with _gathering(args, started, summary) as report:
+        if args.gate:
+            from jobs.gate import GATE, validate
 
-        progress.phase("gate")
-        verdict, written = validate(
-            started.spark, started.out, summary, conf, started.run_id, args.logical_date
-        )
-        summary["gate"] = verdict.summary()
-        gate_files = (GATE, written)
-    seams.reached("audit:staged")
-    progress.phase("commit")
-    commit(started.out, SUMMARY, summary, started.previous, gate_files)
-    _print(summary, top)
-    if getattr(args, "report", False):
-        from jobs.report import build
+            progress.phase("gate" if report is None else "gate, the report's queries alongside")
+            verdict, written = validate(
+                started.spark, started.out, summary, conf, started.run_id, args.logical_date
+            )
+            summary["gate"] = verdict.summary()
+            gate_files = (GATE, written)
+        seams.reached("audit:staged")
+        progress.phase("commit")
+        commit(started.out, SUMMARY, summary, started.previous, gate_files)
+        _print(summary, top)
+        if report is not None:
+            from jobs.report import write
 
-        progress.phase("report")
-        path, _ = build(started.spark, started.out.uri, args.include_payloads, args.cards_per_kind)
-        print(f"report: {path}", file=sys.stderr)
+            progress.phase("report")
+            src, gathered = report
+            path, _ = write(src, gathered.result(), summary)
+            print(f"report: {path}", file=sys.stderr)
     if verdict is not None:
         print(verdict.verdict(), file=sys.stderr)
         return OK if verdict.success else FAILED
     return OK
+
+
+@contextmanager
+def _gathering(args, started, summary: dict):
+    """With ``--report``: the report's queries (jobs.report.gather) running in a thread of
+    their own over the tables just written, while the gate validates the same tables and the
+    run commits; the page itself is written after the commit, with the verdict. Gives
+    (source, future) or None; the thread is waited for however the block ends."""
+    if not getattr(args, "report", False):
+        yield None
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from jobs.report import gather, imported
+    from jobs.report.source import AuditOutput
+
+    imported()  # here, not in the thread: concurrent first imports of pyspark can fail
+    src = AuditOutput(started.out.uri, started.spark, summary)
+    with ThreadPoolExecutor(1, thread_name_prefix="logreplay-report") as pool:
+        yield src, pool.submit(gather, src, args.include_payloads, args.cards_per_kind)
 
 
 def _previous(args, conf, spec):

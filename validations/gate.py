@@ -146,12 +146,14 @@ def run_gate(
         result = _validate(context, suite, frames[suite.table], run)
         described.append(result.describe_dict())
         by_description = _expectation_results(result)
+        failed = []
         for check in suite.checks:
             r = by_description[check.description]
             evaluated += 1
-            if r.success:
-                continue
-            failures.append(_failure(suite, check, r, frames[suite.table], policy))
+            if not r.success:
+                failed.append((check, r))
+        behind = _behind([c for c, _ in failed], frames[suite.table], policy.sample_findings)
+        failures += [_failure(suite, c, r, behind.get(c.description, [])) for c, r in failed]
     docs = None
     if policy.data_docs:
         # the site is built once, from every stored result and suite: a checkpoint's own
@@ -374,7 +376,7 @@ def _validate(context, suite: Suite, df, run):
             name=f"gate.{suite.table}",
             validation_definitions=[definition],
             actions=[],  # the Data Docs are built once, after every table (run_gate)
-            result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5},
+            result_format={"result_format": "SUMMARY", "partial_unexpected_count": 0},
         )
     )
     return checkpoint.run(batch_parameters={"dataframe": df}, run_id=run)
@@ -386,38 +388,8 @@ def _expectation_results(result) -> dict:
     return {r.expectation_config.description: r for r in validation.results}
 
 
-def _failure(suite: Suite, check, r, df, policy: GatePolicy) -> Failure:
+def _failure(suite: Suite, check, r, behind: list[str]) -> Failure:
     res = r.result or {}
-    behind: list[str] = []
-    if check.culprits:
-        label = "message" if "message" in df.columns else None
-        if label is None and {"file", "position", "reason"} <= set(df.columns):
-            from pyspark.sql import functions as F
-
-            df = df.withColumn(
-                "message", F.format_string("%s at byte %d: %s", "file", "position", "reason")
-            )
-            label = "message"
-        if label is None and {"topic", "partition", "offset", "decode_error"} <= set(df.columns):
-            from pyspark.sql import functions as F
-
-            df = df.withColumn(
-                "message",
-                F.format_string("%s-%d@%d: %s", "topic", "partition", "offset", "decode_error"),
-            )
-            label = "message"
-        if label is None and "file" in df.columns:
-            label = "file"
-        if label:
-            order = [c for c in ("first_offset", "offset", "file", "position") if c in df.columns]
-            rows = (
-                df.filter(check.culprits)
-                .orderBy(*order, label)
-                .limit(policy.sample_findings)
-                .select(label)
-                .collect()  # a handful of sentences
-            )
-            behind = [r[0] for r in rows]
     return Failure(
         table=suite.table,
         expectation=r.expectation_config.type,
@@ -426,3 +398,52 @@ def _failure(suite: Suite, check, r, df, policy: GatePolicy) -> Failure:
         observed=res.get("observed_value"),
         behind=behind,
     )
+
+
+def _behind(failed: list, df, sample: int) -> dict[str, list[str]]:
+    """The first ``sample`` rows behind each failed check of one table, as sentences (its
+    ``message``, else its file, position and reason, else ...): one Spark job for every failed
+    check of the table together, a handful of sentences per check to the driver."""
+    from functools import reduce
+
+    from pyspark.sql import DataFrame, Window
+    from pyspark.sql import functions as F
+
+    failed = [c for c in failed if c.culprits]
+    label = _label(df.columns)
+    if not failed or label is None or sample <= 0:
+        return {}
+    order = [c for c in ("first_offset", "offset", "file", "position") if c in df.columns]
+    tagged = reduce(
+        DataFrame.unionByName,
+        [
+            df.filter(c.culprits).select(F.lit(i).alias("_check"), *order, label.alias("_label"))
+            for i, c in enumerate(failed)
+        ],
+    )
+    first = Window.partitionBy("_check").orderBy(*order, "_label")
+    rows = (
+        tagged.withColumn("_n", F.row_number().over(first))
+        .filter(F.col("_n") <= sample)
+        .select("_check", "_n", "_label")
+        .collect()  # a handful of sentences per check
+    )
+    behind: dict[str, list[str]] = {}
+    for r in sorted(rows, key=lambda r: (r["_check"], r["_n"])):
+        behind.setdefault(failed[r["_check"]].description, []).append(r["_label"])
+    return behind
+
+
+def _label(columns: list[str]):
+    """The sentence a row behind a failure is shown as, from the columns its table has."""
+    from pyspark.sql import functions as F
+
+    if "message" in columns:
+        return F.col("message")
+    if {"file", "position", "reason"} <= set(columns):
+        return F.format_string("%s at byte %d: %s", "file", "position", "reason")
+    if {"topic", "partition", "offset", "decode_error"} <= set(columns):
+        return F.format_string("%s-%d@%d: %s", "topic", "partition", "offset", "decode_error")
+    if "file" in columns:
+        return F.col("file")
+    return None

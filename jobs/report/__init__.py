@@ -15,6 +15,7 @@ import argparse
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 from jobs.report import context, overview, page, selection
 from jobs.report.source import AuditOutput, rows
@@ -54,14 +55,48 @@ def build(
     plots_per_kind: int = PLOTS_PER_KIND,
 ) -> tuple[str, dict]:
     """Write the report of the audit output at ``uri``; its path and a few facts about it."""
-    started = time.monotonic()
     src = AuditOutput(uri, spark)
-    summary = src.summary
-    roots = list(summary.get("inputs") or [])
-    # Spark runs the independent queries' small jobs side by side (driver threads); the
-    # modules they use are imported first, here: concurrent first imports of pyspark fail
-    from pyspark.sql import Window, functions  # noqa: F401
+    return write(src, gather(src, include_payloads, cards_per_kind, plots_per_kind))
 
+
+@dataclass
+class Gathered:
+    """What the page shows, computed by Spark from the run's tables (:func:`gather`); the
+    page itself is made from it and the run's summary by :func:`write`."""
+
+    started: float
+    include_payloads: bool
+    counts: dict
+    order: list
+    chosen: dict
+    evidence: dict
+    related: dict
+    plots: dict
+    segment_of: object
+    inputs: dict
+    overview: list = field(default_factory=list)
+
+
+def imported() -> None:
+    """Import what the report's threads use, on the calling thread: concurrent first imports
+    of pyspark's modules can fail, and `logreplay audit` gathers the report in a thread of
+    its own while its main thread runs the gate (jobs.audit)."""
+    from pyspark.sql import Window, functions  # noqa: F401
+    from pyspark.sql.utils import is_remote
+
+    if not is_remote():  # the classic session's Window, imported on first use
+        import pyspark.sql.classic.window  # noqa: F401
+
+
+def gather(src: AuditOutput, include_payloads: bool = False,
+           cards_per_kind: int = CARDS_PER_KIND, plots_per_kind: int = PLOTS_PER_KIND) -> Gathered:  # fmt: skip
+    """Every query of the report, run by Spark: the counts, the findings shown, the windows
+    around them, the overview's aggregates. Needs the run's tables, not its verdict: an audit
+    gathers while its gate runs."""
+    started = time.monotonic()
+    roots = list(src.summary.get("inputs") or [])
+    imported()
+    # Spark runs the independent queries' small jobs side by side (driver threads)
     with ThreadPoolExecutor(4, thread_name_prefix="logreplay-report") as pool:
         counted = pool.submit(selection.counts_by_kind, src)
         facts_of_inputs = pool.submit(overview.inputs, src)
@@ -76,33 +111,43 @@ def build(
         related = _related(cards, evidence)
         finder = pool.submit(_segment_finder, src, [f for _k, _i, f in cards])
         plots = _contexts(pool, src, cards, evidence, roots, plots_per_kind)
-        segment_of = finder.result()
-        doc = page.Page(f"logreplay report {summary.get('run_id', '')}")
-        doc.add(page.header(summary, facts_of_inputs.result(), counts, order))
-        doc.add("<div class='grid' id='overview-plots'>")
-        for fig in overview_plots.result():
-            doc.add(f"<div class='panel'>{doc.figure(fig)}</div>")
-        doc.add("</div>")
+        return Gathered(started, include_payloads, counts, order, chosen, evidence, related,
+                        plots, finder.result(), facts_of_inputs.result(),
+                        overview_plots.result())  # fmt: skip
+
+
+def write(src: AuditOutput, got: Gathered, summary: dict | None = None) -> tuple[str, dict]:
+    """The page made from what :func:`gather` computed and the run's ``summary`` (its
+    verdict; default the source's), written as ``report/index.html``; its path and facts."""
+    summary = src.summary if summary is None else summary
+    roots = list(summary.get("inputs") or [])
+    doc = page.Page(f"logreplay report {summary.get('run_id', '')}")
+    doc.add(page.header(summary, got.inputs, got.counts, got.order))
+    doc.add("<div class='grid' id='overview-plots'>")
+    for fig in got.overview:
+        doc.add(f"<div class='panel'>{doc.figure(fig)}</div>")
+    doc.add("</div>")
     n = 0
-    for kind in order:
-        rows = chosen.get(kind, [])
-        doc.add(page.kind_heading(kind, counts[kind], len(rows)))
+    for kind in got.order:
+        shown = got.chosen.get(kind, [])
+        doc.add(page.kind_heading(kind, got.counts[kind], len(shown)))
         if selection.family(kind) == "commits":
             doc.add(
                 "<div class='note'>Offset commit records name no member: a commit is "
                 "attributed to the members the group's assignment (group metadata) gave the "
                 "partition to in the generation it landed in.</div>"
             )
-        for f in rows:
-            ev = evidence[n]
-            command = selection.dump_command(f, ev, roots, segment_of)
-            doc.add(page.card(f, ev, command, doc.figure(plots.get(n)), n, related.get(n, [])))
+        for f in shown:
+            ev = got.evidence[n]
+            command = selection.dump_command(f, ev, roots, got.segment_of)
+            doc.add(page.card(f, ev, command, doc.figure(got.plots.get(n)), n,
+                              got.related.get(n, [])))  # fmt: skip
             n += 1
         doc.add("</section>")
     doc.add(
         "<p class='note'>Made by logreplay from the committed tables of run "
         f"{page._esc(summary.get('run_id'))}. Payloads "
-        f"{'included' if include_payloads else 'shown as length and hash only'}.</p></main>"
+        f"{'included' if got.include_payloads else 'shown as length and hash only'}.</p></main>"
     )
     data = doc.render().encode()
     src.out.write_bytes(REPORT, data)
@@ -111,9 +156,9 @@ def build(
         "bytes": len(data),
         "cards": n,
         "figures": len(doc.figures),
-        "context_plots": len(plots),
-        "findings": sum(sum(v.values()) for v in counts.values()),
-        "seconds": round(time.monotonic() - started, 2),
+        "context_plots": len(got.plots),
+        "findings": sum(sum(v.values()) for v in got.counts.values()),
+        "seconds": round(time.monotonic() - got.started, 2),
     }
     return facts["path"], facts
 

@@ -16,9 +16,12 @@ from jobs.output import SUMMARY, OutputDir, read_table
 class AuditOutput:
     """One committed audit run: its summary and, lazily, its tables as DataFrames."""
 
-    def __init__(self, uri: str, spark) -> None:
+    def __init__(self, uri: str, spark, summary: dict | None = None) -> None:
+        """``summary``: the run's summary as the audit holds it before committing it (its
+        tables written, its verdict to come); default the committed ``summary.json``."""
         self.out = OutputDir(uri)
-        summary, _ = self.out.read_json(SUMMARY)
+        if summary is None:
+            summary, _ = self.out.read_json(SUMMARY)
         if summary is None:
             raise FileNotFoundError(f"{uri}: no {SUMMARY}; run `logreplay audit --out` first")
         self.summary: dict = summary
