@@ -68,12 +68,16 @@ def iter_file(
     start: int = 0,
     stop: int | None = None,
     memory_budget: int | None = None,
+    record_columns: Iterable[str] | None = None,
 ) -> Iterator[tuple[str, pa.RecordBatch]]:
     """Decode one file, yielding (table name, record batch) with at most ``max_rows`` rows each.
 
     Every table of :data:`TABLES` can be asked for; a file yields rows only for the tables its
     kind has (a `.log` has batches, records, internal tables and errors; an `.index` has
     index_entries...). ``segments`` and ``errors`` rows come last, once the file is accounted for.
+    ``record_columns``: the columns of ``records`` the caller reads (default all); key, value
+    and headers not among them are left null rather than copied out of the records (the
+    records table keeps its schema; internal topics' tables, which read them, still get them).
     """
     wanted = set(tables)
     unknown = wanted - TABLES.keys()
@@ -87,8 +91,9 @@ def iter_file(
     except OSError as e:  # unreadable or vanished: an error row, never a traceback
         acct, errors = _unreadable(path, info, e, None)
     else:
+        columns = None if record_columns is None else frozenset(record_columns)
         opts = _Options(
-            wanted, deep, verify_crc, max_rows, window_bytes, start, stop, memory_budget
+            wanted, deep, verify_crc, max_rows, window_bytes, start, stop, memory_budget, columns
         )
         try:
             seams.reached(seams.DECODING, info.file)
@@ -194,6 +199,7 @@ class _Options:
     start: int
     stop: int | None
     memory_budget: int | None
+    record_columns: frozenset[str] | None = None
 
 
 def _dispatch(src, info: FileInfo, opts: _Options):
@@ -268,6 +274,7 @@ def _log(src, info: FileInfo, opts: _Options):
         start=opts.start,
         stop=opts.stop,
         emit_records="records" in wanted or bool(internal),
+        columns=None if internal else opts.record_columns,
         **kwargs,
     ) as dec:
         for w in dec.windows():

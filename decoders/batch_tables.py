@@ -52,7 +52,7 @@ from decoders.constants import (
 from decoders.control import control_key, control_type_name, end_txn_marker, is_txn_marker
 from decoders.errors import CORRUPT_BYTES, DecodeError
 from decoders.primitives import ByteReader
-from decoders.schemas import BATCHES, RECORDS
+from decoders.schemas import BATCHES, HEADERS, RECORDS
 
 _HEADER_BYTES = np.arange(RECORD_BATCH_OVERHEAD)
 
@@ -263,20 +263,31 @@ def batches_table(info: FileInfo, h: V2Headers, control_type, coord_epoch) -> pa
 
 
 def records_table(
-    info: FileInfo, rbuf, b: np.ndarray, scan: kernels.Scan, h: V2Headers
-) -> pa.RecordBatch:
-    """Arrow records from the kernel's columns; b maps each record to its batch."""
+    info: FileInfo, rbuf, b: np.ndarray, scan: kernels.Scan, h: V2Headers,
+    columns: frozenset[str] | None = None,
+) -> pa.RecordBatch:  # fmt: skip
+    """Arrow records from the kernel's columns; b maps each record to its batch. ``columns``:
+    the columns a caller reads (None: all); of the others, the ones that copy bytes out of the
+    records area (key, value, headers) are left null instead of built."""
     n = scan.offset.size
     seq_base = h.base_seq[b].astype(np.int64)
     seq = np.where(seq_base < 0, -1, wrap_sequence(seq_base + (scan.offset - h.base_offset[b])))
-    hoffsets = np.zeros(n + 1, np.int32)
-    np.cumsum(scan.header_count, out=hoffsets[1:])
-    header_keys = valid_utf8(binary(rbuf, scan.hkey_pos, scan.hkey_len, pa.string()))
-    header_values = binary(rbuf, scan.hvalue_pos, scan.hvalue_len, pa.binary())
-    headers = pa.ListArray.from_arrays(
-        pa.array(hoffsets),
-        pa.StructArray.from_arrays([header_keys, header_values], names=["key", "value"]),
-    )
+
+    def wanted(name: str) -> bool:
+        return columns is None or name in columns
+
+    headers = pa.nulls(n, HEADERS)
+    if wanted("headers"):
+        hoffsets = np.zeros(n + 1, np.int32)
+        np.cumsum(scan.header_count, out=hoffsets[1:])
+        header_keys = valid_utf8(binary(rbuf, scan.hkey_pos, scan.hkey_len, pa.string()))
+        header_values = binary(rbuf, scan.hvalue_pos, scan.hvalue_len, pa.binary())
+        headers = pa.ListArray.from_arrays(
+            pa.array(hoffsets),
+            pa.StructArray.from_arrays([header_keys, header_values], names=["key", "value"]),
+        )
+    key = binary(rbuf, scan.key_pos, scan.key_len, pa.binary()) if wanted("key") else None
+    value = binary(rbuf, scan.value_pos, scan.value_len, pa.binary()) if wanted("value") else None
     return pa.RecordBatch.from_arrays(
         [
             const(info.broker, n, pa.string()),
@@ -285,8 +296,8 @@ def records_table(
             pa.array(scan.offset),
             timestamps(scan.timestamp),
             TIMESTAMP_TYPES.take(pa.array(h.log_append[b].view(np.int8))),
-            binary(rbuf, scan.key_pos, scan.key_len, pa.binary()),
-            binary(rbuf, scan.value_pos, scan.value_len, pa.binary()),
+            pa.nulls(n, pa.binary()) if key is None else key,
+            pa.nulls(n, pa.binary()) if value is None else value,
             headers,
             pa.array(h.producer_id[b]),
             pa.array(h.producer_epoch[b]),

@@ -56,10 +56,12 @@ class V2Records:
         budget: int,
         max_decompressed: int,
         max_batch_decompressed: int,
+        columns: frozenset[str] | None = None,
     ) -> None:
         self.info = info
         self.fail = fail
         self.emit_records = emit_records
+        self.columns = columns  # the records' columns built (batch_tables.records_table)
         # The budget bounds the pieces a streamed batch is decompressed in, the records decoded
         # at once (a record costs about 100 bytes of columns, twice over while Arrow copies
         # them; internal topics build Python values for a slice of them) and index reads.
@@ -112,7 +114,7 @@ class V2Records:
                     f"{reason} (record {int(scan.decoded[j])} of {int(h.count[i])})",
                 )
             if scan.offset.size and self.emit_records:
-                out.append(records_table(self.info, rbuf, sel[scan.batch], scan, h))
+                out.append(records_table(self.info, rbuf, sel[scan.batch], scan, h, self.columns))
         if not any(isinstance(x, int) for x in out):
             return out
         return self._lazy_records(out, buf, h, fixed_ts)
@@ -185,7 +187,9 @@ class V2Records:
                 )
                 j, st = int(scan.decoded[0]), int(scan.status[0])
                 if j and not first_pass:
-                    yield records_table(self.info, rbuf, np.full(j, i, np.int64), scan, h)
+                    yield records_table(
+                        self.info, rbuf, np.full(j, i, np.int64), scan, h, self.columns
+                    )
                 decoded += j
                 if st == kernels.REC_OK:
                     if not ended and (pending or any(len(x) for x in pieces)):

@@ -70,6 +70,7 @@ class SegmentDecoder:
         stop: int | None = None,
         emit_records: bool = True,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        columns: frozenset[str] | None = None,
     ) -> None:
         self.src: ByteSource = open_source(source)
         # a path is opened here and closed by close(); an object passed in stays the caller's
@@ -94,6 +95,7 @@ class SegmentDecoder:
             budget=self.budget,
             max_decompressed=max(max_decompressed, max_batch_decompressed),
             max_batch_decompressed=max_batch_decompressed,
+            columns=columns,
         )
         self.resync = Resync(self.src, self.stop, self.window_bytes, max_batch_bytes)
 

@@ -12,7 +12,10 @@ or a JSON list; URIs allowed), ``topics`` and ``partitions`` (comma lists, prune
 (what decoding one file may hold; default: the decoder's), ``skip_files`` (JSON object of
 path -> reason: files left out, reported as error rows; see :mod:`jobs.resilience`), ``avro`` (records only:
 JSON of topic -> Avro encoding and schemas, see :func:`decoders.avro.to_option`; adds the
-``decoded`` and ``decode_error`` columns). Equality and IN filters
+``decoded`` and ``decode_error`` columns), ``columns`` (a comma list: the table has only these
+columns, in that order; Spark's Python data sources cannot prune columns themselves, and
+for ``records`` the key, value and headers a query leaves out are then never copied out of
+the segment). Equality and IN filters
 on ``topic`` and ``partition`` in a query are pushed down and prune the same way.
 
 Each task decodes byte ranges of segments (see :mod:`decoders.planning`) and yields Arrow
@@ -179,12 +182,15 @@ class KafkaSegmentsReader(DataSourceReader):
         # files a run leaves out because decoding them failed the Spark task after every
         # attempt (jobs.resilience): path -> reason; they appear only as error/segments rows
         self.skip: dict[str, str] = json.loads(options.get(SKIP_OPTION) or "{}")
+        full = table_schema(self.table, self.avro is not None)
+        self.columns = _columns(options, full)
         self.target = pa.schema(
-            [
-                pa.field(f.name, arrow_for_spark(f.type))
-                for f in table_schema(self.table, self.avro is not None)
-            ]
+            [pa.field(f.name, arrow_for_spark(f.type)) for f in _selected(full, self.columns)]
         )
+        # the records' columns built: those asked for, and the value an Avro decoding reads
+        self.record_columns = None
+        if self.columns is not None and self.table == "records":
+            self.record_columns = set(self.columns) | ({"value"} if self.avro else set())
 
     def pushFilters(self, filters):  # noqa: N802 (Spark's name)
         """topic = x, topic IN (...), partition = n, partition IN (...) prune files; others stay."""
@@ -231,7 +237,7 @@ class KafkaSegmentsReader(DataSourceReader):
     def read(self, partition: SegmentRanges) -> Iterator[pa.RecordBatch]:
         for file, why in partition.skipped:
             for _, batch in decoders.skipped_file(file, why, (self.table,)):
-                yield _spark_safe(batch).cast(self.target)
+                yield self._spark(batch)
         for r in partition.ranges:
             stop = r.stop if r.stop < r.file.size else None
             for _, batch in decoders.iter_file(
@@ -243,11 +249,36 @@ class KafkaSegmentsReader(DataSourceReader):
                 stop=stop,
                 window_bytes=self.window_bytes,
                 memory_budget=self.memory_budget,
+                record_columns=self.record_columns,
             ):
                 if batch.num_rows:
                     if self.avro is not None:
                         batch = avro.decode_batch(batch, self.avro)
-                    yield _spark_safe(batch).cast(self.target)
+                    yield self._spark(batch)
+
+    def _spark(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """A decoded batch as Spark reads it: the columns asked for, in the types it holds."""
+        if self.columns is not None:
+            batch = batch.select(self.columns)
+        return _spark_safe(batch).cast(self.target)
+
+
+def _columns(options, schema: pa.Schema) -> list[str] | None:
+    """The ``columns`` option as a list of the table's columns (None: all of them)."""
+    raw = options.get("columns")
+    if not raw or not raw.strip():
+        return None
+    names = [c.strip() for c in raw.split(",") if c.strip()]
+    unknown = [c for c in names if c not in schema.names]
+    if unknown:
+        raise ValueError(f"unknown column(s) {unknown} in option columns; known: {', '.join(schema.names)}")  # fmt: skip
+    if len(set(names)) != len(names):
+        raise ValueError(f"option columns names a column twice: {raw!r}")
+    return names
+
+
+def _selected(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
+    return schema if columns is None else pa.schema([schema.field(c) for c in columns])
 
 
 def table_schema(table: str, with_avro: bool) -> pa.Schema:
@@ -322,7 +353,8 @@ class KafkaSegmentsDataSource(DataSource):
         table = self.options.get("table", DEFAULT_TABLE)
         if table not in TABLES:
             raise ValueError(f"unknown table {table!r}; known: {', '.join(TABLES)}")
-        return _struct(table_schema(table, _avro(self.options, table) is not None))
+        full = table_schema(table, _avro(self.options, table) is not None)
+        return _struct(_selected(full, _columns(self.options, full)))
 
     def reader(self, schema: StructType) -> KafkaSegmentsReader:
         return KafkaSegmentsReader(self.options)

@@ -92,6 +92,23 @@ def test_topic_and_partition_filters(spark, subset):
     assert by_option == by_where == 139 + 140  # MANIFEST: _confluent-metrics-0 and -1
 
 
+def test_columns_option_gives_those_columns_of_the_same_rows(spark, subset, subset_tables):
+    """`.option("columns", ...)`: the table has only those columns, in that order, and their
+    values are those of the full table (key and value left out are never built)."""
+    got = _read(spark, "records", subset, columns="topic, offset,timestamp")
+    assert got.columns == ["topic", "offset", "timestamp"]
+    full = _read(spark, "records", subset).select("topic", "offset", "timestamp")
+    assert got.exceptAll(full).count() == 0 and full.exceptAll(got).count() == 0
+    assert got.count() == subset_tables["records"].num_rows
+    keyed = _read(spark, "records", subset, columns="key,partition").agg({"key": "count"})
+    assert keyed.collect()[0][0] == pc.count(subset_tables["records"]["key"]).as_py()
+    batches = _read(spark, "batches", subset, columns="last_offset")
+    assert batches.columns == ["last_offset"]
+    assert batches.count() == subset_tables["batches"].num_rows
+    with pytest.raises(Exception, match="unknown column"):
+        _read(spark, "records", subset, columns="offset,nope").columns  # noqa: B018
+
+
 def test_offset_commit_filters_are_not_mistaken_for_file_filters(spark, subset):
     df = _read(spark, "offset_commits", subset)
     assert df.where("topic = '_confluent-metrics' AND partition = 3").count() > 0
