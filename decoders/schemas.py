@@ -339,6 +339,8 @@ TABLES: dict[str, pa.Schema] = {
     "aborted_txns": ABORTED_TXNS,
     "errors": ERRORS,
 }
+# each table's fields as one struct type, for from_rows (made once: a wide one takes a while)
+_STRUCTS: dict[str, pa.StructType] = {name: pa.struct(list(s)) for name, s in TABLES.items()}
 
 
 def describe(table: str) -> list[tuple[str, str, str]]:
@@ -353,7 +355,9 @@ def empty(table: str) -> pa.Table:
 
 
 def from_rows(table: str, rows: list[dict]) -> pa.Table:
-    """Build a table from row dicts (cold paths only: indexes, snapshots, internal records)."""
+    """Build a table from row dicts (cold paths only: indexes, snapshots, internal records,
+    a file's one segments row). One struct array converted at once: a row or a few of a wide
+    table cost a third of a conversion column by column, per file of the dump."""
     schema = TABLES[table]
-    cols = {f.name: [r.get(f.name) for r in rows] for f in schema}
-    return pa.Table.from_pydict(cols, schema=schema)
+    struct = pa.array(rows, type=_STRUCTS[table])
+    return pa.Table.from_arrays(struct.flatten(), schema=schema)

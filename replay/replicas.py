@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from decoders.columns import outside_spark_range
+from decoders.columns import const, outside_spark_range
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from replay.grouped import (
     COMMIT_COLUMNS,
@@ -52,7 +52,7 @@ from replay.grouped import (
 )
 from replay.partition import BATCH_COLUMNS, cleaner_leftovers_end
 from replay.spill import local_dir, remove_file
-from replay.tables import CLUSTER, with_cluster
+from replay.tables import CLUSTER
 
 # the replica a replayed row comes from: the audit keeps the rows of the chosen one
 REPLICA_BROKER = "replica_broker"
@@ -380,15 +380,21 @@ class ReplicaReplay:
         return iter([whole.take(pc.sort_indices(whole, LOG_ORDER))])
 
     def _keyed(self, t: pa.Table, table: str) -> pa.Table:
-        """Rows of the replay with the replica they come from."""
+        """Rows of the replay with the replica they come from, in the scratch table's schema.
+        Column by column, cast only where a type differs: a quiet partition's replay gives a
+        row or two per table, and a whole-table cast of ~50 columns cost more than its replay."""
+        target = REPLAY_TABLES[table]
+        keys = {CLUSTER: self.cluster, REPLICA_BROKER: self.broker,
+                "replica_topic": self.topic, "replica_partition": self.partition}  # fmt: skip
         n = t.num_rows
-        keys = {
-            REPLICA_BROKER: pa.array([self.broker] * n, pa.string()),
-            "replica_topic": pa.array([self.topic] * n, pa.string()),
-            "replica_partition": pa.array([self.partition] * n, pa.int32()),
-        }
-        rows = pa.table({**keys, **{c: t.column(c) for c in t.schema.names}})
-        return with_cluster(rows, self.cluster, first=True).cast(REPLAY_TABLES[table])
+        columns = []
+        for f in target:
+            if f.name in keys:
+                columns.append(const(keys[f.name], n, f.type))
+                continue
+            column = t.column(f.name)
+            columns.append(column if column.type == f.type else column.cast(f.type))
+        return pa.Table.from_arrays(columns, schema=target)
 
 
 class _Stream:

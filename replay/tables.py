@@ -6,6 +6,7 @@ Timestamps are int64 milliseconds inside the replay functions and become
 
 from __future__ import annotations
 
+import functools
 import textwrap
 from collections.abc import Callable
 
@@ -301,7 +302,22 @@ def union(*schemas: pa.Schema) -> pa.Schema:
 
 
 def rows_table(schema: pa.Schema, out: str, rows: list[dict]) -> pa.Table:
-    return pa.Table.from_pylist([{**r, "out": out} for r in rows], schema=schema)
+    """Rows of a replay's output, ``out`` naming their table, as Arrow in ``schema``."""
+    return table_of_rows(schema, [{**r, "out": out} for r in rows])
+
+
+def table_of_rows(schema: pa.Schema, rows: list[dict]) -> pa.Table:
+    """Row dicts as a table of ``schema`` (a key a row lacks: null; a key the schema lacks:
+    ignored), converted as one struct array: a wide schema converted column by column costs
+    about twice as much for the few rows a quiet partition gives."""
+    struct = pa.array(rows, type=struct_of(schema))
+    return pa.Table.from_arrays(struct.flatten(), schema=schema)
+
+
+@functools.lru_cache(maxsize=64)
+def struct_of(schema: pa.Schema) -> pa.StructType:
+    """The struct type of a schema's fields (made once per schema: ~50 fields take a while)."""
+    return pa.struct(list(schema))
 
 
 BLOCK_ROWS = 8_192  # rows a replay holds as Python objects at a time, in or out
