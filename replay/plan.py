@@ -99,6 +99,22 @@ def struct_type(schema: pa.Schema) -> StructType:
     return StructType([StructField(f.name, spark_type(f.type), True) for f in schema])
 
 
+def local_frame(spark: SparkSession, rows: list[tuple], schema: pa.Schema) -> DataFrame:
+    """A DataFrame of rows the driver made (a replica's counts, a partition's size, a card's
+    keys): handed to Spark as one Arrow table, which it plans as a local relation. A list of
+    Python rows becomes an RDD instead, its rows unpickled by tasks of their own in every
+    stage that reads them: a fixed cost of every small run."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow = to_arrow_schema(struct_type(schema), timezone="UTC")
+    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in arrow]
+    return spark.createDataFrame(
+        pa.Table.from_arrays(
+            [pa.array(c, f.type) for c, f in zip(columns, arrow, strict=True)], schema=arrow
+        )  # fmt: skip
+    )
+
+
 def _split(df: DataFrame, out: str, schema: pa.Schema) -> DataFrame:
     """One output table of a replay's rows (``out`` names each row's table), with the cluster
     they belong to."""
@@ -234,10 +250,12 @@ class Audit:
                 bounds = cleaned_bounds(self.scan.replicas)
                 cleaned = None
                 if bounds:
-                    cleaned = self.spark.createDataFrame(
+                    cleaned = local_frame(
+                        self.spark,
                         [(*k, v) for k, v in sorted(bounds.items())],
-                        f"{CLUSTER} string, topic string, partition int, cleaned_upto long",
-                    )
+                        pa.schema([(CLUSTER, pa.string()), ("topic", pa.string()),
+                                   ("partition", pa.int32()), ("cleaned_upto", pa.int64())]),
+                    )  # fmt: skip
                 found.append(checks.divergence(batches, cleaned))
             stale = self._layout().findings
             if stale:
@@ -290,7 +308,7 @@ class Audit:
         """A few rows made on the driver (the layout's, the replicas'), with their cluster."""
         full = pa.schema([pa.field(CLUSTER, pa.string()), *schema])
         made = [tuple(r.get(f.name) for f in full) for r in rows]
-        return self.spark.createDataFrame(made, struct_type(full))
+        return local_frame(self.spark, made, full)
 
     def _leakage_counts(self, pt: DataFrame, timeline: DataFrame) -> DataFrame:
         """The "leakage" coverage family (replay.coverage.leakage_counts): each partition's
@@ -388,10 +406,12 @@ class Audit:
         why, in its unit, with the partition's log bytes (its largest replica)."""
         from replay.coverage import CHECKS, partition_bytes
 
-        meaning = self.spark.createDataFrame(
+        meaning = local_frame(
+            self.spark,
             [(w, c.family, c.judged, c.reason or None, c.unit) for w, c in CHECKS.items()],
-            "check string, family string, judged boolean, reason string, unit string",
-        )
+            pa.schema([("check", pa.string()), ("family", pa.string()), ("judged", pa.bool_()),
+                       ("reason", pa.string()), ("unit", pa.string())]),
+        )  # fmt: skip
         rows = counts.join(F.broadcast(meaning), "check", "left").select(
             CLUSTER, F.coalesce("family", F.lit("other")).alias("family"), "topic", "partition",
             F.coalesce("judged", F.lit(True)).alias("judged"), "reason",
@@ -402,9 +422,12 @@ class Audit:
         rows = rows.agg(F.sum("count").cast("long").alias("count"))
         rows = rows.filter(F.col("count") > 0)  # a zero count says nothing
         sizes = [(*k, n) for k, n in sorted(partition_bytes(self.scan.replicas).items())]
-        logs = self.spark.createDataFrame(
-            sizes, f"{CLUSTER} string, topic string, partition int, bytes long"
-        )
+        logs = local_frame(
+            self.spark,
+            sizes,
+            pa.schema([(CLUSTER, pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
+                       ("bytes", pa.int64())]),
+        )  # fmt: skip
         on = [CLUSTER, "topic", "partition"]
         return rows.join(F.broadcast(logs), on, "left").select(CLUSTER, *T.COVERAGE.names)
 
