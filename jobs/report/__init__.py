@@ -84,6 +84,8 @@ def imported() -> None:
     from pyspark.sql import Window, functions  # noqa: F401
     from pyspark.sql.utils import is_remote
 
+    import replay.plan  # noqa: F401  (local_frame: the cards' keys)
+
     if not is_remote():  # the classic session's Window, imported on first use
         import pyspark.sql.classic.window  # noqa: F401
 
@@ -211,8 +213,11 @@ def _segment_finder(src: AuditOutput, shown: list[dict]):
     findings shown, from the decoding's accounting of files: the replayed replica's broker
     first, the segment with the greatest base offset not above the offset; without one, the
     earliest segment. One Spark job for every card."""
+    import pyarrow as pa
     from pyspark.sql import Window
     from pyspark.sql import functions as F
+
+    from replay.plan import local_frame
 
     wanted = sorted(
         {(f["topic"], f["partition"], f.get("first_offset")) for f in shown
@@ -222,9 +227,10 @@ def _segment_finder(src: AuditOutput, shown: list[dict]):
     segs, parts = src.frame("segments"), src.frame("partitions", ["topic", "partition", "broker"])
     found: dict[tuple, str] = {}
     if wanted and segs is not None:
-        keys = F.broadcast(src.spark.createDataFrame(
-            [(n, t, p, o) for n, (t, p, o) in enumerate(wanted)],
-            "card int, topic string, partition int, centre bigint"))  # fmt: skip
+        keys = F.broadcast(local_frame(
+            src.spark, [(n, t, p, o) for n, (t, p, o) in enumerate(wanted)],
+            pa.schema([("card", pa.int32()), ("topic", pa.string()), ("partition", pa.int32()),
+                       ("centre", pa.int64())])))  # fmt: skip
         logs = segs.where(F.col("kind") == "log").select("topic", "partition", "broker", "file",
                                                          "base_offset")  # fmt: skip
         if parts is not None:

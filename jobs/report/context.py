@@ -13,25 +13,27 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+import pyarrow as pa
+
 from jobs.report import figures
 from jobs.report.selection import dump_path
 from jobs.report.source import AuditOutput, rows
 
 WINDOW = 300  # rows kept on each side of a finding
 
-# what the cards of a family are keyed by: name -> Spark type (the table of cards' keys)
+# what the cards of a family are keyed by: name -> Arrow type (the table of cards' keys)
 KEY_TYPES = {
-    "card": "int",
-    "cluster": "string",
-    "topic": "string",
-    "partition": "int",
-    "group_id": "string",
-    "centre": "bigint",
-    "lo": "bigint",
-    "hi": "bigint",
-    "producer_id": "bigint",
-    "log_partitions": "array<int>",
-    "path": "string",
+    "card": pa.int32(),
+    "cluster": pa.string(),
+    "topic": pa.string(),
+    "partition": pa.int32(),
+    "group_id": pa.string(),
+    "centre": pa.int64(),
+    "lo": pa.int64(),
+    "hi": pa.int64(),
+    "producer_id": pa.int64(),
+    "log_partitions": pa.list_(pa.int32()),
+    "path": pa.string(),
 }
 
 
@@ -53,8 +55,10 @@ def _log_offsets(ev: object) -> set[int]:
 
 def _keys(spark, cards: list[dict]):
     """The cards' keys as a small DataFrame (every key column present, None where unused)."""
-    schema = ", ".join(f"{k} {t}" for k, t in KEY_TYPES.items())
-    return spark.createDataFrame([tuple(c.get(k) for k in KEY_TYPES) for c in cards], schema)
+    from replay.plan import local_frame
+
+    rows = [tuple(c.get(k) for k in KEY_TYPES) for c in cards]
+    return local_frame(spark, rows, pa.schema(list(KEY_TYPES.items())))
 
 
 def _beside(spark, df, columns: list[str], cards: list[dict], cond):
