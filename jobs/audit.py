@@ -88,7 +88,7 @@ def run(args) -> int:
     (entries, checked), skipped = run_resilient(
         started.spark,
         files,
-        lambda skip: audited(started, files, conf, spec, skip),
+        lambda skip: audited(started, files, conf, spec, skip, args.gate),
         decode_options=conf.decode,
     )
     if getattr(args, "since", None):
@@ -170,7 +170,7 @@ def _previous(args, conf, spec):
                             version("logreplay"), LAYOUT_VERSION)  # fmt: skip
 
 
-def audited(started, files, conf, spec, skip: dict[str, str]) -> tuple[dict, dict]:
+def audited(started, files, conf, spec, skip: dict[str, str], gate: bool = False) -> tuple[dict, dict]:  # fmt: skip
     """One attempt of the audit (jobs.resilience): the dump decoded once, by one scan whose
     tasks replay every replica they read (replay.scan_task) and write what the audit's stages
     read into the run's scratch area; the tables written; the scratch area gone once they are
@@ -187,6 +187,14 @@ def audited(started, files, conf, spec, skip: dict[str, str]) -> tuple[dict, dic
     with decoded_once(spark, files, conf.decode, out, started.key, skip, spec) as scratch:
         tables = Audit(spark, conf.audit, scratch).run()
         progress.phase("replay: writing tables")
+        if gate:  # Great Expectations loaded while Spark writes (jobs.gate.load_in_background)
+            import pyarrow.dataset  # noqa: F401  what this phase's threads import, first
+
+            import jobs.copies  # noqa: F401
+            import jobs.history  # noqa: F401
+            from jobs.gate import load_in_background
+
+            load_in_background()
         spread = output_files(sum(f.size for f in files), spark)
         entries = write_tables(spark, tables, scratch, out, started.key, spread)
         # the summary from the files just written (a few rows: one per check, the clusters

@@ -91,6 +91,38 @@ def validate(spark, out, recorded: dict, conf: dict, run_id: str, logical_date):
     return result, written
 
 
+# what the gate imports of Great Expectations (validations.gate, validations.suites)
+GE_MODULES = (
+    "great_expectations",
+    "great_expectations.expectations.row_conditions",
+    "great_expectations.data_context.types.base",
+    "great_expectations.core.run_identifier",
+    "validations.gate",
+)
+
+
+def load_in_background():
+    """Import Great Expectations in a thread of its own: about 2 s of pure Python (it loads
+    scipy, altair, pyspark.ml, ...), which an audit with ``--gate`` spends while its driver
+    waits on Spark writing the tables, not after. The gate that follows finds the modules
+    loaded (or, had the import failed here, fails importing them itself). Callers import first
+    whatever their own threads import meanwhile: first imports of modules that import each
+    other, in two threads at once, can deadlock."""
+    import importlib
+    import threading
+
+    def load() -> None:
+        for name in GE_MODULES:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the gate imports it again and reports why
+                return
+
+    thread = threading.Thread(target=load, name="logreplay-gate-import", daemon=True)
+    thread.start()
+    return thread
+
+
 def main(argv: list[str] | None = None) -> int:
     from jobs.exits import job_main
 
