@@ -170,7 +170,9 @@ def _previous(args, conf, spec):
                             version("logreplay"), LAYOUT_VERSION)  # fmt: skip
 
 
-def audited(started, files, conf, spec, skip: dict[str, str], gate: bool = False) -> tuple[dict, dict]:  # fmt: skip
+def audited(
+    started, files, conf, spec, skip: dict[str, str], gate: bool = False
+) -> tuple[dict, dict]:
     """One attempt of the audit (jobs.resilience): the dump decoded once, by one scan whose
     tasks replay every replica they read (replay.scan_task) and write what the audit's stages
     read into the run's scratch area; the tables written; the scratch area gone once they are

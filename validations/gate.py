@@ -401,9 +401,9 @@ def _failure(suite: Suite, check, r, behind: list[str]) -> Failure:
 
 
 def _behind(failed: list, df, sample: int) -> dict[str, list[str]]:
-    """The first ``sample`` rows behind each failed check of one table, as sentences (its
-    ``message``, else its file, position and reason, else ...): one Spark job for every failed
-    check of the table together, a handful of sentences per check to the driver."""
+    """The first ``sample`` rows behind each failed check of one table, as sentences
+    (:func:`_label`): one Spark job for every failed check of the table together, a handful of
+    sentences per check to the driver."""
     from functools import reduce
 
     from pyspark.sql import DataFrame, Window
