@@ -7,6 +7,8 @@ Timestamps are ``timestamp[ms, UTC]``; Kafka's NO_TIMESTAMP (-1) becomes null.
 
 from __future__ import annotations
 
+import functools
+
 import pyarrow as pa
 
 TS = pa.timestamp("ms", tz="UTC")
@@ -339,8 +341,6 @@ TABLES: dict[str, pa.Schema] = {
     "aborted_txns": ABORTED_TXNS,
     "errors": ERRORS,
 }
-# each table's fields as one struct type, for from_rows (made once: a wide one takes a while)
-_STRUCTS: dict[str, pa.StructType] = {name: pa.struct(list(s)) for name, s in TABLES.items()}
 
 
 def describe(table: str) -> list[tuple[str, str, str]]:
@@ -356,8 +356,19 @@ def empty(table: str) -> pa.Table:
 
 def from_rows(table: str, rows: list[dict]) -> pa.Table:
     """Build a table from row dicts (cold paths only: indexes, snapshots, internal records,
-    a file's one segments row). One struct array converted at once: a row or a few of a wide
-    table cost a third of a conversion column by column, per file of the dump."""
-    schema = TABLES[table]
-    struct = pa.array(rows, type=_STRUCTS[table])
+    a file's one segments row)."""
+    return table_of_rows(TABLES[table], rows)
+
+
+def table_of_rows(schema: pa.Schema, rows: list[dict]) -> pa.Table:
+    """Row dicts as a table of ``schema`` (a key a row lacks: null; a key the schema lacks:
+    ignored), converted as one struct array: a row or a few of a wide table cost a third of a
+    conversion column by column, per file of a dump and per partition of a replay."""
+    struct = pa.array(rows, type=_struct_of(schema))
     return pa.Table.from_arrays(struct.flatten(), schema=schema)
+
+
+@functools.lru_cache(maxsize=64)
+def _struct_of(schema: pa.Schema) -> pa.StructType:
+    """The struct type of a schema's fields (made once per schema: ~50 fields take a while)."""
+    return pa.struct(list(schema))

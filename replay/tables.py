@@ -6,13 +6,14 @@ Timestamps are int64 milliseconds inside the replay functions and become
 
 from __future__ import annotations
 
-import functools
 import textwrap
 from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from decoders.schemas import table_of_rows
 
 I32, I64, STR, BOOL = pa.int32(), pa.int64(), pa.string(), pa.bool_()
 TYPES: dict[str, pa.DataType] = {
@@ -304,20 +305,6 @@ def union(*schemas: pa.Schema) -> pa.Schema:
 def rows_table(schema: pa.Schema, out: str, rows: list[dict]) -> pa.Table:
     """Rows of a replay's output, ``out`` naming their table, as Arrow in ``schema``."""
     return table_of_rows(schema, [{**r, "out": out} for r in rows])
-
-
-def table_of_rows(schema: pa.Schema, rows: list[dict]) -> pa.Table:
-    """Row dicts as a table of ``schema`` (a key a row lacks: null; a key the schema lacks:
-    ignored), converted as one struct array: a wide schema converted column by column costs
-    about twice as much for the few rows a quiet partition gives."""
-    struct = pa.array(rows, type=struct_of(schema))
-    return pa.Table.from_arrays(struct.flatten(), schema=schema)
-
-
-@functools.lru_cache(maxsize=64)
-def struct_of(schema: pa.Schema) -> pa.StructType:
-    """The struct type of a schema's fields (made once per schema: ~50 fields take a while)."""
-    return pa.struct(list(schema))
 
 
 BLOCK_ROWS = 8_192  # rows a replay holds as Python objects at a time, in or out

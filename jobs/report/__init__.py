@@ -56,6 +56,7 @@ def build(
 ) -> tuple[str, dict]:
     """Write the report of the audit output at ``uri``; its path and a few facts about it."""
     src = AuditOutput(uri, spark)
+    imported()
     return write(src, gather(src, include_payloads, cards_per_kind, plots_per_kind))
 
 
@@ -94,10 +95,9 @@ def gather(src: AuditOutput, include_payloads: bool = False,
            cards_per_kind: int = CARDS_PER_KIND, plots_per_kind: int = PLOTS_PER_KIND) -> Gathered:  # fmt: skip
     """Every query of the report, run by Spark: the counts, the findings shown, the windows
     around them, the overview's aggregates. Needs the run's tables, not its verdict: an audit
-    gathers while its gate runs."""
+    gathers while its gate runs. The caller has run :func:`imported`."""
     started = time.monotonic()
     roots = list(src.summary.get("inputs") or [])
-    imported()
     # Spark runs the independent queries' small jobs side by side (driver threads)
     with ThreadPoolExecutor(4, thread_name_prefix="logreplay-report") as pool:
         counted = pool.submit(selection.counts_by_kind, src)
