@@ -14,16 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from decoders import fixed, kernels
+from decoders import fixed
 from decoders.accounting import FileInfo
 from decoders.columns import (
     CODEC_NAMES,
-    TIMESTAMP_TYPES,
     UNKNOWN_CODEC_SLOT,
-    binary,
     const,
+    timestamp_types,
     timestamps,
-    valid_utf8,
 )
 from decoders.constants import (
     ATTRIBUTES_OFFSET,
@@ -52,6 +50,7 @@ from decoders.constants import (
 from decoders.control import control_key, control_type_name, end_txn_marker, is_txn_marker
 from decoders.errors import CORRUPT_BYTES, DecodeError
 from decoders.primitives import ByteReader
+from decoders.record_walk import Walked
 from decoders.schemas import BATCHES, HEADERS, RECORDS
 
 _HEADER_BYTES = np.arange(RECORD_BATCH_OVERHEAD)
@@ -149,7 +148,9 @@ class V2Headers:
 
 def wrap_sequence(seq: np.ndarray) -> np.ndarray:
     """Sequence arithmetic wraps from Integer.MAX_VALUE to 0 (DefaultRecordBatch.incrementSequence)."""
-    return np.mod(seq, MAX_SEQUENCE + 1)
+    if seq.size and (seq.min() < 0 or seq.max() > MAX_SEQUENCE):
+        return np.mod(seq, MAX_SEQUENCE + 1)
+    return seq  # nothing wrapped: no division per row
 
 
 KNOWN_CONTROL_RECORDS = 1_024  # distinct records areas of control batches remembered per call
@@ -240,7 +241,7 @@ def batches_table(info: FileInfo, h: V2Headers, control_type, coord_epoch) -> pa
             pa.array(h.crc_valid) if h.crc_valid is not None else pa.nulls(n, pa.bool_()),
             pa.array(h.attributes),
             CODEC_NAMES.take(pa.array(np.minimum(h.codec, UNKNOWN_CODEC_SLOT).astype(np.int8))),
-            TIMESTAMP_TYPES.take(pa.array(h.log_append.view(np.int8))),
+            timestamp_types(h.log_append),
             pa.array(h.transactional),
             pa.array(h.control),
             pa.array(h.horizon),
@@ -263,49 +264,41 @@ def batches_table(info: FileInfo, h: V2Headers, control_type, coord_epoch) -> pa
 
 
 def records_table(
-    info: FileInfo, rbuf, b: np.ndarray, scan: kernels.Scan, h: V2Headers,
+    info: FileInfo, sel: np.ndarray, walk: Walked, h: V2Headers,
     columns: frozenset[str] | None = None,
 ) -> pa.RecordBatch:  # fmt: skip
-    """Arrow records from the kernel's columns; b maps each record to its batch. ``columns``:
+    """Arrow records from the kernels' walk of batches ``sel`` (indexes into ``h``). ``columns``:
     the columns a caller reads (None: all); of the others, the ones that copy bytes out of the
-    records area (key, value, headers) are left null instead of built."""
-    n = scan.offset.size
-    seq_base = h.base_seq[b].astype(np.int64)
-    seq = np.where(seq_base < 0, -1, wrap_sequence(seq_base + (scan.offset - h.base_offset[b])))
+    records area (key, value, headers) are left null (the walk did not copy them)."""
+    n = walk.offset.size
 
-    def wanted(name: str) -> bool:
-        return columns is None or name in columns
+    def each(column: np.ndarray) -> np.ndarray:  # a batch's field on each of its records
+        return np.repeat(column[sel], walk.decoded)
 
-    headers = pa.nulls(n, HEADERS)
-    if wanted("headers"):
-        hoffsets = np.zeros(n + 1, np.int32)
-        np.cumsum(scan.header_count, out=hoffsets[1:])
-        header_keys = valid_utf8(binary(rbuf, scan.hkey_pos, scan.hkey_len, pa.string()))
-        header_values = binary(rbuf, scan.hvalue_pos, scan.hvalue_len, pa.binary())
-        headers = pa.ListArray.from_arrays(
-            pa.array(hoffsets),
-            pa.StructArray.from_arrays([header_keys, header_values], names=["key", "value"]),
-        )
-    key = binary(rbuf, scan.key_pos, scan.key_len, pa.binary()) if wanted("key") else None
-    value = binary(rbuf, scan.value_pos, scan.value_len, pa.binary()) if wanted("value") else None
+    seq_base = each(h.base_seq).astype(np.int64)
+    seq = np.where(seq_base < 0, -1, wrap_sequence(seq_base + (walk.offset - each(h.base_offset))))
+
+    def given(column: pa.Array | None, typ: pa.DataType) -> pa.Array:
+        return pa.nulls(n, typ) if column is None else column
+
     return pa.RecordBatch.from_arrays(
         [
             const(info.broker, n, pa.string()),
             const(info.topic, n, pa.string()),
             const(info.partition, n, pa.int32()),
-            pa.array(scan.offset),
-            timestamps(scan.timestamp),
-            TIMESTAMP_TYPES.take(pa.array(h.log_append[b].view(np.int8))),
-            pa.nulls(n, pa.binary()) if key is None else key,
-            pa.nulls(n, pa.binary()) if value is None else value,
-            headers,
-            pa.array(h.producer_id[b]),
-            pa.array(h.producer_epoch[b]),
+            pa.array(walk.offset),
+            timestamps(walk.timestamp),
+            timestamp_types(each(h.log_append)),
+            given(walk.key, pa.binary()),
+            given(walk.value, pa.binary()),
+            given(walk.headers, HEADERS),
+            pa.array(each(h.producer_id)),
+            pa.array(each(h.producer_epoch)),
             pa.array(seq.astype(np.int32)),
-            pa.array(h.transactional[b]),
-            pa.array(h.control[b]),
-            pa.array(h.crc_valid[b]) if h.crc_valid is not None else pa.nulls(n, pa.bool_()),
-            pa.array(h.abs_pos[b]),
+            pa.array(each(h.transactional)),
+            pa.array(each(h.control)),
+            pa.array(each(h.crc_valid)) if h.crc_valid is not None else pa.nulls(n, pa.bool_()),
+            pa.array(each(h.abs_pos)),
             const(info.base_offset, n, pa.int64()),
         ],
         schema=RECORDS,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from decoders import kernels
 from decoders.constants import (
     COMPRESSION_NAMES,
     CREATE_TIME,
@@ -46,15 +45,25 @@ def timestamps(values: np.ndarray, mask: np.ndarray | None = None) -> pa.Array:
     return pa.array(values, pa.int64(), mask=null).cast(pa.timestamp("ms", tz="UTC"))
 
 
-def binary(buf: np.ndarray, pos: np.ndarray, lens: np.ndarray, typ: pa.DataType) -> pa.Array:
-    """Slices of ``buf`` as a binary (or string) column; a negative length is null."""
-    n = pos.size
-    offsets, data = kernels.gather(buf, pos, lens)
-    null = lens < 0
-    validity = None
-    null_count = int(null.sum())
-    if null_count:
-        validity = pa.py_buffer(np.packbits(~null, bitorder="little"))
+def timestamp_types(log_append: np.ndarray) -> pa.Array:
+    """Each row's timestamp type by name; one constant column when the rows agree (they do in
+    all but a topic whose message.timestamp.type changed)."""
+    n = log_append.size
+    if not log_append.any():
+        return const(CREATE_TIME, n, pa.string())
+    if log_append.all():
+        return const(LOG_APPEND_TIME, n, pa.string())
+    return TIMESTAMP_TYPES.take(pa.array(log_append.view(np.int8)))
+
+
+def binary(
+    offsets: np.ndarray, data: np.ndarray, null: np.ndarray | None, typ: pa.DataType
+) -> pa.Array:
+    """A binary (or string) column over Arrow's buffers as the kernels write them, without
+    copying them: int32 offsets of n + 1 entries, the data they index, where a value is null."""
+    n = offsets.size - 1
+    null_count = 0 if null is None else int(np.count_nonzero(null))
+    validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null_count else None
     return pa.Array.from_buffers(
         typ, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], null_count
     )

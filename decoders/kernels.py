@@ -1,8 +1,8 @@
-"""Compiled inner loops: hop log entries, scan v2 records into columns, gather byte slices.
+"""Compiled inner loops: hop log entries, walk v2 records into Arrow's buffers, find where to resync.
 
 These are the only per-record loops in the decoder. They run under numba over a uint8 array
-and emit flat numpy columns (positions and lengths into that array), so no Python object is
-made per record. Every read is bounds-checked against the area it belongs to; a malformed
+and emit flat numpy columns, binary ones as Arrow's own buffers (offsets and data), so no
+Python object is made per record. Every read is bounds-checked against the area it belongs to; a malformed
 batch stops at the first bad byte and reports where and why.
 """
 
@@ -13,10 +13,11 @@ import importlib.resources
 import os
 import tempfile
 from types import ModuleType
-from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 # Module-level integers are compile-time constants to numba: the kernels read bytes at the
 # layout's names. Only the modules of CACHE_KEY_MODULES may be imported from (the cache is keyed
@@ -84,7 +85,7 @@ HOP_PARTIAL = 1  # the next entry does not fit in the range (or its head up to m
 HOP_BAD_SIZE = 2  # size field smaller than the format's minimum or larger than allowed
 HOP_BAD_MAGIC = 3  # magic byte is not 0, 1 or 2
 
-# per-batch record scan status (scan_records)
+# per-batch record walk status (walk_records)
 REC_OK = 0
 REC_BAD_LENGTH = 1  # a record's length is negative or runs past the records area
 REC_FIELD_OVERRUN = 2  # a field runs past the end of its record
@@ -107,27 +108,6 @@ REC_REASONS = {
 MIN_V2_RECORD_SIZE = 7
 
 
-class Scan(NamedTuple):
-    """What scan_records returns: per record, per header, per batch columns."""
-
-    batch: np.ndarray
-    offset: np.ndarray
-    timestamp: np.ndarray
-    key_pos: np.ndarray
-    key_len: np.ndarray
-    value_pos: np.ndarray
-    value_len: np.ndarray
-    header_first: np.ndarray
-    header_count: np.ndarray
-    hkey_pos: np.ndarray
-    hkey_len: np.ndarray
-    hvalue_pos: np.ndarray
-    hvalue_len: np.ndarray
-    status: np.ndarray
-    decoded: np.ndarray
-    error_pos: np.ndarray  # length, attributes, ts delta, offset delta, key len, value len, headers
-
-
 @njit(cache=_CACHE, nogil=True)
 def _be32(b, p):
     return np.int32(
@@ -144,6 +124,25 @@ def _grow(a, n, cap):
     b = np.empty(cap, a.dtype)
     b[:n] = a[:n]
     return b
+
+
+@intrinsic
+def _copy(typingctx, dst, dst_at, src, src_at, n):
+    """``dst[dst_at:dst_at + n] = src[src_at:src_at + n]`` as one ``llvm.memcpy``: a slice
+    assignment builds two array views per call, eight times the cost of the copy for the short
+    keys and values of a record (the caller has checked both ranges)."""
+    sig = types.void(dst, types.intp, src, types.intp, types.intp)
+
+    def codegen(context, builder, signature, args):
+        d, d_at, s, s_at, count = args
+        d_arr = context.make_array(signature.args[0])(context, builder, d)
+        s_arr = context.make_array(signature.args[2])(context, builder, s)
+        cgutils.raw_memcpy(
+            builder, builder.gep(d_arr.data, [d_at]), builder.gep(s_arr.data, [s_at]), count, 1
+        )
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @njit(cache=_CACHE, nogil=True)
@@ -192,7 +191,9 @@ def hop_entries(buf, start, end, max_entry):
     return pos[:n], size[:n], magic[:n], n, p, reason
 
 
-@njit(cache=_CACHE, nogil=True)
+# The varint readers are inlined into the walk: a call per field returning a tuple cost four
+# times the walk itself. A length or delta of a small record is one byte, read first.
+@njit(cache=_CACHE, nogil=True, inline="always")
 def _uvarint(b, p, end, max_bytes):
     """Unsigned LEB128 -> (value, next position, ok)."""
     res = np.int64(0)
@@ -209,59 +210,76 @@ def _uvarint(b, p, end, max_bytes):
     return res, p, False
 
 
-@njit(cache=_CACHE, nogil=True)
+@njit(cache=_CACHE, nogil=True, inline="always")
 def _varint(b, p, end):
+    """A zigzag varint of at most 5 bytes (ByteUtils.readVarint) -> (value, next, ok)."""
+    if p < end and b[p] < 0x80:
+        x = np.int64(b[p])
+        return (x >> 1) ^ -(x & 1), p + 1, True
     u, p, ok = _uvarint(b, p, end, 5)
     u &= 0xFFFFFFFF
     v = (u >> 1) ^ -(u & 1)
     return v, p, ok
 
 
-@njit(cache=_CACHE, nogil=True)
+@njit(cache=_CACHE, nogil=True, inline="always")
 def _varlong(b, p, end):
+    """A zigzag varlong of at most 10 bytes (ByteUtils.readVarlong) -> (value, next, ok)."""
+    if p < end and b[p] < 0x80:
+        x = np.int64(b[p])
+        return (x >> 1) ^ -(x & 1), p + 1, True
     u, p, ok = _uvarint(b, p, end, 10)
     v = (u >> 1) ^ -(u & 1)
     return v, p, ok
 
 
-# one compiled loop over every record of every batch: split, its state would cross calls
+# One compiled loop over every record of every batch: split, its state would cross calls.
+# It writes into arrays the caller allocates: numba's own allocations are fresh pages each call
+# (a page fault per 4 KiB written), numpy's and Arrow's pools reuse theirs.
 @njit(cache=_CACHE, nogil=True)
-def scan_records(buf, starts, ends, counts, base_offsets, base_timestamps, fixed_timestamps):
-    """Scan the records areas of v2 batches into columns.
+def walk_records(
+    buf,
+    starts,
+    ends,
+    counts,
+    base_offsets,
+    base_timestamps,
+    fixed_timestamps,
+    offset,
+    timestamp,
+    key_pos,
+    key_len,
+    value_pos,
+    value_len,
+    header_pos,
+    header_count,
+):
+    """Walk the records areas of v2 batches (DefaultRecord.readFrom's layout) into columns.
 
     buf: uint8 array holding every records area; starts/ends: the area of batch i;
     counts: recordsCount; fixed_timestamps[i] >= -1 replaces every record's timestamp
     (LogAppendTime -> maxTimestamp), or is -2 to use baseTimestamp + delta.
 
-    Returns per-record columns (batch index, offset, timestamp, key pos/len, value pos/len,
-    first header index, header count), per-header columns (key pos/len, value pos/len) and
-    per-batch (status, records decoded, error position).
+    Fills, per record (arrays of at least :func:`record_capacity` entries): its offset,
+    timestamp, key and value position and length (-1: null), where its headers start
+    and how many it has. Headers are validated here and copied by :func:`copy_headers`.
+
+    A record is taken whole or not at all: a batch stops at its first bad record, whose status
+    and position are the batch's; the records taken are in batch order, ``decoded[i]`` of
+    batch i. Returns (records, per batch (status, records decoded, error
+    position), headers, key bytes, value bytes, header key bytes, header value bytes).
     """
     nb = starts.shape[0]
-    cap = 0
-    for i in range(nb):
-        c = counts[i]
-        room = (ends[i] - starts[i]) // MIN_V2_RECORD_SIZE
-        cap += max(0, min(c, room))
-    rb = np.empty(cap, np.int32)
-    off = np.empty(cap, np.int64)
-    ts = np.empty(cap, np.int64)
-    kpos = np.empty(cap, np.int64)
-    klen = np.empty(cap, np.int32)
-    vpos = np.empty(cap, np.int64)
-    vlen = np.empty(cap, np.int32)
-    hfirst = np.empty(cap, np.int64)
-    hcount = np.empty(cap, np.int32)
-    hcap = max(16, cap)
-    hkp = np.empty(hcap, np.int64)
-    hkl = np.empty(hcap, np.int32)
-    hvp = np.empty(hcap, np.int64)
-    hvl = np.empty(hcap, np.int32)
+    cap = offset.shape[0]
     status = np.zeros(nb, np.int8)
     decoded = np.zeros(nb, np.int32)
     errpos = np.full(nb, -1, np.int64)
-    k = 0
-    h = 0
+    k = 0  # records taken
+    h = 0  # headers taken
+    kb = 0  # bytes of keys, values, header keys, header values
+    vb = 0
+    hkb = 0
+    hvb = 0
     for i in range(nb):
         p = starts[i]
         area_end = ends[i]
@@ -319,53 +337,46 @@ def scan_records(buf, starts, ends, counts, base_offsets, base_timestamps, fixed
                 st = REC_BAD_FIELD_LENGTH
                 p = rstart
                 break
-            h0 = h
+            hp = p
             bad = REC_OK
+            hk_bytes = 0
+            hv_bytes = 0
             for _ in range(hc):
-                hkl_, p, okh = _varint(buf, p, rend)
-                if not okh or hkl_ < 0 or p + hkl_ > rend:
-                    bad = REC_BAD_FIELD_LENGTH if okh and hkl_ < 0 else REC_FIELD_OVERRUN
+                hkl, p, okh = _varint(buf, p, rend)
+                if not okh or hkl < 0 or p + hkl > rend:
+                    bad = REC_BAD_FIELD_LENGTH if okh and hkl < 0 else REC_FIELD_OVERRUN
                     break
-                hk = p
-                p += hkl_
-                hvl_, p, okv = _varint(buf, p, rend)
-                if not okv or hvl_ < -1 or p + max(hvl_, 0) > rend:
-                    bad = REC_BAD_FIELD_LENGTH if okv and hvl_ < -1 else REC_FIELD_OVERRUN
+                p += hkl
+                hk_bytes += hkl
+                hvl, p, okv = _varint(buf, p, rend)
+                if not okv or hvl < -1 or p + max(hvl, 0) > rend:
+                    bad = REC_BAD_FIELD_LENGTH if okv and hvl < -1 else REC_FIELD_OVERRUN
                     break
-                hv = p
-                if hvl_ > 0:
-                    p += hvl_
-                if h == hcap:
-                    hcap *= 2
-                    hkp, hkl = _grow(hkp, h, hcap), _grow(hkl, h, hcap)
-                    hvp, hvl = _grow(hvp, h, hcap), _grow(hvl, h, hcap)
-                hkp[h] = hk
-                hkl[h] = hkl_
-                hvp[h] = hv
-                hvl[h] = hvl_
-                h += 1
+                if hvl > 0:
+                    p += hvl
+                    hv_bytes += hvl
+            if bad == REC_OK and p != rend:
+                bad = REC_SIZE_MISMATCH
             if bad != REC_OK:
-                h = h0
                 st = bad
                 p = rstart
                 break
-            if p != rend:
-                h = h0
-                st = REC_SIZE_MISMATCH
-                p = rstart
-                break
-            rb[k] = i
-            off[k] = base_offsets[i] + od
+            offset[k] = base_offsets[i] + od
             if fixed_timestamps[i] >= -1:
-                ts[k] = fixed_timestamps[i]
+                timestamp[k] = fixed_timestamps[i]
             else:
-                ts[k] = base_timestamps[i] + tsd
-            kpos[k] = kp
-            klen[k] = kl
-            vpos[k] = vp
-            vlen[k] = vl
-            hfirst[k] = h0
-            hcount[k] = hc
+                timestamp[k] = base_timestamps[i] + tsd
+            key_pos[k] = kp
+            key_len[k] = kl
+            value_pos[k] = vp
+            value_len[k] = vl
+            header_pos[k] = hp
+            header_count[k] = hc
+            kb += max(kl, 0)
+            vb += max(vl, 0)
+            h += hc
+            hkb += hk_bytes
+            hvb += hv_bytes
             k += 1
             j += 1
         if st == REC_OK and p != area_end:
@@ -374,50 +385,73 @@ def scan_records(buf, starts, ends, counts, base_offsets, base_timestamps, fixed
         decoded[i] = j
         if st != REC_OK:
             errpos[i] = p
-    return (
-        rb[:k],
-        off[:k],
-        ts[:k],
-        kpos[:k],
-        klen[:k],
-        vpos[:k],
-        vlen[:k],
-        hfirst[:k],
-        hcount[:k],
-        hkp[:h],
-        hkl[:h],
-        hvp[:h],
-        hvl[:h],
-        status,
-        decoded,
-        errpos,
-    )
+    return k, status, decoded, errpos, h, kb, vb, hkb, hvb
 
 
 @njit(cache=_CACHE, nogil=True)
-def gather(buf, pos, lens):
-    """Copy slices buf[pos[i]:pos[i]+lens[i]] into one buffer; negative length means null.
+def record_capacity(starts, ends, counts):
+    """How many records walk_records can take from these areas: recordsCount, bounded by what
+    the area can hold (a header may declare any count)."""
+    cap = 0
+    for i in range(starts.shape[0]):
+        room = (ends[i] - starts[i]) // MIN_V2_RECORD_SIZE
+        cap += max(0, min(counts[i], room))
+    return cap
 
-    Returns (int32 Arrow offsets of n+1 entries, data bytes).
-    """
-    n = pos.shape[0]
-    offsets = np.empty(n + 1, np.int32)
-    total = 0
-    offsets[0] = 0
-    for i in range(n):
-        if lens[i] > 0:
-            total += lens[i]
-        offsets[i + 1] = total
-    data = np.empty(total, np.uint8)
+
+@njit(cache=_CACHE, nogil=True)
+def copy_slices(buf, pos, lens, offsets, data):
+    """Copy ``buf[pos[i]:pos[i] + lens[i]]`` one after another into ``data`` and write their
+    int32 Arrow ``offsets`` (n + 1 entries); a negative length (null) is empty."""
     o = 0
-    for i in range(n):
+    offsets[0] = 0
+    for i in range(pos.shape[0]):
         ln = lens[i]
-        p = pos[i]
-        for j in range(ln):  # a plain loop: cheaper than a slice view per short value
-            data[o + j] = buf[p + j]
         if ln > 0:
+            _copy(data, o, buf, pos[i], ln)
             o += ln
-    return offsets, data
+        offsets[i + 1] = o
+
+
+@njit(cache=_CACHE, nogil=True)
+def copy_headers(
+    buf,
+    header_pos,
+    header_count,
+    lists,
+    key_offsets,
+    key_data,
+    value_offsets,
+    value_data,
+    value_len,
+):
+    """Copy the headers walk_records validated (its header_pos and header_count per record)
+    into Arrow buffers: the records' list offsets, and the headers' keys and values (a value's
+    length -1 is null)."""
+    h = 0
+    ko = 0
+    vo = 0
+    lists[0] = 0
+    key_offsets[0] = 0
+    value_offsets[0] = 0
+    for r in range(header_pos.shape[0]):
+        p = header_pos[r]
+        end = buf.shape[0]
+        for _ in range(header_count[r]):
+            hkl, p, _ok = _varint(buf, p, end)
+            _copy(key_data, ko, buf, p, hkl)
+            ko += hkl
+            p += hkl
+            hvl, p, _ok = _varint(buf, p, end)
+            if hvl > 0:
+                _copy(value_data, vo, buf, p, hvl)
+                vo += hvl
+                p += hvl
+            value_len[h] = hvl
+            h += 1
+            key_offsets[h] = ko
+            value_offsets[h] = vo
+        lists[r + 1] = h
 
 
 @njit(cache=_CACHE, nogil=True)

@@ -22,13 +22,14 @@ from decoders.batch_tables import Fail, V2Headers, records_table
 from decoders.compression import OutputTooSmall, codec_name, decompress_into, stream_decompress
 from decoders.constants import COMPRESSION_NONE, MAX_CODEC_V2, RECORDS_OFFSET
 from decoders.errors import CORRUPT_BYTES, DecodeError
+from decoders.record_walk import RecordWalker
 
 # First guess of a batch's decompressed size, as a multiple of its compressed size; the output
 # view grows (up to max_batch_decompressed) only when a batch expands more than that.
 EXPANSION_GUESS = 16
 # The smallest view a compressed batch is given.
 MIN_VIEW = 1 << 16
-# fixed_timestamps value meaning "baseTimestamp + the record's delta" (see kernels.scan_records)
+# fixed_timestamps value meaning "baseTimestamp + the record's delta" (see kernels.walk_records)
 _DELTA_TIMESTAMPS = -2
 
 
@@ -71,6 +72,7 @@ class V2Records:
         self.max_decompressed = min(max_decompressed, budget // 8)
         self.max_batch_decompressed = min(max_batch_decompressed, self.max_decompressed)
         self._rbuf: np.ndarray | None = None
+        self._walker = RecordWalker()
 
     def records(self, buf, h: V2Headers) -> Iterable[pa.RecordBatch]:
         """Records of the window's batches, in batch order.
@@ -93,31 +95,41 @@ class V2Records:
                     out.append(item)
                 continue
             rbuf, sel, starts, ends = item
-            scan = kernels.Scan(
-                *kernels.scan_records(
-                    rbuf,
-                    starts,
-                    ends,
-                    h.count[sel].astype(np.int64),
-                    h.base_offset[sel],
-                    h.base_ts[sel],
-                    fixed_ts[sel],
-                )
+            walk = self._walk(
+                rbuf,
+                starts,
+                ends,
+                h.count[sel].astype(np.int64),
+                h.base_offset[sel],
+                h.base_ts[sel],
+                fixed_ts[sel],
             )
-            for j in np.flatnonzero(scan.status):
+            for j in np.flatnonzero(walk.status):
                 i = sel[j]
-                reason = kernels.REC_REASONS[int(scan.status[j])]
+                reason = kernels.REC_REASONS[int(walk.status[j])]
                 self.fail(
                     h,
                     i,
                     CORRUPT_BYTES,
-                    f"{reason} (record {int(scan.decoded[j])} of {int(h.count[i])})",
+                    f"{reason} (record {int(walk.decoded[j])} of {int(h.count[i])})",
                 )
-            if scan.offset.size and self.emit_records:
-                out.append(records_table(self.info, rbuf, sel[scan.batch], scan, h, self.columns))
+            if walk.offset.size and self.emit_records:
+                out.append(records_table(self.info, sel, walk, h, self.columns))
         if not any(isinstance(x, int) for x in out):
             return out
         return self._lazy_records(out, buf, h, fixed_ts)
+
+    def _walk(self, rbuf, starts, ends, counts, base_offsets, base_ts, fixed_ts, copy=True):
+        """The kernels' walk of these records areas, copying out the binary columns wanted
+        (none when the records are not emitted: the walk then only validates)."""
+        copy = copy and self.emit_records
+        cols = self.columns
+        return self._walker.walk(
+            rbuf, starts, ends, counts, base_offsets, base_ts, fixed_ts,
+            keys=copy and (cols is None or "key" in cols),
+            values=copy and (cols is None or "value" in cols),
+            headers=copy and (cols is None or "headers" in cols),
+        )  # fmt: skip
 
     def _lazy_records(self, items, buf, h, fixed_ts) -> Iterator[pa.RecordBatch]:
         for item in items:
@@ -176,20 +188,17 @@ class V2Records:
                     pending = next(pieces, None)
                     if pending is None:
                         ended, pending = True, b""
-                scan = kernels.Scan(
-                    *kernels.scan_records(
-                        rbuf,
-                        np.zeros(1, np.int64),
-                        np.array([filled], np.int64),
-                        np.array([total - decoded], np.int64),
-                        *args,
-                    )
+                walk = self._walk(
+                    rbuf,
+                    np.zeros(1, np.int64),
+                    np.array([filled], np.int64),
+                    np.array([total - decoded], np.int64),
+                    *args,
+                    copy=not first_pass,
                 )
-                j, st = int(scan.decoded[0]), int(scan.status[0])
+                j, st = int(walk.decoded[0]), int(walk.status[0])
                 if j and not first_pass:
-                    yield records_table(
-                        self.info, rbuf, np.full(j, i, np.int64), scan, h, self.columns
-                    )
+                    yield records_table(self.info, np.array([i]), walk, h, self.columns)
                 decoded += j
                 if st == kernels.REC_OK:
                     if not ended and (pending or any(len(x) for x in pieces)):
@@ -202,7 +211,7 @@ class V2Records:
                 ):
                     problem = kernels.REC_REASONS[st]
                     break
-                p = int(scan.error_pos[0])
+                p = int(walk.error_pos[0])
                 if p == 0 and cap - filled < len(pending):  # one record fills the buffer
                     problem = self._unfinished(st, cap)
                     if problem:
