@@ -1,6 +1,7 @@
 """Audit and decode on production-shaped dumps, with their floors and peers, in one run.
 
     python benchmarks/bench_production.py [--gb 1 4] [--large-gb 1] [--data /tmp/perf-data]
+        [--codec lz4]
 
 Dumps (generated once, kept under --data, never in the repository): production-shaped ones of
 each size (:mod:`prodshape`: small batches of 5 records, an exactly-once Streams app, busy
@@ -85,11 +86,12 @@ def floors(dump: str) -> dict:
 
 def make_dumps(args) -> list[tuple[str, str]]:
     dumps = []
+    codec = prodshape.CODECS[args.codec]
     for gb in args.gb:
-        path = os.path.join(args.data, f"prod-{gb:g}gb")
+        path = os.path.join(args.data, f"prod-{gb:g}gb" + (f"-{args.codec}" if codec else ""))
         if not os.path.exists(path + ".complete"):
             print(f"generating {path}", file=sys.stderr)
-            prodshape.generate(path, gb)
+            prodshape.generate(path, gb, codec=codec)
             open(path + ".complete", "w").close()
         dumps.append(("production", path))
     for gb in args.large_gb:
@@ -206,6 +208,12 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--data", default="/tmp/perf-data")
     ap.add_argument("--jobs", nargs="*", default=["audit", "decode"])
     ap.add_argument("--source", action="store_true", help="also measure the data source alone")
+    ap.add_argument(
+        "--codec",
+        choices=sorted(prodshape.CODECS),
+        default="none",
+        help="the production-shaped dumps' compression.type (prodshape.py)",
+    )
     ap.add_argument(
         "--small-driver",
         metavar="MEM",

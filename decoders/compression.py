@@ -117,31 +117,35 @@ def _xerial_blocks(data: memoryview, out: np.ndarray) -> int:
     written = 0
     for a, b in _xerial_block_ranges(data):
         try:
-            written += cramjam.snappy.decompress_raw_into(bytes(data[a:b]), out[written:])
+            written += cramjam.snappy.decompress_raw_into(data[a:b], out[written:])
         except cramjam.DecompressionError as e:
             raise _codec_error("snappy block", e) from e
     return written
 
 
-def decompress_into(codec: int, data: bytes | memoryview, out: np.ndarray, magic: int = 2) -> int:
+def decompress_into(
+    codec: int, data: bytes | memoryview | np.ndarray, out: np.ndarray, magic: int = 2
+) -> int:
     """Decompress one Kafka payload into ``out``; returns the number of bytes written.
 
-    Raises DecodeError for an unknown codec, a broken stream or output larger than ``out``.
+    ``data`` is any buffer (bytes, a memoryview, a numpy slice of the window): cramjam reads it
+    in place. Raises DecodeError for an unknown codec, a broken stream or output larger than
+    ``out``.
     """
     try:
-        if codec == COMPRESSION_GZIP:
-            return cramjam.gzip.decompress_into(bytes(data), out)
+        if codec == COMPRESSION_LZ4:
+            if magic == MAGIC_VALUE_V0:
+                data = _lz4_with_fixed_header(data)
+            return cramjam.lz4.decompress_into(data, out)
+        if codec == COMPRESSION_ZSTD:
+            return cramjam.zstd.decompress_into(data, out)
         if codec == COMPRESSION_SNAPPY:
             mv = memoryview(data)
             if _is_xerial(mv):
                 return _xerial_blocks(mv, out)
-            return cramjam.snappy.decompress_raw_into(bytes(mv), out)
-        if codec == COMPRESSION_LZ4:
-            if magic == MAGIC_VALUE_V0:
-                data = _lz4_with_fixed_header(data)
-            return cramjam.lz4.decompress_into(bytes(data), out)
-        if codec == COMPRESSION_ZSTD:
-            return cramjam.zstd.decompress_into(bytes(data), out)
+            return cramjam.snappy.decompress_raw_into(data, out)
+        if codec == COMPRESSION_GZIP:
+            return cramjam.gzip.decompress_into(data, out)
     except cramjam.DecompressionError as e:  # only the codec's own errors: a bug stays a bug
         raise _codec_error(f"{codec_name(codec)} payload", e) from e
     raise DecodeError(f"unknown compression codec {codec}")

@@ -27,6 +27,9 @@ from decoders.record_walk import RecordWalker
 # First guess of a batch's decompressed size, as a multiple of its compressed size; the output
 # view grows (up to max_batch_decompressed) only when a batch expands more than that.
 EXPANSION_GUESS = 16
+# A chunk of decompressed batches is walked once it holds this much: its bytes are still in the
+# CPU's cache when the walk copies them out, and the next chunk reuses the same buffer.
+CHUNK_FILL = 2 << 20
 # The smallest view a compressed batch is given.
 MIN_VIEW = 1 << 16
 # fixed_timestamps value meaning "baseTimestamp + the record's delta" (see kernels.walk_records)
@@ -152,7 +155,7 @@ class V2Records:
                 yield from self._small_chunks(buf, run, h)
 
     def _small_chunks(self, buf, idx, h: V2Headers):
-        if (h.codec[idx] == COMPRESSION_NONE).all():  # zero copy: scan the window itself
+        if (h.codec[idx] == COMPRESSION_NONE).all():  # zero copy: walk the window itself
             yield (buf, idx, h.positions[idx] + RECORDS_OFFSET, h.entry_end[idx])
         else:
             yield from self._decompress_chunks(buf, idx, h)
@@ -280,12 +283,24 @@ class V2Records:
             held[0] = 0
             return done
 
-        for i in idx.tolist():
-            a, e = h.records_area(i)
-            c = int(h.codec[i])
+        # the window's fields as Python ints once: this loop runs once per batch
+        areas = zip(
+            idx.tolist(),
+            (h.positions[idx] + RECORDS_OFFSET).tolist(),
+            h.entry_end[idx].tolist(),
+            h.codec[idx].tolist(),
+            h.count[idx].tolist(),
+            strict=True,
+        )
+        for i, a, e, c, count in areas:
             need = e - a if c == COMPRESSION_NONE else self._first_view(e - a)
-            held[0] += int(h.count[i])
-            if rbuf is None or len(rbuf) - w < need or held[0] > self.chunk_records:
+            held[0] += count
+            if (
+                rbuf is None
+                or len(rbuf) - w < need
+                or w >= CHUNK_FILL
+                or held[0] > self.chunk_records
+            ):
                 if done := flush():
                     yield done
                 rbuf, w = self._chunk_buffer(need), 0
@@ -294,8 +309,8 @@ class V2Records:
                     rbuf[w : w + e - a] = buf[a:e]
                     got = e - a
                 else:
-                    view = min(len(rbuf) - w, self._first_view(e - a))
-                    got = decompress_into(c, memoryview(buf)[a:e], rbuf[w : w + view])
+                    view = min(len(rbuf) - w, need)
+                    got = decompress_into(c, buf[a:e], rbuf[w : w + view])
             except OutputTooSmall:
                 if done := flush():
                     yield done

@@ -17,6 +17,7 @@ Reading (docs/formats.md section 1 and Appendix B):
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 
 import numpy as np
@@ -98,6 +99,7 @@ class SegmentDecoder:
             columns=columns,
         )
         self.resync = Resync(self.src, self.stop, self.window_bytes, max_batch_bytes)
+        self._window: np.ndarray | None = None  # the buffer windows are read into (_read_window)
 
     def close(self) -> None:
         """Close the source if this decoder opened it."""
@@ -114,8 +116,8 @@ class SegmentDecoder:
     def windows(self) -> Iterator[DecodedWindow]:
         pos, size, want = self.start, self.src.size, self.window_bytes
         while pos < self.stop:
-            chunk = self.src.read_at(pos, min(want, size - pos))
-            buf = np.frombuffer(chunk, np.uint8)
+            buf = None  # the previous window's view, released before its buffer is reused
+            buf = self._read_window(pos, min(want, size - pos))
             limit = len(buf)
             positions, sizes, magics, n, stop, reason = kernels.hop_entries(
                 buf, 0, limit, self.max_batch_bytes
@@ -160,11 +162,26 @@ class SegmentDecoder:
                 pos = at
             elif reason == kernels.HOP_PARTIAL and pos + limit < size:
                 if n == 0:  # one entry larger than the window: give it a window of its own
-                    s = entry_size(chunk, stop) if limit - stop >= LOG_OVERHEAD else 0
+                    s = entry_size(buf, stop) if limit - stop >= LOG_OVERHEAD else 0
                     want = max(self.window_bytes, LOG_OVERHEAD + s)
                 pos = at
             else:
                 pos = self.resync.recover(at, reason, self.acct, self.info.file)
+
+    def _read_window(self, position: int, length: int) -> np.ndarray:
+        """The window's bytes. A local file is read into one buffer kept from window to window
+        (fresh bytes for each would cost a page fault per 4 KiB, a third of decoding an
+        uncompressed window), reused only when nothing made from the last window still
+        refers to it: the records are copied out of it, but a streamed batch's records are
+        decoded when a caller iterates them, from the window's bytes."""
+        read_into = getattr(self.src, "read_into", None)
+        if read_into is None:
+            return np.frombuffer(self.src.read_at(position, length), np.uint8)
+        window = self._window
+        # its references when no view of it is alive: this attribute and getrefcount's argument
+        if window is None or len(window) < length or sys.getrefcount(window) > 2:
+            window = self._window = np.empty(max(length, self.window_bytes), np.uint8)
+        return window[: read_into(position, window[:length])]
 
     def _error(
         self, position: int, length: int, kind: str, reason: str, offset: int | None = None

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
+import numpy as np
+
 
 class SourceChanged(OSError):
     """A file changed under a reader: bytes it had when opened are gone."""
@@ -62,10 +64,28 @@ class LocalFile(_Closing):
             chunks.append(b)
             got += len(b)
         if got < length:  # the file shrank since it was opened
-            raise SourceChanged(
-                f"{self.name} shrank while it was read: {position + got} of {self.size} bytes left"
-            )
+            raise self._shrank(position + got)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def _shrank(self, at: int) -> SourceChanged:
+        return SourceChanged(
+            f"{self.name} shrank while it was read: {at} of {self.size} bytes left"
+        )
+
+    def read_into(self, position: int, out: np.ndarray) -> int:
+        """Fill ``out`` with the bytes from ``position`` on (as far as the file goes): a read
+        into a buffer the caller reuses costs no fresh pages, where :meth:`read_at` makes new
+        bytes each time. The number of bytes read."""
+        length = max(0, min(len(out), self.size - position))
+        got = 0
+        while got < length:  # pread may return short reads on some filesystems
+            n = os.preadv(self._fd, [out[got:length]], position + got)
+            if not n:
+                break
+            got += n
+        if got < length:  # the file shrank since it was opened
+            raise self._shrank(position + got)
+        return got
 
     def data_after(self, position: int) -> int:
         """Where the next bytes with data start at or after ``position``: a hole of a sparse
