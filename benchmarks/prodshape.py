@@ -92,15 +92,16 @@ def _value(i: int) -> bytes:
 def generate(out: str, gb: float, seed: int = 1, codec: int = 0) -> dict:
     """Write about ``gb`` GB under ``out`` (replaced); returns counts of what was written.
     Time is counted in batches: the cluster takes BATCHES_PER_SECOND plain batches a second.
-    ``codec``: the plain producers' compression.type (the Streams app and the coordinators
-    write uncompressed, as they do by default)."""
+    ``codec``: the producers' compression.type, the Streams app's too (the coordinators write
+    uncompressed, as brokers do)."""
     target = int(gb * 1e9)
     c = Cluster(out, seed, brokers=1)
     c.create_topic(TopicConfig("events", PLAIN_PARTITIONS))
     c.create_topic(TopicConfig("orders-enriched", EOS_PARTITIONS))
     template = SmallBatch(codec=codec)
     producers = [Producer(c) for _ in range(PRODUCERS)]
-    eos = TransactionalProducer(c, "orders-app-1-0", version=2, value_bytes=VALUE_BYTES)
+    eos = TransactionalProducer(c, "orders-app-1-0", version=2, value_bytes=VALUE_BYTES,
+                                codec=codec)  # fmt: skip
     gc = c.group_coordinator
     eos_group = gc.group("orders-app", isolation="read_committed")
     groups = [gc.group(f"service-{g}") for g in range(BUSY_GROUPS)]

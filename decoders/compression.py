@@ -22,6 +22,14 @@ from decoders.constants import (
     COMPRESSION_NONE,
     COMPRESSION_SNAPPY,
     COMPRESSION_ZSTD,
+    LZ4_BD_SIZE_SHIFT,
+    LZ4_FLG_INDEPENDENT_BLOCKS,
+    LZ4_FLG_VERSION_01,
+    LZ4_FRAME_MAGIC,
+    LZ4_KAFKA_BD,
+    LZ4_KAFKA_BLOCK_SIZE,
+    LZ4_KAFKA_FLG,
+    LZ4_UNCOMPRESSED_BLOCK_FLAG,
     MAGIC_VALUE_V0,
 )
 from decoders.errors import DecodeError
@@ -35,11 +43,6 @@ XERIAL_MAGIC_AS_INT = struct.unpack(">i", XERIAL_MAGIC[:4])[0]
 # After the first four magic bytes, what remains of a concatenated stream's header.
 XERIAL_HEADER_REST = len(XERIAL_HEADER) - 4
 
-LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"
-LZ4_KAFKA_FLG = 0x60  # version 01, independent blocks, no checksums, no content size
-LZ4_KAFKA_BD = 0x40  # 64 KiB maximum block size
-LZ4_KAFKA_BLOCK_SIZE = 64 * 1024
-LZ4_UNCOMPRESSED_BLOCK_FLAG = 0x80000000
 
 _XXH_P1, _XXH_P2, _XXH_P3, _XXH_P4, _XXH_P5 = (
     2654435761,
@@ -93,6 +96,21 @@ def xxh32(data: bytes, seed: int = 0) -> int:
 def lz4_header_checksum(descriptor: bytes) -> int:
     """HC byte of an LZ4 frame: second byte of XXH32 over FLG, BD and the optional size."""
     return (xxh32(descriptor) >> 8) & 0xFF
+
+
+def _lz4_header_checksums() -> np.ndarray:
+    """HC by (FLG, BD) of the LZ4 frames kernels.inflate_lz4 takes (version 01, independent or
+    linked blocks, no checksums, content size or dictionary; any block size), -1 for every
+    other: what Kafka's Java producer and librdkafka write."""
+    table = np.full((256, 256), -1, np.int16)
+    for flg in (LZ4_FLG_VERSION_01 | LZ4_FLG_INDEPENDENT_BLOCKS, LZ4_FLG_VERSION_01):
+        for size_code in range(4, 8):
+            bd = size_code << LZ4_BD_SIZE_SHIFT
+            table[flg, bd] = lz4_header_checksum(bytes([flg, bd]))
+    return table
+
+
+LZ4_HEADER_CHECKSUMS = _lz4_header_checksums()
 
 
 def _lz4_with_fixed_header(data: bytes | memoryview) -> bytes | memoryview:

@@ -158,6 +158,21 @@ COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 MAX_CODEC_V2 = COMPRESSION_ZSTD
 MAX_CODEC_LEGACY = COMPRESSION_LZ4
 
+# The LZ4 frame as Kafka's producers write it (KafkaLZ4BlockOutputStream; the LZ4 frame format:
+# magic, FLG, BD, optional fields, HC, then blocks each led by a little-endian int32 size
+# whose high bit marks a block stored uncompressed, ended by a size of 0).
+LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"
+LZ4_KAFKA_FLG = 0x60  # version 01, independent blocks, no checksums, no content size
+LZ4_KAFKA_BD = 0x40  # 64 KiB maximum block size
+LZ4_KAFKA_BLOCK_SIZE = 64 * 1024
+LZ4_UNCOMPRESSED_BLOCK_FLAG = 0x80000000
+LZ4_FLG_VERSION_01 = 0x40
+LZ4_FLG_INDEPENDENT_BLOCKS = 0x20
+LZ4_BD_SIZE_SHIFT = 4  # BD bits 6-4: a block's maximum size, 4 (64 KiB) to 7 (4 MiB)
+LZ4_MIN_MATCH = 4  # a match's length field counts from 4
+LZ4_LAST_LITERALS = 5  # a block's last 5 bytes are literals
+LZ4_MATCH_FROM_END = 12  # a block's last match starts at least 12 bytes before its end
+
 # Timestamp types (TimestampType.java).
 NO_TIMESTAMP_TYPE = "NoTimestampType"
 CREATE_TIME = "CreateTime"

@@ -19,8 +19,14 @@ import pyarrow as pa
 from decoders import kernels
 from decoders.accounting import FileInfo
 from decoders.batch_tables import Fail, V2Headers, records_table
-from decoders.compression import OutputTooSmall, codec_name, decompress_into, stream_decompress
-from decoders.constants import COMPRESSION_NONE, MAX_CODEC_V2, RECORDS_OFFSET
+from decoders.compression import (
+    LZ4_HEADER_CHECKSUMS,
+    OutputTooSmall,
+    codec_name,
+    decompress_into,
+    stream_decompress,
+)
+from decoders.constants import COMPRESSION_LZ4, COMPRESSION_NONE, MAX_CODEC_V2, RECORDS_OFFSET
 from decoders.errors import CORRUPT_BYTES, DecodeError
 from decoders.record_walk import RecordWalker
 
@@ -255,76 +261,66 @@ class V2Records:
     def _decompress_chunks(self, buf, idx, h: V2Headers):
         """Lay the records areas of a window out in bounded buffers, decompressing as needed.
 
-        A chunk holds at most ``max_decompressed`` bytes; the kernel runs once per chunk, and a
-        chunk's bytes are copied out before its buffer is reused for the next one. A batch that
-        expands past the view it is given is not retried with larger buffers: it is streamed
-        (yielded as its index), so a corrupt payload is decompressed at most twice.
+        A chunk holds at most ``max_decompressed`` bytes (about CHUNK_FILL); the walk runs once
+        per chunk, and copies its bytes out before the buffer is reused for the next one. Runs
+        of LZ4 batches are decompressed by one compiled call (kernels.inflate_lz4); a batch it
+        does not take, and every other codec, goes through cramjam here. A batch that expands
+        past the view it is given is not retried with larger buffers: it is streamed (yielded
+        as its index), so a corrupt payload is decompressed at most twice.
         """
-        sel: list[int] = []
-        starts: list[int] = []
-        ends: list[int] = []
-        rbuf, w = None, 0
-        held = [0]  # records in the current chunk
-
-        def flush():
-            done = (
-                (
-                    rbuf,
-                    np.array(sel, np.int64),
-                    np.array(starts, np.int64),
-                    np.array(ends, np.int64),
-                )
-                if sel
-                else None
-            )
-            sel.clear()
-            starts.clear()
-            ends.clear()
-            held[0] = 0
-            return done
-
-        # the window's fields as Python ints once: this loop runs once per batch
-        areas = zip(
-            idx.tolist(),
-            (h.positions[idx] + RECORDS_OFFSET).tolist(),
-            h.entry_end[idx].tolist(),
-            h.codec[idx].tolist(),
-            h.count[idx].tolist(),
-            strict=True,
+        n = idx.size
+        a_all = h.positions[idx] + RECORDS_OFFSET
+        e_all = h.entry_end[idx]
+        codecs, counts = h.codec[idx], h.count[idx].astype(np.int64)
+        sizes = e_all - a_all
+        views = np.where(
+            codecs == COMPRESSION_NONE,
+            sizes,
+            np.minimum(self.max_batch_decompressed, np.maximum(MIN_VIEW, sizes * EXPANSION_GUESS)),
         )
-        for i, a, e, c, count in areas:
-            need = e - a if c == COMPRESSION_NONE else self._first_view(e - a)
-            held[0] += count
-            if (
-                rbuf is None
-                or len(rbuf) - w < need
-                or w >= CHUNK_FILL
-                or held[0] > self.chunk_records
-            ):
-                if done := flush():
+        lz4 = (codecs == COMPRESSION_LZ4).tolist()
+        got = np.zeros(n, np.int64)
+        chunk = _Chunk()
+        j = 0
+        while j < n:
+            if lz4[j] and chunk.buf is not None:
+                stop, w, took = kernels.inflate_lz4(
+                    buf, a_all, e_all, views, counts, j, chunk.buf, chunk.w, CHUNK_FILL,
+                    self.chunk_records - chunk.held, LZ4_HEADER_CHECKSUMS, got,
+                )  # fmt: skip
+                if stop > j:
+                    ends = chunk.w + np.cumsum(got[j:stop])
+                    chunk.add(idx[j:stop].tolist(), (ends - got[j:stop]).tolist(), ends.tolist())
+                    chunk.w, chunk.held = w, chunk.held + took
+                    j = stop
+                    continue
+            # one batch: the chunk is full, or another codec, or a frame the kernel left
+            i, a, e, c = int(idx[j]), int(a_all[j]), int(e_all[j]), int(codecs[j])
+            need, count = int(views[j]), int(counts[j])
+            j += 1
+            if chunk.full(need, count, self.chunk_records):
+                if done := chunk.flush():
                     yield done
-                rbuf, w = self._chunk_buffer(need), 0
+                chunk.buf, chunk.w = self._chunk_buffer(need), 0
+            rbuf, w = chunk.buf, chunk.w
             try:
                 if c == COMPRESSION_NONE:
                     rbuf[w : w + e - a] = buf[a:e]
-                    got = e - a
+                    size = e - a
                 else:
-                    view = min(len(rbuf) - w, need)
-                    got = decompress_into(c, buf[a:e], rbuf[w : w + view])
+                    size = decompress_into(c, buf[a:e], rbuf[w : w + min(len(rbuf) - w, need)])
             except OutputTooSmall:
-                if done := flush():
+                if done := chunk.flush():
                     yield done
-                rbuf, w = None, 0
+                chunk.buf = None
                 yield i
                 continue
             except DecodeError as err:
                 self.fail(h, i, CORRUPT_BYTES, f"{codec_name(c)} records do not decompress: {err}")
                 continue
-            sel.append(i)
-            starts.append(w)
-            ends.append(w + got)
-            w += got
-        if done := flush():
+            chunk.add([i], [w], [w + size])
+            chunk.w, chunk.held = w + size, chunk.held + count
+        if done := chunk.flush():
             yield done
 
     def _chunk_buffer(self, need: int) -> np.ndarray:
@@ -334,8 +330,41 @@ class V2Records:
             self._rbuf = np.empty(size, np.uint8)
         return self._rbuf
 
-    def _first_view(self, compressed: int) -> int:
-        return min(self.max_batch_decompressed, max(MIN_VIEW, compressed * EXPANSION_GUESS))
+
+class _Chunk:
+    """The decompressed batches laid out in one buffer so far: their indexes in the window and
+    where each one's records lie in the buffer."""
+
+    def __init__(self) -> None:
+        self.buf: np.ndarray | None = None
+        self.w = 0  # bytes written
+        self.held = 0  # records
+        self.sel: list[int] = []
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def full(self, need: int, count: int, max_records: int) -> bool:
+        """Whether a batch given ``need`` bytes and holding ``count`` records starts a new chunk."""
+        return (
+            self.buf is None
+            or len(self.buf) - self.w < need
+            or self.w >= CHUNK_FILL
+            or self.held + count > max_records
+        )
+
+    def add(self, sel: list[int], starts: list[int], ends: list[int]) -> None:
+        self.sel += sel
+        self.starts += starts
+        self.ends += ends
+
+    def flush(self):
+        """(buffer, batch indexes, starts, ends) of the chunk, emptied; None when empty."""
+        done = None
+        if self.sel:
+            done = (self.buf, *(np.array(x, np.int64) for x in (self.sel, self.starts, self.ends)))
+        self.sel, self.starts, self.ends = [], [], []
+        self.w = self.held = 0
+        return done
 
 
 def _drain(gen: Generator) -> int:
