@@ -147,6 +147,9 @@ TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20
 DELETE_HORIZON_FLAG_MASK = 0x40
 
+# CRC-32C (Castagnoli), the v2 batch checksum (Crc32C.java): its polynomial, bit-reversed.
+CRC32C_POLYNOMIAL_REFLECTED = 0x82F63B78
+
 # Compression codecs (CompressionType.java).
 COMPRESSION_NONE = 0
 COMPRESSION_GZIP = 1
