@@ -332,9 +332,12 @@ class _TaskFiles:
             self._sink(None).append(table)
             return
         keys = table.column(self.partition_by)
-        for value in pc.unique(keys).to_pylist():
-            chosen = pc.is_null(keys) if value is None else pc.equal(keys, value)
-            rows = table.filter(chosen).drop_columns([self.partition_by])
+        values = pc.unique(keys).to_pylist()
+        for value in values:
+            rows = table
+            if len(values) > 1:  # (a task's flush is mostly one topic's: no filter, no copy)
+                rows = table.filter(pc.is_null(keys) if value is None else pc.equal(keys, value))
+            rows = rows.drop_columns([self.partition_by])
             self._sink(HIVE_NULL if value is None else str(value)).append(rows)
 
     def _sink(self, value) -> _Sink:
