@@ -180,7 +180,7 @@ class SegmentDecoder:
         window = self._window
         # its references when no view of it is alive: this attribute and getrefcount's argument
         if window is None or len(window) < length or sys.getrefcount(window) > 2:
-            window = self._window = np.empty(max(length, self.window_bytes), np.uint8)
+            window = self._window = np.empty(length, np.uint8)
         return window[: read_into(position, window[:length])]
 
     def _error(

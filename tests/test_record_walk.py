@@ -71,7 +71,9 @@ def _expected(batches: list[list[Record]]) -> list[tuple]:
 def _as_tuples(table: pa.Table) -> list[tuple]:
     heads = [[(h["key"], h["value"]) for h in hs] for hs in table["headers"].to_pylist()]
     stamps = table["timestamp"].cast(pa.int64()).to_pylist()
-    return list(zip(table["key"].to_pylist(), table["value"].to_pylist(), heads, stamps, strict=True))
+    return list(
+        zip(table["key"].to_pylist(), table["value"].to_pylist(), heads, stamps, strict=True)
+    )
 
 
 def test_records_of_every_shape_are_what_was_written(tmp_path):
@@ -93,7 +95,10 @@ def test_windows_a_caller_holds_keep_their_records_while_the_decoder_reads_on(tm
     data = _segment(batches, COMPRESSION_NONE)
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(data)
-    kw = {"window_bytes": 64 << 10, "memory_budget": 16 << 20}  # many windows; 9000 records: streamed
+    kw = {
+        "window_bytes": 64 << 10,
+        "memory_budget": 16 << 20,
+    }  # many windows; 9000 records: streamed
     fresh = _decode(BytesSource(data, str(path)), keep_windows=True, **kw)
     for keep in (False, True):
         got = _decode(str(path), keep_windows=keep, **kw)
@@ -136,5 +141,8 @@ def test_the_walk_takes_a_record_whole_or_not_at_all():
     )  # fmt: skip
     assert walk.decoded.tolist() == [2] and walk.status.tolist() != [0]
     assert walk.key.to_pylist() == [b"a", b"b"]
-    assert walk.headers.to_pylist() == [[{"key": "h", "value": b"x"}], [{"key": "h", "value": b"y"}]]
+    assert walk.headers.to_pylist() == [
+        [{"key": "h", "value": b"x"}],
+        [{"key": "h", "value": b"y"}],
+    ]
     assert walk.error_pos[0] > RECORDS_OFFSET
