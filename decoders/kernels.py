@@ -562,6 +562,28 @@ def _lz4_more(src, ip, iend, n):
             return n, ip, True
 
 
+WILD_COPY = 16  # bytes one fixed-size copy moves (two 8-byte loads and stores once compiled)
+
+
+@njit(cache=_CACHE, nogil=True, inline="always")
+def _copy_short(dst, o, src, p, n):
+    """``dst[o:o + n] = src[p:p + n]`` for the short copies of LZ4 sequences: in fixed 16-byte
+    steps where both arrays have room past the end (the bytes written past it are garbage the
+    next sequence overwrites, and nothing has been written there yet), else one memcpy of n
+    (so a copy within one array is the caller's to make only where the ranges do not overlap).
+    LZ4's own decoder does the same ("wild copy"): a memcpy call per few bytes costs more than
+    the bytes."""
+    if n <= 0:
+        return
+    if o + n + WILD_COPY <= dst.shape[0] and p + n + WILD_COPY <= src.shape[0]:
+        k = 0
+        while k < n:
+            _copy(dst, o + k, src, p + k, WILD_COPY)
+            k += WILD_COPY
+    else:
+        _copy(dst, o, src, p, n)
+
+
 @njit(cache=_CACHE, nogil=True)
 def _lz4_block(src, ip, iend, dst, op, oend, low):
     """Decode one LZ4 block src[ip:iend] into dst[op:oend]; matches may reach back to ``low``.
@@ -582,7 +604,7 @@ def _lz4_block(src, ip, iend, dst, op, oend, low):
                 return -1
         if iend - ip < lit or oend - op < lit:
             return -1
-        _copy(dst, op, src, ip, lit)
+        _copy_short(dst, op, src, ip, lit)
         ip += lit
         op += lit
         if ip == iend:  # the last sequence: literals only
@@ -607,11 +629,15 @@ def _lz4_block(src, ip, iend, dst, op, oend, low):
             return -1
         match_start = op
         m = op - offset
-        while length > 0:  # an overlapping match repeats its period: copy what is there, doubling
-            n = min(op - m, length)
-            _copy(dst, op, dst, m, n)
-            op += n
-            length -= n
+        if offset >= WILD_COPY and op + length + WILD_COPY <= dst.shape[0]:
+            _copy_short(dst, op, dst, m, length)  # each 16 bytes are final before they are read
+            op += length
+        else:
+            while length > 0:  # an overlapping match repeats its period: copy it, doubling
+                n = min(op - m, length)
+                _copy(dst, op, dst, m, n)
+                op += n
+                length -= n
         match_end = op
 
 
