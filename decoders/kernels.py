@@ -486,12 +486,13 @@ def crc32c_tables() -> np.ndarray:
 
 
 @njit(cache=_CACHE, nogil=True, inline="always")
-def _le32u(b, p):
+def _le32(b, p):
+    """The little-endian uint32 at p (LZ4 block sizes, CRC-32C words), as an int64."""
     return (
-        np.uint32(b[p])
-        | (np.uint32(b[p + 1]) << 8)
-        | (np.uint32(b[p + 2]) << 16)
-        | (np.uint32(b[p + 3]) << 24)
+        np.int64(b[p])
+        | (np.int64(b[p + 1]) << 8)
+        | (np.int64(b[p + 2]) << 16)
+        | (np.int64(b[p + 3]) << 24)
     )
 
 
@@ -499,8 +500,8 @@ def _le32u(b, p):
 def _crc32c(b, p, end, t):
     c = np.uint32(0xFFFFFFFF)
     while end - p >= 8:
-        lo = c ^ _le32u(b, p)
-        hi = _le32u(b, p + 4)
+        lo = c ^ np.uint32(_le32(b, p))
+        hi = np.uint32(_le32(b, p + 4))
         c = (
             t[7, lo & 0xFF] ^ t[6, (lo >> 8) & 0xFF] ^ t[5, (lo >> 16) & 0xFF] ^ t[4, lo >> 24]
             ^ t[3, hi & 0xFF] ^ t[2, (hi >> 8) & 0xFF] ^ t[1, (hi >> 16) & 0xFF] ^ t[0, hi >> 24]
@@ -537,16 +538,6 @@ def small_batch_crcs(buf, positions, sizes, magics, tables, computed, stored, do
 LZ4_MAGIC_LE = int.from_bytes(LZ4_FRAME_MAGIC, "little")
 LZ4_FRAME_HEAD = 7  # magic, FLG, BD, HC: the frames taken here have no optional fields
 LZ4_BLOCK_SIZE_MASK = LZ4_UNCOMPRESSED_BLOCK_FLAG - 1
-
-
-@njit(cache=_CACHE, nogil=True, inline="always")
-def _le32(b, p):
-    return (
-        np.int64(b[p])
-        | (np.int64(b[p + 1]) << 8)
-        | (np.int64(b[p + 2]) << 16)
-        | (np.int64(b[p + 3]) << 24)
-    )
 
 
 @njit(cache=_CACHE, nogil=True, inline="always")
