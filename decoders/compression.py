@@ -31,13 +31,15 @@ from decoders.constants import (
     LZ4_KAFKA_FLG,
     LZ4_UNCOMPRESSED_BLOCK_FLAG,
     MAGIC_VALUE_V0,
+    SNAPPY_XERIAL_BLOCK_SIZE,
+    SNAPPY_XERIAL_MAGIC,
 )
 from decoders.errors import DecodeError
 
 # xerial snappy-java stream header (SnappyCodec.java): magic, version 1, compatible version 1.
-XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_MAGIC = SNAPPY_XERIAL_MAGIC
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
-XERIAL_BLOCK_SIZE = 32 * 1024
+XERIAL_BLOCK_SIZE = SNAPPY_XERIAL_BLOCK_SIZE
 # The first four magic bytes read as a big-endian int32: marks a concatenated stream header.
 XERIAL_MAGIC_AS_INT = struct.unpack(">i", XERIAL_MAGIC[:4])[0]
 # After the first four magic bytes, what remains of a concatenated stream's header.

@@ -161,6 +161,13 @@ COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 MAX_CODEC_V2 = COMPRESSION_ZSTD
 MAX_CODEC_LEGACY = COMPRESSION_LZ4
 
+# snappy-java's stream (SnappyOutputStream, Kafka's Java producer): a 16-byte header (magic,
+# int32 version 1, int32 compatible version 1), then blocks of a big-endian int32 length and a
+# raw snappy block; librdkafka writes one raw block, no header.
+SNAPPY_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+SNAPPY_XERIAL_HEADER_SIZE = 16
+SNAPPY_XERIAL_BLOCK_SIZE = 32 * 1024  # uncompressed bytes per block, as snappy-java writes them
+
 # The LZ4 frame as Kafka's producers write it (KafkaLZ4BlockOutputStream; the LZ4 frame format:
 # magic, FLG, BD, optional fields, HC, then blocks each led by a little-endian int32 size
 # whose high bit marks a block stored uncompressed, ended by a size of 0).

@@ -24,6 +24,8 @@ from numba.extending import intrinsic
 # on them, below).
 from decoders.constants import (
     ATTRIBUTES_OFFSET,
+    COMPRESSION_LZ4,
+    COMPRESSION_SNAPPY,
     CRC32C_POLYNOMIAL_REFLECTED,
     CRC_OFFSET,
     CURRENT_MAGIC_VALUE,
@@ -42,6 +44,8 @@ from decoders.constants import (
     MIN_LEGACY_ENTRY_SIZE,
     RECORD_BATCH_OVERHEAD,
     SIZE_OFFSET,
+    SNAPPY_XERIAL_HEADER_SIZE,
+    SNAPPY_XERIAL_MAGIC,
 )
 from decoders.numba_cache import cached_signatures
 from decoders.numba_cache import install as install_cache
@@ -575,6 +579,23 @@ def _copy_short(dst, o, src, p, n):
         _copy(dst, o, src, p, n)
 
 
+@njit(cache=_CACHE, nogil=True, inline="always")
+def _copy_back(dst, op, offset, length):
+    """Copy ``length`` bytes from ``offset`` bytes back (an LZ4 match, a snappy copy) to op;
+    the new end. A copy longer than its offset repeats its period (copied doubling); a far one
+    goes in 16-byte steps, each final before it is read."""
+    m = op - offset
+    if offset >= WILD_COPY and op + length + WILD_COPY <= dst.shape[0]:
+        _copy_short(dst, op, dst, m, length)
+        return op + length
+    while length > 0:
+        n = min(op - m, length)
+        _copy(dst, op, dst, m, n)
+        op += n
+        length -= n
+    return op
+
+
 @njit(cache=_CACHE, nogil=True)
 def _lz4_block(src, ip, iend, dst, op, oend, low):
     """Decode one LZ4 block src[ip:iend] into dst[op:oend]; matches may reach back to ``low``.
@@ -619,16 +640,7 @@ def _lz4_block(src, ip, iend, dst, op, oend, low):
         if oend - op < length:
             return -1
         match_start = op
-        m = op - offset
-        if offset >= WILD_COPY and op + length + WILD_COPY <= dst.shape[0]:
-            _copy_short(dst, op, dst, m, length)  # each 16 bytes are final before they are read
-            op += length
-        else:
-            while length > 0:  # an overlapping match repeats its period: copy it, doubling
-                n = min(op - m, length)
-                _copy(dst, op, dst, m, n)
-                op += n
-                length -= n
+        op = _copy_back(dst, op, offset, length)
         match_end = op
 
 
@@ -674,13 +686,109 @@ def _lz4_frame(src, p, end, dst, o, cap, header_checksums):
     return o - first
 
 
+# -- snappy, raw blocks and snappy-java's stream ------------------------------------------------
+# the magic as two big-endian int32s, as _be32 reads them; the first also marks a concatenated
+# stream where a block length is expected
+XERIAL_MAGIC_HI = int.from_bytes(SNAPPY_XERIAL_MAGIC[:4], "big", signed=True)
+XERIAL_MAGIC_LO = int.from_bytes(SNAPPY_XERIAL_MAGIC[4:], "big", signed=True)
+
+
 @njit(cache=_CACHE, nogil=True)
-def inflate_lz4(src, starts, ends, views, counts, i, dst, w, fill, room, header_checksums, got):
-    """Decompress LZ4 batches i, i + 1, ... (payloads src[starts[j]:ends[j]]) one after another
-    into dst from w, each given ``views[j]`` bytes, while the chunk has room: it stops before a
-    batch that would not fit its view in dst, once ``fill`` bytes are written, before the
-    records would pass ``room``, and at a batch it does not take (see _lz4_frame). got[j]: the
-    bytes batch j decompressed to. Returns (the batch it stopped at, w, records taken)."""
+def _snappy_block(src, ip, iend, dst, op, oend):
+    """Decode the raw snappy block src[ip:iend] (its length, then literals and copies) into
+    dst[op:oend]: the end of the output, or -1 for a block that breaks the format (the length
+    it declares not met exactly, a copy from before the block or at offset 0) or does not fit."""
+    n, ip, ok = _uvarint(src, ip, iend, 5)
+    if not ok or n > 0xFFFFFFFF or oend - op < n:
+        return -1
+    first = op
+    end = op + n
+    while ip < iend:
+        tag = np.int64(src[ip])
+        ip += 1
+        kind = tag & 3
+        if kind == 0:  # literal: length - 1 in the tag, or in the 1-4 bytes after it
+            length = tag >> 2
+            if length >= 60:
+                extra = length - 59
+                if iend - ip < extra:
+                    return -1
+                length = 0
+                for k in range(extra):
+                    length |= np.int64(src[ip + k]) << (8 * k)
+                ip += extra
+            length += 1
+            if iend - ip < length or end - op < length:
+                return -1
+            _copy_short(dst, op, src, ip, length)
+            ip += length
+            op += length
+            continue
+        if kind == 1:  # copy, 1-byte offset: length 4-11, offset's high 3 bits in the tag
+            if iend - ip < 1:
+                return -1
+            length = 4 + ((tag >> 2) & 7)
+            offset = ((tag >> 5) << 8) | np.int64(src[ip])
+            ip += 1
+        elif kind == 2:  # copy, 2-byte little-endian offset
+            if iend - ip < 2:
+                return -1
+            length = 1 + (tag >> 2)
+            offset = np.int64(src[ip]) | (np.int64(src[ip + 1]) << 8)
+            ip += 2
+        else:  # copy, 4-byte little-endian offset
+            if iend - ip < 4:
+                return -1
+            length = 1 + (tag >> 2)
+            offset = _le32(src, ip)
+            ip += 4
+        if offset == 0 or offset > op - first or end - op < length:
+            return -1
+        op = _copy_back(dst, op, offset, length)
+    if op != end:
+        return -1
+    return op
+
+
+@njit(cache=_CACHE, nogil=True)
+def _snappy_payload(src, p, end, dst, o, cap):
+    """Decompress a batch's snappy payload src[p:end] into dst[o:cap]: a snappy-java stream
+    (one header; a concatenated stream is left to cramjam) or one raw block. The bytes written,
+    or -1 when it is not taken here (see _snappy_block)."""
+    first = o
+    if (
+        end - p >= SNAPPY_XERIAL_HEADER_SIZE
+        and _be32(src, p) == XERIAL_MAGIC_HI
+        and _be32(src, p + 4) == XERIAL_MAGIC_LO
+    ):
+        q = p + SNAPPY_XERIAL_HEADER_SIZE
+        while q < end:
+            if end - q < 4:
+                return -1
+            length = np.int64(_be32(src, q))
+            q += 4
+            if length <= 0 or length == XERIAL_MAGIC_HI or end - q < length:
+                return -1
+            o = _snappy_block(src, q, q + length, dst, o, cap)
+            if o < 0:
+                return -1
+            q += length
+        return o - first
+    o = _snappy_block(src, p, end, dst, o, cap)
+    return -1 if o < 0 else o - first
+
+
+# -- runs of small compressed batches ---------------------------------------------------------
+@njit(cache=_CACHE, nogil=True)
+def inflate_batches(
+    src, starts, ends, views, counts, codecs, i, dst, w, fill, room, header_checksums, got
+):
+    """Decompress batches i, i + 1, ... (payloads src[starts[j]:ends[j]], LZ4 or snappy) one
+    after another into dst from w, each given ``views[j]`` bytes, while the chunk has room: it
+    stops before a batch that would not fit its view in dst, once ``fill`` bytes are written,
+    before the records would pass ``room``, and at a batch it does not take (another codec, or
+    a payload _lz4_frame or _snappy_payload leaves). got[j]: the bytes batch j decompressed to.
+    Returns (the batch it stopped at, w, records taken)."""
     held = 0
     n = starts.shape[0]
     cap = dst.shape[0]
@@ -688,7 +796,12 @@ def inflate_lz4(src, starts, ends, views, counts, i, dst, w, fill, room, header_
         need = views[i]
         if cap - w < need or w >= fill or held + counts[i] > room:
             break
-        k = _lz4_frame(src, starts[i], ends[i], dst, w, w + need, header_checksums)
+        if codecs[i] == COMPRESSION_LZ4:
+            k = _lz4_frame(src, starts[i], ends[i], dst, w, w + need, header_checksums)
+        elif codecs[i] == COMPRESSION_SNAPPY:
+            k = _snappy_payload(src, starts[i], ends[i], dst, w, w + need)
+        else:
+            k = -1
         if k < 0:
             break
         got[i] = k

@@ -26,7 +26,13 @@ from decoders.compression import (
     decompress_into,
     stream_decompress,
 )
-from decoders.constants import COMPRESSION_LZ4, COMPRESSION_NONE, MAX_CODEC_V2, RECORDS_OFFSET
+from decoders.constants import (
+    COMPRESSION_LZ4,
+    COMPRESSION_NONE,
+    COMPRESSION_SNAPPY,
+    MAX_CODEC_V2,
+    RECORDS_OFFSET,
+)
 from decoders.errors import CORRUPT_BYTES, DecodeError
 from decoders.record_walk import RecordWalker
 
@@ -263,8 +269,9 @@ class V2Records:
 
         A chunk holds at most ``max_decompressed`` bytes (about CHUNK_FILL); the walk runs once
         per chunk, and copies its bytes out before the buffer is reused for the next one. Runs
-        of LZ4 batches are decompressed by one compiled call (kernels.inflate_lz4); a batch it
-        does not take, and every other codec, goes through cramjam here. A batch that expands
+        of LZ4 and snappy batches are decompressed by one compiled call
+        (kernels.inflate_batches); a batch it does not take, and every other codec, goes
+        through cramjam here. A batch that expands
         past the view it is given is not retried with larger buffers: it is streamed (yielded
         as its index), so a corrupt payload is decompressed at most twice.
         """
@@ -278,14 +285,14 @@ class V2Records:
             sizes,
             np.minimum(self.max_batch_decompressed, np.maximum(MIN_VIEW, sizes * EXPANSION_GUESS)),
         )
-        lz4 = (codecs == COMPRESSION_LZ4).tolist()
+        compiled = ((codecs == COMPRESSION_LZ4) | (codecs == COMPRESSION_SNAPPY)).tolist()
         got = np.zeros(n, np.int64)
         chunk = _Chunk()
         j = 0
         while j < n:
-            if lz4[j] and chunk.buf is not None:
-                stop, w, took = kernels.inflate_lz4(
-                    buf, a_all, e_all, views, counts, j, chunk.buf, chunk.w, CHUNK_FILL,
+            if compiled[j] and chunk.buf is not None:
+                stop, w, took = kernels.inflate_batches(
+                    buf, a_all, e_all, views, counts, codecs, j, chunk.buf, chunk.w, CHUNK_FILL,
                     self.chunk_records - chunk.held, LZ4_HEADER_CHECKSUMS, got,
                 )  # fmt: skip
                 if stop > j:

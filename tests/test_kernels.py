@@ -1,18 +1,25 @@
-"""The compiled paths that stand in for a library (decoders.kernels): the LZ4 frame decoder
-against cramjam, the small-batch CRC-32C against the crc32c package. Each must give the
-library's answer, or (for LZ4) leave the frame to the library: never a different answer."""
+"""The compiled paths that stand in for a library (decoders.kernels): the LZ4 and snappy
+decoders against cramjam (through decoders.compression, the path they stand in for), the
+small-batch CRC-32C against the crc32c package. Each must give the library's answer, or
+leave the payload to the library: never a different answer."""
 
 from __future__ import annotations
 
-import cramjam
 import crc32c
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from decoders import kernels
-from decoders.compression import LZ4_HEADER_CHECKSUMS, compress
-from decoders.constants import COMPRESSION_LZ4, LZ4_KAFKA_BLOCK_SIZE, MAGIC_VALUE_V2
+from decoders.compression import LZ4_HEADER_CHECKSUMS, compress, decompress_into
+from decoders.constants import (
+    COMPRESSION_LZ4,
+    COMPRESSION_SNAPPY,
+    COMPRESSION_ZSTD,
+    LZ4_KAFKA_BLOCK_SIZE,
+    MAGIC_VALUE_V2,
+)
+from decoders.errors import DecodeError
 from decoders.framing import _CRC32C_TABLES
 
 TEXTS = st.one_of(
@@ -25,24 +32,25 @@ TEXTS = st.one_of(
 )
 
 
-def _kernel(frame: bytes, cap: int) -> bytes | None:
-    """The frame through kernels.inflate_lz4 alone: its bytes, or None if it left the frame."""
-    src = np.frombuffer(frame, np.uint8)
+def _kernel(payload: bytes, cap: int, codec: int = COMPRESSION_LZ4) -> bytes | None:
+    """The payload through kernels.inflate_batches alone: its bytes, or None if it left it."""
+    src = np.frombuffer(payload, np.uint8)
     one = np.zeros(1, np.int64)
     dst = np.zeros(cap, np.uint8)
     got = np.zeros(1, np.int64)
-    stop, w, _ = kernels.inflate_lz4(
-        src, one, one + len(frame), np.array([cap], np.int64), np.ones(1, np.int64), 0, dst, 0,
-        1 << 40, 1 << 40, LZ4_HEADER_CHECKSUMS, got,
+    stop, w, _ = kernels.inflate_batches(
+        src, one, one + len(payload), np.array([cap], np.int64), np.ones(1, np.int64),
+        np.array([codec], np.int16), 0, dst, 0, 1 << 40, 1 << 40, LZ4_HEADER_CHECKSUMS, got,
     )  # fmt: skip
     return bytes(dst[:w]) if stop == 1 else None
 
 
-def _cramjam(frame: bytes, cap: int) -> bytes | None:
+def _library(payload: bytes, cap: int, codec: int = COMPRESSION_LZ4) -> bytes | None:
+    """What the decoder's cramjam path gives (None: a DecodeError)."""
     out = np.zeros(cap, np.uint8)
     try:
-        n = cramjam.lz4.decompress_into(frame, out)
-    except cramjam.DecompressionError:
+        n = decompress_into(codec, payload, out)
+    except DecodeError:
         return None
     return bytes(out[:n])
 
@@ -64,7 +72,7 @@ def test_a_damaged_frame_is_decoded_as_cramjam_decodes_it_or_left_to_it(data, at
     frame = bytes(frame[: len(frame) - cut % len(frame)])
     ours = _kernel(frame, len(data) + 64)
     if ours is not None:
-        assert ours == _cramjam(frame, len(data) + 64)
+        assert ours == _library(frame, len(data) + 64)
 
 
 def test_frames_the_kernel_leaves_to_cramjam():
@@ -80,6 +88,38 @@ def test_frames_the_kernel_leaves_to_cramjam():
     big_block[5] = 0x70  # BD of 4 MiB blocks: the header checksum no longer holds
     assert _kernel(bytes(big_block), len(data)) is None
     assert len(data) > LZ4_KAFKA_BLOCK_SIZE  # more than one block was decoded above
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=TEXTS, raw=st.booleans())
+def test_snappy_payloads_decompress_to_their_bytes(data, raw):
+    """snappy-java's stream (Kafka's Java producer) and one raw block (librdkafka)."""
+    payload = compress(COMPRESSION_SNAPPY, data, snappy_raw=raw)
+    assert _kernel(payload, len(data) + 64, COMPRESSION_SNAPPY) == data
+
+
+@settings(max_examples=500, deadline=None)
+@given(data=TEXTS, raw=st.booleans(), at=st.integers(0, 1 << 30), value=st.integers(0, 255),
+       cut=st.integers(0, 64))  # fmt: skip
+def test_a_damaged_snappy_payload_is_decoded_as_cramjam_decodes_it_or_left_to_it(
+    data, raw, at, value, cut
+):
+    payload = bytearray(compress(COMPRESSION_SNAPPY, data, snappy_raw=raw))
+    payload[at % len(payload)] = value
+    payload = bytes(payload[: len(payload) - cut % len(payload)])
+    ours = _kernel(payload, len(data) + 64, COMPRESSION_SNAPPY)
+    if ours is not None:
+        assert ours == _library(payload, len(data) + 64, COMPRESSION_SNAPPY)
+
+
+def test_payloads_the_snappy_kernel_leaves_to_cramjam():
+    data = b"0123456789abcdef" * 5000
+    stream = compress(COMPRESSION_SNAPPY, data)
+    assert _kernel(stream, len(data), COMPRESSION_SNAPPY) == data
+    assert _kernel(stream, len(data) - 1, COMPRESSION_SNAPPY) is None  # past its view
+    assert _kernel(stream + stream, 2 * len(data), COMPRESSION_SNAPPY) is None  # concatenated
+    assert _library(stream + stream, 2 * len(data), COMPRESSION_SNAPPY) == data + data
+    assert _kernel(compress(COMPRESSION_ZSTD, data), len(data), COMPRESSION_ZSTD) is None
 
 
 @settings(max_examples=200, deadline=None)
