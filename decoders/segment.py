@@ -100,6 +100,7 @@ class SegmentDecoder:
         )
         self.resync = Resync(self.src, self.stop, self.window_bytes, max_batch_bytes)
         self._window: np.ndarray | None = None  # the buffer windows are read into (_read_window)
+        self._unshared = 0
 
     def close(self) -> None:
         """Close the source if this decoder opened it."""
@@ -178,9 +179,11 @@ class SegmentDecoder:
         if read_into is None:
             return np.frombuffer(self.src.read_at(position, length), np.uint8)
         window = self._window
-        # its references when no view of it is alive: this attribute and getrefcount's argument
-        if window is None or len(window) < length or sys.getrefcount(window) > 2:
+        if window is None or len(window) < length or sys.getrefcount(window) > self._unshared:
             window = self._window = np.empty(length, np.uint8)
+            # its references with no view alive (this attribute, this name and whatever the
+            # interpreter counts for the call), measured as they will be checked
+            self._unshared = sys.getrefcount(window)
         return window[: read_into(position, window[:length])]
 
     def _error(

@@ -4,6 +4,8 @@ decoder reuses, and every codec and chunking gives the uncompressed decode's rec
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -146,3 +148,17 @@ def test_the_walk_takes_a_record_whole_or_not_at_all():
         [{"key": "h", "value": b"y"}],
     ]
     assert walk.error_pos[0] > RECORDS_OFFSET
+
+
+def test_a_local_file_is_read_into_one_buffer_when_nothing_holds_its_windows(tmp_path):
+    """The other side of the test above: with nothing kept, every window of a local file is
+    read into the same buffer (fresh bytes for each cost a page fault per 4 KiB)."""
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(_segment(_records(200, 30), COMPRESSION_NONE))
+    buffers = []  # weak references: holding the buffer would keep it from being reused
+    with SegmentDecoder(str(path), window_bytes=64 << 10) as dec:
+        for w in dec.windows():
+            assert sum(r.num_rows for r in w.records)
+            buffers.append(weakref.ref(dec._window))
+        assert len(buffers) > 10
+        assert all(b() is dec._window for b in buffers)
