@@ -8,6 +8,7 @@ other broken payload.
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 from collections.abc import Iterator
 
@@ -158,7 +159,8 @@ def decompress_into(
                 data = _lz4_with_fixed_header(data)
             return cramjam.lz4.decompress_into(data, out)
         if codec == COMPRESSION_ZSTD:
-            return cramjam.zstd.decompress_into(data, out)
+            got = _zstd_into(data, out)
+            return cramjam.zstd.decompress_into(data, out) if got is None else got
         if codec == COMPRESSION_SNAPPY:
             mv = memoryview(data)
             if _is_xerial(mv):
@@ -169,6 +171,70 @@ def decompress_into(
     except cramjam.DecompressionError as e:  # only the codec's own errors: a bug stays a bug
         raise _codec_error(f"{codec_name(codec)} payload", e) from e
     raise DecodeError(f"unknown compression codec {codec}")
+
+
+_ZSTD_CONTEXTS = threading.local()  # a zstd decompression context per thread (not shareable)
+ZSTD_MAGIC = 0xFD2FB528  # a zstd frame's first four bytes, little-endian (RFC 8878 3.1.1)
+_ZSTD_CONTENT_SIZE_BYTES = (1, 2, 4, 8)  # by FCS flag; flag 0 means none unless single-segment
+
+
+def _zstd_frame(mv: memoryview) -> tuple[int, int] | None:
+    """(the frame's length in bytes, its declared content size or -1) of the zstd frame that
+    starts ``mv``, walking its header and block headers (RFC 8878 3.1.1), or None for what is
+    not one well-formed frame head this path takes (reserved bits, a dictionary, a reserved
+    block type, a short read)."""
+    n = len(mv)
+    if n < 6 or int.from_bytes(mv[:4], "little") != ZSTD_MAGIC:
+        return None
+    fhd = mv[4]
+    if fhd & 0x0B:  # a reserved bit, or a dictionary (Kafka's producers use none)
+        return None
+    single = (fhd >> 5) & 1
+    fcs_flag = fhd >> 6
+    fcs_bytes = _ZSTD_CONTENT_SIZE_BYTES[fcs_flag] if (fcs_flag or single) else 0
+    pos = 5 + (1 - single)  # the window descriptor, absent from a single-segment frame
+    if pos + fcs_bytes > n:
+        return None
+    size = int.from_bytes(mv[pos : pos + fcs_bytes], "little") if fcs_bytes else -1
+    if fcs_bytes == 2:
+        size += 256
+    pos += fcs_bytes
+    while True:
+        if pos + 3 > n:
+            return None
+        head = mv[pos] | (mv[pos + 1] << 8) | (mv[pos + 2] << 16)
+        pos += 3
+        kind = (head >> 1) & 3
+        if kind == 3:  # reserved block type
+            return None
+        pos += 1 if kind == 1 else head >> 3  # an RLE block holds one byte
+        if head & 1:  # the last block
+            break
+    return pos + (4 if fhd & 0x04 else 0), size  # the content checksum
+
+
+def _zstd_into(data: bytes | memoryview | np.ndarray, out: np.ndarray) -> int | None:
+    """One zstd payload into ``out`` through a decompression context kept per thread: cramjam
+    makes a context per call (~12 us, where a production-shaped batch of a few records takes
+    ~1 us to decompress). Taken only when the payload is exactly one frame whose declared
+    size, if any, fits ``out``; None otherwise and on any fault: the caller asks cramjam,
+    whose verdict and error text stand, as they did before this path."""
+    mv = memoryview(data).cast("B")
+    frame = _zstd_frame(mv)
+    cap = len(out)
+    if frame is None or frame[0] != len(mv) or frame[1] > cap or frame[1] == 0:
+        return None  # a second frame, nothing allocated for what a header declares, or empty
+    dctx = getattr(_ZSTD_CONTEXTS, "dctx", None)
+    if dctx is None:
+        dctx = _ZSTD_CONTEXTS.dctx = zstandard.ZstdDecompressor()
+    try:
+        got = dctx.decompress(mv, max_output_size=cap)
+    except zstandard.ZstdError:
+        return None
+    if len(got) > cap or (frame[1] >= 0 and len(got) != frame[1]):
+        return None  # (a size the frame declares and does not hold: cramjam refuses it)
+    out[: len(got)] = np.frombuffer(got, np.uint8)
+    return len(got)
 
 
 class OutputTooSmall(DecodeError):

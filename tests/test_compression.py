@@ -7,6 +7,8 @@ import cramjam
 import numpy as np
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from decoders import compression, records
 from decoders.constants import (
@@ -115,3 +117,54 @@ def test_a_big_valid_payload_is_streamed_and_its_records_kept(codec_calls):
     # bounded attempt, validation pass, then the pass that builds the records
     assert codec_calls == ["into", "stream", "stream"]
     assert values == [bytes(2 << 20), b"x"]
+
+
+ZSTD_TEXTS = st.one_of(
+    st.binary(max_size=3000),
+    st.builds(lambda b, n: b * n, st.binary(min_size=1, max_size=8), st.integers(1, 20_000)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=ZSTD_TEXTS,
+    sized=st.booleans(),
+    checksum=st.booleans(),
+    frames=st.integers(1, 2),
+    at=st.integers(0, 1 << 30),
+    value=st.one_of(st.none(), st.integers(0, 255)),
+    room=st.integers(-64, 64),
+)
+def test_zstd_through_a_kept_context_gives_cramjam_s_bytes_or_leaves_the_payload(
+    data, sized, checksum, frames, at, value, room
+):
+    """A zstd payload (with and without its content size, as zstd-jni's stream writes it, and
+    its checksum; two frames; a byte damaged; an output too small or roomy) through the kept
+    context
+    gives exactly what cramjam gives, or None and cramjam decides (its verdict stands)."""
+    compressor = zstandard.ZstdCompressor(write_content_size=sized, write_checksum=checksum)
+    payload = bytearray(compressor.compress(data) * frames)
+    if value is not None:
+        payload[at % len(payload)] = value
+    cap = max(0, len(data) * frames + room)
+    ours = compression._zstd_into(bytes(payload), np.zeros(cap, np.uint8))
+    if ours is None:
+        return
+    out = np.zeros(cap, np.uint8)
+    assert ours == cramjam.zstd.decompress_into(bytes(payload), out)
+    mine = np.zeros(cap, np.uint8)
+    compression._zstd_into(bytes(payload), mine)
+    assert bytes(mine[:ours]) == bytes(out[:ours])
+
+
+def test_zstd_a_second_frame_or_a_declared_size_past_the_output_is_left_to_cramjam():
+    frame = zstandard.ZstdCompressor().compress(b"x" * 1000)
+    assert compression._zstd_into(frame, np.zeros(1000, np.uint8)) == 1000
+    assert compression._zstd_into(frame + frame, np.zeros(2000, np.uint8)) is None
+    assert (
+        compression.decompress_into(COMPRESSION_ZSTD, frame + frame, np.zeros(2000, np.uint8))
+        == 2000
+    )
+    assert compression._zstd_into(frame, np.zeros(999, np.uint8)) is None
+    with pytest.raises(compression.OutputTooSmall):
+        compression.decompress_into(COMPRESSION_ZSTD, frame, np.zeros(999, np.uint8))
