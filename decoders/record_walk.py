@@ -50,7 +50,7 @@ class RecordWalker:
     call to the next (they never leave this object; what does is allocated fresh)."""
 
     def __init__(self) -> None:
-        self._scratch: dict[str, np.ndarray] = {}
+        self._scratch = {name: np.empty(0, dt) for name, dt in _SCRATCH}
         self._capacity = 0
 
     def walk(

@@ -162,3 +162,13 @@ def test_a_local_file_is_read_into_one_buffer_when_nothing_holds_its_windows(tmp
             buffers.append(weakref.ref(dec._window))
         assert len(buffers) > 10
         assert all(b() is dec._window for b in buffers)
+
+
+def test_a_walk_with_room_for_no_record_reports_the_batch_not_a_bug():
+    """A first walk whose areas cannot hold one record (recordsCount says 3, the area has 4
+    bytes): no scratch to speak of, every batch's status says why, no exception."""
+    buf = np.zeros(16, np.uint8)
+    one = np.ones(1, np.int64)
+    walk = RecordWalker().walk(buf, 0 * one, 4 * one, 3 * one, 0 * one, 0 * one, -2 * one)
+    assert walk.offset.size == 0 and walk.decoded.tolist() == [0]
+    assert walk.status.tolist() != [0] and walk.key.to_pylist() == []
