@@ -286,29 +286,26 @@ class V2Records:
             np.minimum(self.max_batch_decompressed, np.maximum(MIN_VIEW, sizes * EXPANSION_GUESS)),
         )
         compiled = ((codecs == COMPRESSION_LZ4) | (codecs == COMPRESSION_SNAPPY)).tolist()
-        got = np.zeros(n, np.int64)
-        chunk = _Chunk()
+        chunk = _Chunk(idx)
         j = 0
         while j < n:
             if compiled[j] and chunk.buf is not None:
                 stop, w, took = kernels.inflate_batches(
                     buf, a_all, e_all, views, counts, codecs, j, chunk.buf, chunk.w, CHUNK_FILL,
-                    self.chunk_records - chunk.held, LZ4_HEADER_CHECKSUMS, got,
+                    self.chunk_records - chunk.held, LZ4_HEADER_CHECKSUMS, chunk.got,
                 )  # fmt: skip
                 if stop > j:
-                    ends = chunk.w + np.cumsum(got[j:stop])
-                    chunk.add(idx[j:stop].tolist(), (ends - got[j:stop]).tolist(), ends.tolist())
+                    chunk.taken[j:stop] = True
                     chunk.w, chunk.held = w, chunk.held + took
                     j = stop
                     continue
             # one batch: the chunk is full, or another codec, or a frame the kernel left
-            i, a, e, c = int(idx[j]), int(a_all[j]), int(e_all[j]), int(codecs[j])
+            a, e, c = int(a_all[j]), int(e_all[j]), int(codecs[j])
             need, count = int(views[j]), int(counts[j])
-            j += 1
             if chunk.full(need, count, self.chunk_records):
-                if done := chunk.flush():
+                if done := chunk.flush(j):
                     yield done
-                chunk.buf, chunk.w = self._chunk_buffer(need), 0
+                chunk.buf = self._chunk_buffer(need)
             rbuf, w = chunk.buf, chunk.w
             try:
                 if c == COMPRESSION_NONE:
@@ -317,17 +314,21 @@ class V2Records:
                 else:
                     size = decompress_into(c, buf[a:e], rbuf[w : w + min(len(rbuf) - w, need)])
             except OutputTooSmall:
-                if done := chunk.flush():
+                if done := chunk.flush(j):
                     yield done
                 chunk.buf = None
-                yield i
+                yield int(idx[j])
+                j += 1
                 continue
             except DecodeError as err:
+                i = int(idx[j])
                 self.fail(h, i, CORRUPT_BYTES, f"{codec_name(c)} records do not decompress: {err}")
+                j += 1
                 continue
-            chunk.add([i], [w], [w + size])
+            chunk.got[j], chunk.taken[j] = size, True
             chunk.w, chunk.held = w + size, chunk.held + count
-        if done := chunk.flush():
+            j += 1
+        if done := chunk.flush(n):
             yield done
 
     def _chunk_buffer(self, need: int) -> np.ndarray:
@@ -339,16 +340,18 @@ class V2Records:
 
 
 class _Chunk:
-    """The decompressed batches laid out in one buffer so far: their indexes in the window and
-    where each one's records lie in the buffer."""
+    """The decompressed batches of a window laid out one after another in one buffer, from its
+    start: which of the window's batches it holds (``taken``) and what each decompressed to
+    (``got``, which the kernel fills too); where each one lies follows from those."""
 
-    def __init__(self) -> None:
+    def __init__(self, idx: np.ndarray) -> None:
+        self.idx = idx  # the window's batches laid out (indexes into its headers)
         self.buf: np.ndarray | None = None
         self.w = 0  # bytes written
         self.held = 0  # records
-        self.sel: list[int] = []
-        self.starts: list[int] = []
-        self.ends: list[int] = []
+        self.got = np.zeros(idx.size, np.int64)
+        self.taken = np.zeros(idx.size, bool)
+        self.first = 0  # the first of the window's batches this chunk may hold
 
     def full(self, need: int, count: int, max_records: int) -> bool:
         """Whether a batch given ``need`` bytes and holding ``count`` records starts a new chunk."""
@@ -359,19 +362,15 @@ class _Chunk:
             or self.held + count > max_records
         )
 
-    def add(self, sel: list[int], starts: list[int], ends: list[int]) -> None:
-        self.sel += sel
-        self.starts += starts
-        self.ends += ends
-
-    def flush(self):
-        """(buffer, batch indexes, starts, ends) of the chunk, emptied; None when empty."""
-        done = None
-        if self.sel:
-            done = (self.buf, *(np.array(x, np.int64) for x in (self.sel, self.starts, self.ends)))
-        self.sel, self.starts, self.ends = [], [], []
-        self.w = self.held = 0
-        return done
+    def flush(self, upto: int):
+        """(buffer, batch indexes, starts, ends) of the batches taken before ``upto``, the
+        chunk emptied; None when it holds none."""
+        held = np.flatnonzero(self.taken[self.first : upto]) + self.first
+        self.first, self.w, self.held = upto, 0, 0
+        if not held.size:
+            return None
+        ends = np.cumsum(self.got[held])
+        return self.buf, self.idx[held], ends - self.got[held], ends
 
 
 def _drain(gen: Generator) -> int:
