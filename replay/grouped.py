@@ -95,7 +95,9 @@ def replay_partition(
     seed = [s for s in snaps if s["snapshot_offset"] == start] if start is not None else None
     cfg = Config(producer_id_expiration_ms=facts.producer_id_expiration_ms)
     rows = T.RowBlocks(PARTITION_SCHEMA, flush)
-    r = PartitionReplay(topic, partition, cfg, cleaned_upto, emit=rows.add)
+    r = PartitionReplay(
+        topic, partition, cfg, cleaned_upto, emit=rows.add, emit_table=rows.add_table
+    )
     if isinstance(bt, InOrder):
         r.run_in_order(bt.pieces(), offsets, seed)
     else:

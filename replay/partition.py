@@ -9,8 +9,7 @@ Arrow: no Spark here; :mod:`replay.plan` runs it per partition.
 
 from __future__ import annotations
 
-import collections
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,10 +26,23 @@ from decoders.constants import (
 )
 from replay.config import default
 from replay.findings import finding
+from replay.partition_runs import (
+    FIRST_WINDOW,
+    LAST_WINDOW,
+    Runs,
+    apply_transactional,
+)
+from replay.producer_state import (
+    NUM_BATCHES_TO_RETAIN,
+    RECENT_RANGES,
+    Producer,
+    batch_entry,
+    expired,
+    keeps_producer_state,
+    next_sequence,
+)
 from replay.tables import BLOCK_ROWS
 
-NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
-RECENT_RANGES = 4096  # sequence ranges remembered per producer to tell duplicates apart
 COORDINATOR_TOPICS = {CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC}
 
 BATCH_COLUMNS = (
@@ -65,54 +77,11 @@ def cleaner_leftovers_end(t: pa.Table | pa.RecordBatch) -> int:
 
 
 @dataclass
-class Producer:
-    epoch: int = NO_PRODUCER_EPOCH
-    batches: collections.deque = field(
-        default_factory=lambda: collections.deque(maxlen=NUM_BATCHES_TO_RETAIN)
-    )  # (first_seq, last_seq, last_offset, offset_delta, timestamp)
-    recent: collections.OrderedDict = field(default_factory=collections.OrderedDict)
-    coordinator_epoch: int = -1
-    txn: dict | None = None  # the open transaction
-    last_timestamp: int = -1
-    # False while all the log showed of it is markers: its sequences before them are unknown
-    sequences_known: bool = True
-
-
-@dataclass
 class Config:
     # producer.id.expiration.ms of the brokers (audit.producer_id_expiration_ms)
     producer_id_expiration_ms: int = field(
         default_factory=lambda: default("audit.producer_id_expiration_ms")
     )
-
-
-# -- the broker's rules, each written once --------------------------------------------------
-# Written with operators that hold for Python values and numpy columns alike: the replay applies
-# them to one batch (PartitionReplay.batch) and to a run of batches at once (_Runs).
-
-
-def next_sequence(last_seq):
-    """The sequence after ``last_seq``: 0 follows 2147483647
-    (DefaultRecordBatch.incrementSequence), and a producer without one starts at 0."""
-    return (last_seq + 1) % (MAX_SEQUENCE + 1)
-
-
-def keeps_producer_state(crc_valid, magic, producer_id):
-    """A batch the broker's producer state sees (10.1): CRC-valid (a damaged header cannot be
-    trusted), format v2, with a producer id."""
-    return crc_valid & (magic >= 2) & (producer_id >= 0)
-
-
-def expired(last_timestamp, timestamp, expiration_ms):
-    """10.3: a producer idle for ``producer.id.expiration.ms`` (its last write's timestamp to
-    this batch's) is forgotten; one without a known timestamp never expires."""
-    return (last_timestamp >= 0) & (timestamp - last_timestamp >= expiration_ms)
-
-
-def batch_entry(first_seq: int, last_seq: int, base_offset: int, last_offset: int, ts: int):
-    """A data batch as a producer's state keeps it among its last five
-    (ProducerStateEntry.batchMetadata): sequences, last offset, offset delta, timestamp."""
-    return (first_seq, last_seq, last_offset, last_offset - base_offset, ts)
 
 
 def _ms(v) -> int:
@@ -130,75 +99,12 @@ def _replay_columns(batches: pa.Table) -> pa.Table:
     return t
 
 
-class _Runs:
-    """A partition's batches (in offset order) as numpy columns, with the runs of **plain**
-    ones: a CRC-valid, non-transactional data batch of format v2 from an idempotent producer
-    that continues that producer's previous batch here (same epoch, the next sequence without
-    wrapping, a timestamp within the producer-id expiration of the previous one), or a
-    CRC-valid data batch without producer state (no producer id, or format v0/v1: what the
-    coordinators write to `__transaction_state` and `__consumer_offsets`, a transaction's
-    every state change and every group commit). For such a batch the broker's checks (10.2)
-    pass by construction, or there are none, and the replay only records it:
-    :meth:`PartitionReplay._skip_ahead` does that for a whole run at once. Whether a run's
-    first batch of each producer continues the state the replay holds is checked there, at
-    run time."""
-
-    def __init__(self, t: pa.Table, expiry_ms: int) -> None:
-        def col(name: str, null: int) -> np.ndarray:
-            return pc.fill_null(t.column(name).cast(pa.int64()), null).to_numpy()
-
-        def flag(name: str) -> np.ndarray:
-            return pc.fill_null(t.column(name).cast(pa.bool_()), False).to_numpy(
-                zero_copy_only=False
-            )
-
-        self.base, self.last = col("base_offset", -1), col("last_offset", -1)
-        self.pid, self.epoch = col("producer_id", -1), col("producer_epoch", -1)
-        self.first_seq, self.last_seq = col("base_sequence", -1), col("last_sequence", -1)
-        self.records, self.ts = col("record_count", 0), col("max_timestamp", -1)
-        ts_known = pc.is_valid(t.column("max_timestamp")).to_numpy(zero_copy_only=False)
-        crc = flag("crc_valid") if "crc_valid" in t.schema.names else np.ones(len(self.base), bool)
-        producer = keeps_producer_state(crc, col("magic", 0), self.pid)
-        data = producer & ~flag("is_control")
-        # each one's previous batch of the same producer (markers included: they break runs)
-        rows = np.flatnonzero(producer)
-        order = rows[np.argsort(self.pid[rows], kind="stable")]
-        prev = np.full(len(self.base), -1, np.int64)
-        same = self.pid[order[1:]] == self.pid[order[:-1]]
-        prev[order[1:][same]] = order[:-1][same]
-        has = prev >= 0
-        p = np.where(has, prev, 0)
-        follows = (
-            has & data[p] & ~flag("is_transactional")[p] & (self.epoch == self.epoch[p])
-            & (self.first_seq == next_sequence(self.last_seq[p]))
-            & (self.last_seq[p] < MAX_SEQUENCE)  # no wrap: MAX_SEQUENCE ends a run
-            & (self.ts[p] >= 0) & ~expired(self.ts[p], self.ts, expiry_ms)
-        )  # fmt: skip
-        # no producer state: the broker appends it unchecked, the replay only records it
-        self.stateless = crc & ~producer & ~flag("is_control") & ts_known
-        self.plain = self.stateless | (
-            data & ~flag("is_transactional") & ts_known & (self.first_seq >= 0)
-            & (self.last_seq >= self.first_seq) & follows
-        )  # fmt: skip
-
-    def blocks(self):
-        """(start, stop, plain) of the alternating runs of plain and other batches."""
-        n = len(self.plain)
-        if not n:
-            return
-        edges = np.flatnonzero(np.diff(self.plain.astype(np.int8))) + 1
-        starts = np.concatenate(([0], edges))
-        stops = np.concatenate((edges, [n]))
-        for s, e in zip(starts.tolist(), stops.tolist(), strict=True):
-            yield s, e, bool(self.plain[s])
-
-
 class PartitionReplay:
     """Feed a partition's batches in offset order; read findings, transactions, LSO changes and
     the producer states at the end."""
 
-    # runs of plain batches applied at once (_Runs); off, every batch goes through batch()
-    # (the tests compare both)
+    # runs of plain batches and one producer's transactional stretches applied at once
+    # (replay.partition_runs); off, every batch goes through batch() (the tests compare both)
     fast = True
 
     def __init__(
@@ -208,6 +114,7 @@ class PartitionReplay:
         config: Config | None = None,
         cleaned_upto: int = 0,
         emit: Callable[[str, dict], None] | None = None,
+        emit_table: Callable[[str, pa.Table], None] | None = None,
     ) -> None:
         self.topic, self.partition = topic, partition
         self.config = config or Config()
@@ -220,6 +127,9 @@ class PartitionReplay:
         self.transactions: list[dict] = []
         self.lso_changes: list[dict] = []
         self.emit = emit or self._keep
+        # rows of one kind at once, from stretches applied over columns (replay.partition_runs);
+        # without it they go through ``emit`` a row at a time
+        self.emit_table = emit_table
         # the ABORTs that closed data outside the cleaned range, for the aborted-transaction
         # index (9.3): (producer id, first offset, marker offset, the marker's log file)
         self.aborted: list[tuple[int, int, int, str | None]] = []
@@ -299,12 +209,19 @@ class PartitionReplay:
             t = _replay_columns(piece)
             self._count_sequences(t)
             self._overlapping(t)
-            runs = _Runs(t, self.config.producer_id_expiration_ms) if self.fast else None
-            for start, stop, plain in runs.blocks() if runs else [(0, t.num_rows, False)]:
-                if plain:  # continuations of idempotent writes: whole runs at a time
-                    self._plain_run(runs, start, stop, t, pending)
-                else:
-                    self._one_by_one(t.slice(start, stop - start), pending)
+            if not self.fast:
+                self._one_by_one(t, pending)
+                continue
+            runs = Runs(t, self.config.producer_id_expiration_ms)
+            for start, stop, producer in runs.stretches():
+                if producer is not None:  # one producer's transactions, stretches at a time
+                    self._transactional(runs, start, stop, t, pending)
+                    continue
+                for s, e, plain in runs.blocks(start, stop):
+                    if plain:  # continuations of idempotent writes: whole runs at a time
+                        self._plain_run(runs, s, e, t, pending)
+                    else:
+                        self._one_by_one(t.slice(s, e - s), pending)
         for s in pending:
             self.snapshot_states[s] = self.states()
         return self
@@ -377,7 +294,45 @@ class PartitionReplay:
                     self.snapshot_states[pending.pop(0)] = self.states()
                 self.batch(b)
 
-    def _plain_run(self, runs: _Runs, start: int, stop: int, t: pa.Table, pending: list[int]):
+    def _transactional(self, runs: Runs, start: int, stop: int, t: pa.Table, pending: list[int]):
+        """Batches ``start``..``stop``, one producer's stretch (:meth:`Runs.stretches`), applied
+        a window at a time where they keep to its shape (:func:`apply_transactional`); where one
+        does not, it and the plain run it begins (or it alone) go the usual way. Cut at the
+        snapshot offsets: the same state either way."""
+        a, window, by_one = start, FIRST_WINDOW, 1
+        while a < stop:
+            while pending and runs.base[a] >= pending[0]:
+                self.snapshot_states[pending.pop(0)] = self.states()
+            b = min(stop, a + window)
+            if pending:
+                b = min(b, a + int(np.searchsorted(runs.base[a:b], pending[0], "left")))
+            done = apply_transactional(self, runs, a, b)
+            if a + done == b:
+                a, window, by_one = b, min(2 * window, LAST_WINDOW), 1
+                continue
+            # a stretch that keeps breaking: each try costs a window's columns, so the tries
+            # thin out (batches one by one in between double) until one applies a window
+            a, window = a + done, FIRST_WINDOW
+            by_one = 1 if done >= FIRST_WINDOW // 2 else min(2 * by_one, LAST_WINDOW)
+            e = min(stop, a + by_one)
+            if runs.plain[a] and by_one == 1:
+                e = next(stop_ for _s, stop_, _p in runs.blocks(a, stop))
+                self._plain_run(runs, a, e, t, pending)
+            else:
+                self._one_by_one(t.slice(a, e - a), pending)
+            a = e
+
+    def emit_columns(self, kind: str, names: Sequence[str], columns: dict) -> None:
+        """Rows of one kind given as columns (numpy or Arrow, ``names`` in the order the
+        replay's row dicts have them): through ``emit_table`` at once, else row by row."""
+        table = pa.table({c: columns[c] for c in names})
+        if self.emit_table is not None:
+            self.emit_table(kind, table)
+            return
+        for row in table.to_pylist():
+            self.emit(kind, row)
+
+    def _plain_run(self, runs: Runs, start: int, stop: int, t: pa.Table, pending: list[int]):
         """Batches ``start``..``stop`` are plain continuations (:class:`_Runs`): cut at the
         snapshot offsets, each piece is applied at once where the state it starts from allows
         (:meth:`_skip_ahead`), else one by one: the same state either way."""
@@ -392,7 +347,7 @@ class PartitionReplay:
                 self._one_by_one(t.slice(a, b - a), pending)
             a = b
 
-    def _skip_ahead(self, runs: _Runs, a: int, b: int) -> bool:
+    def _skip_ahead(self, runs: Runs, a: int, b: int) -> bool:
         """Apply plain batches ``a``..``b`` at once, as :meth:`batch` would one by one; False,
         changing nothing, where the state they start from is not the one that makes them plain
         (a producer fenced or in a transaction; a hole in the offsets; a sequence range seen
@@ -418,9 +373,8 @@ class PartitionReplay:
             p = self.producers.get(int(runs.pid[i]))
             if p is None or p.txn is not None or p.epoch != runs.epoch[i] or not p.batches:
                 return False
-            lo, hi = runs.first_seq[i], runs.last_seq[a + int(idx[-1])]
-            if any(lo <= f <= hi for f, _ in p.recent):
-                return False
+            if runs.first_seq[i] <= p.recent.highest:
+                return False  # may repeat a recent range (sequences only rise in a run)
         for idx in portions:
             rows = a + idx
             p = self.producers[int(runs.pid[rows[0]])]
@@ -430,9 +384,7 @@ class PartitionReplay:
                                 int(runs.last[i]), int(runs.ts[i]))
                 )  # fmt: skip
             for i in rows[-RECENT_RANGES:].tolist():
-                p.recent[(int(runs.first_seq[i]), int(runs.last_seq[i]))] = int(runs.base[i])
-            while len(p.recent) > RECENT_RANGES:
-                p.recent.popitem(last=False)
+                p.recent.add(int(runs.first_seq[i]), int(runs.last_seq[i]), int(runs.base[i]))
             p.last_timestamp = int(runs.ts[rows[-1]])
         if self.log_start is None:
             self.log_start = int(base[0])
@@ -509,9 +461,7 @@ class PartitionReplay:
             p.recent.clear()
             p.epoch = epoch
         p.batches.append(batch_entry(first_seq, last_seq, b["base_offset"], b["last_offset"], ts))
-        p.recent[(first_seq, last_seq)] = b["base_offset"]
-        if len(p.recent) > RECENT_RANGES:
-            p.recent.popitem(last=False)
+        p.recent.add(first_seq, last_seq, b["base_offset"])
         p.last_timestamp = ts
         if b["is_transactional"]:
             if p.txn is None:  # 10.2 step 4: a transactional batch starts a transaction
@@ -587,7 +537,7 @@ class PartitionReplay:
                     ),
                 )
             return
-        original = p.recent.get((first_seq, last_seq))
+        original = p.recent.get(first_seq, last_seq)
         if original is not None:
             self.emit(
                 "finding",

@@ -328,6 +328,29 @@ class RowBlocks:
         if self.count >= self.block:
             self.close()
 
+    def add_table(self, out: str, table: pa.Table) -> None:
+        """Rows of ``out`` given as columns (a replay applying a stretch at once): handed on
+        after the rows of ``out`` held before them, so each table's rows keep their order;
+        columns the table lacks are null."""
+        held = self.rows.pop(out, None)
+        if held:
+            self.count -= len(held)
+            self.flush(rows_table(self.schema, out, held))
+        n = table.num_rows
+        if not n:
+            return
+        self.flush(
+            pa.table(
+                [
+                    pa.repeat(out, n) if f.name == "out"
+                    else table.column(f.name).cast(f.type) if f.name in table.column_names
+                    else pa.nulls(n, f.type)
+                    for f in self.schema
+                ],
+                schema=self.schema,
+            )
+        )  # fmt: skip
+
     def close(self) -> None:
         """Hand on the rows held (at the end, or when a block is full)."""
         rows, self.rows, self.count = self.rows, {}, 0
