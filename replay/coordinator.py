@@ -12,8 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import pyarrow as pa
+
 from decoders.transaction_log import DEAD, valid_previous_states
+from replay.coordinator_blocks import apply_block
 from replay.findings import finding
+from replay.tables import emit_rows
 
 
 def _partitions(value: list[dict] | None) -> set[tuple[str, int]]:
@@ -81,16 +85,42 @@ class CoordinatorReplay:
     cleaned range has partitions nobody can know (``maybe``): the cross-log checks may align it
     with anything and judge nothing by it (docs/cross-log.md)."""
 
+    # blocks of records in the usual course applied over columns (replay.coordinator_blocks);
+    # off, every record goes through record() (the tests compare both)
+    fast = True
+
     def __init__(
         self,
         complete_from: dict[int, int] | None,
         latest_epoch: dict[tuple[str, int], int],
         emit: Callable[[str, dict], None],
+        emit_table: Callable[[str, pa.Table], None] | None = None,
     ) -> None:
         self.complete_from = complete_from or {}
         self.latest_epoch = latest_epoch
         self.emit = emit
+        self.emit_table = emit_table
         self.ids: dict[str, _Id] = {}
+
+    def block(self, block: pa.RecordBatch) -> None:
+        """The next records of the log, in order (timestamps filled with -1): at once where
+        they keep to the usual course (:func:`replay.coordinator_blocks.apply_block`), else
+        one by one."""
+        if self.fast and apply_block(self, block):
+            return
+        for r in block.to_pylist():
+            self.record(r)
+
+    def emit_rows(self, kind: str, table: pa.Table) -> None:
+        """Rows of one kind as a table: through ``emit_table`` at once, else row by row."""
+        emit_rows(self.emit, self.emit_table, kind, table)
+
+    def state_of(self, tid: str) -> _Id:
+        """What the replay keeps of ``tid`` (made at its first record)."""
+        s = self.ids.get(tid)
+        if s is None:
+            s = self.ids[tid] = _Id()
+        return s
 
     def _whole(self, r: dict) -> bool:
         return (r.get("log_offset") or 0) >= self.complete_from.get(r.get("log_partition"), 0)
@@ -98,10 +128,7 @@ class CoordinatorReplay:
     def record(self, r: dict[str, Any]) -> None:
         """The next record of the log: its transition judged, then the transaction it belongs
         to started, prepared or completed (and handed on once no later record changes it)."""
-        tid = r["transactional_id"]
-        s = self.ids.get(tid)
-        if s is None:
-            s = self.ids[tid] = _Id()
+        s = self.state_of(r["transactional_id"])
         pid = r["producer_id"]
         if pid is not None and pid >= 0:
             s.first_of.setdefault(pid, r)
@@ -215,18 +242,7 @@ class CoordinatorReplay:
     def _done(self, s: _Id, t: dict) -> None:
         """A transaction no later record changes, completed and handed on."""
         pid = t["producer_id"]
-        first = s.first_of.get(pid)
-        # the producer's history starts inside the whole part of the log: at its very start,
-        # at the producer's initialisation (an Empty record at epoch 0), or where the
-        # coordinator rotated to it (TV2, 8.3: a record at epoch 0 naming the previous id)
-        t["history_from_start"] = bool(
-            first is not None
-            and self._whole(first)
-            and (
-                self.complete_from.get(first.get("log_partition"), 0) == 0
-                or (first["producer_epoch"] == 0 and _starts_producer(first))
-            )
-        )
+        t["history_from_start"] = self._history_from_start(s, pid)
         t["latest_epoch"] = self.latest_epoch.get((t["transactional_id"], pid), -1)
         t["state_at_end"] = (
             "Complete" if t["complete_timestamp"] is not None
@@ -234,6 +250,20 @@ class CoordinatorReplay:
         )  # fmt: skip
         t["partitions"] = [{"topic": tp, "partition": p} for tp, p in sorted(t["partitions"])]
         self.emit("coord_txn", t)
+
+    def _history_from_start(self, s: _Id, pid: int) -> bool:
+        """The producer's history starts inside the whole part of the log: at its very start,
+        at the producer's initialisation (an Empty record at epoch 0), or where the
+        coordinator rotated to it (TV2, 8.3: a record at epoch 0 naming the previous id)."""
+        first = s.first_of.get(pid)
+        return bool(
+            first is not None
+            and self._whole(first)
+            and (
+                self.complete_from.get(first.get("log_partition"), 0) == 0
+                or (first["producer_epoch"] == 0 and _starts_producer(first))
+            )
+        )
 
 
 def _starts_producer(r: dict) -> bool:

@@ -284,19 +284,19 @@ def replay_coordinator(
 ) -> None:
     """A `__transaction_state` partition's records as consecutive pieces in log order, every
     transactional id at once (:class:`replay.coordinator.CoordinatorReplay`); ``latest_epoch``
-    from :func:`txn_latest_epochs` over all of them. Records become Python rows a block at a
-    time and the rows (:data:`COORDINATOR_SCHEMA`) leave through ``flush`` a block at a time:
-    an id that commits every 100 ms writes ~2.6 M records a day."""
+    from :func:`txn_latest_epochs` over all of them. A block at a time: over columns where its
+    records keep to the usual course, else as Python rows; the rows
+    (:data:`COORDINATOR_SCHEMA`) leave through ``flush`` a block at a time: an id that commits
+    every 100 ms writes ~2.6 M records a day."""
     rows = T.RowBlocks(COORDINATOR_SCHEMA, flush)
-    replay = CoordinatorReplay(complete_from, latest_epoch, rows.add)
+    replay = CoordinatorReplay(complete_from, latest_epoch, rows.add, rows.add_table)
     for piece in pieces:
         piece = piece.filter(pc.is_valid(piece.column("transactional_id")))
         for c in ("start_timestamp", "last_update_timestamp"):  # none: -1
             i = piece.schema.get_field_index(c)
             piece = piece.set_column(i, c, pc.fill_null(piece.column(i), -1))
         for block in piece.to_batches(max_chunksize=T.BLOCK_ROWS):
-            for r in block.to_pylist():
-                replay.record(r)
+            replay.block(block)
     replay.finish()
     rows.close()
 

@@ -41,7 +41,7 @@ from replay.producer_state import (
     keeps_producer_state,
     next_sequence,
 )
-from replay.tables import BLOCK_ROWS
+from replay.tables import BLOCK_ROWS, emit_rows
 
 COORDINATOR_TOPICS = {CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC}
 
@@ -325,12 +325,7 @@ class PartitionReplay:
     def emit_columns(self, kind: str, names: Sequence[str], columns: dict) -> None:
         """Rows of one kind given as columns (numpy or Arrow, ``names`` in the order the
         replay's row dicts have them): through ``emit_table`` at once, else row by row."""
-        table = pa.table({c: columns[c] for c in names})
-        if self.emit_table is not None:
-            self.emit_table(kind, table)
-            return
-        for row in table.to_pylist():
-            self.emit(kind, row)
+        emit_rows(self.emit, self.emit_table, kind, pa.table({c: columns[c] for c in names}))
 
     def _plain_run(self, runs: Runs, start: int, stop: int, t: pa.Table, pending: list[int]):
         """Batches ``start``..``stop`` are plain continuations (:class:`_Runs`): cut at the

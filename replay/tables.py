@@ -310,6 +310,22 @@ def rows_table(schema: pa.Schema, out: str, rows: list[dict]) -> pa.Table:
 BLOCK_ROWS = 8_192  # rows a replay holds as Python objects at a time, in or out
 
 
+def emit_rows(
+    emit: Callable[[str, dict], None],
+    emit_table: Callable[[str, pa.Table], None] | None,
+    kind: str,
+    table: pa.Table,
+) -> None:
+    """A replay's rows of one kind given as a table (a stretch applied over columns): through
+    ``emit_table`` at once where the caller takes tables (:meth:`RowBlocks.add_table`), else
+    row by row through ``emit`` as the replay's own dicts."""
+    if emit_table is not None:
+        emit_table(kind, table)
+        return
+    for row in table.to_pylist():
+        emit(kind, row)
+
+
 class RowBlocks:
     """A replay's output rows (one :func:`union` schema, ``out`` naming each row's table) handed
     to ``flush`` as Arrow tables of at most ``block`` rows: a replay of a long history holds
