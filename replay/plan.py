@@ -516,7 +516,9 @@ class Audit:
             F.max("transactional_id").alias("transactional_id"),
             F.max(F.col("fenced").cast("int")).cast("boolean").alias("coordinator_fenced"),
         )
-        return pt.join(ids, [CLUSTER, "producer_id"], "left").select(
+        # one row per transactional producer id: broadcast, so that the transactions keep their
+        # partitioning (a join by producer id puts a long-lived producer's history in one task)
+        return pt.join(F.broadcast(ids), [CLUSTER, "producer_id"], "left").select(
             CLUSTER, *[f.name for f in T.TRANSACTIONS], "transactional_id", "coordinator_fenced"
         )
 
