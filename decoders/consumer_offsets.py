@@ -12,6 +12,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from decoders import consumer_protocol
 from decoders.errors import DecodeError, UnknownVersion
 from decoders.primitives import ByteReader, ByteWriter
@@ -96,6 +100,89 @@ def decode_offset_commit(value: bytes) -> dict[str, Any]:
     if flexible:
         r.tagged_fields()
     return out
+
+
+# OffsetCommitValue's layout by version, when every variable part has its usual size (the
+# metadata string's length in an int16, or for v4 in a one-byte varint, and no tagged field):
+# (bytes before the metadata's length, the length's own bytes, bytes after the metadata)
+_COMMIT_LAYOUTS = {0: (10, 2, 8), 1: (10, 2, 16), 2: (10, 2, 8), 3: (14, 2, 8), 4: (14, 1, 9)}
+OFFSET_COMMIT_COLUMNS = (
+    "value_version", "committed_offset", "leader_epoch", "metadata", "commit_timestamp",
+    "expire_timestamp",
+)  # fmt: skip
+
+
+def offset_commit_columns(values: pa.Array) -> tuple[np.ndarray, pa.Table]:
+    """OffsetCommitValues (non-null) decoded over the column, as :func:`decode_offset_commit`
+    decodes each: the values of one length and version share a layout (one metadata length),
+    so each field is a column of a byte matrix. Returns which values it decoded (their
+    positions in ``values``) and their fields (:data:`OFFSET_COMMIT_COLUMNS`); a value
+    outside the usual layouts (another version, tagged fields, a long metadata string, bytes
+    that disagree with their length) is left to :func:`decode_offset_commit`."""
+    sizes = pc.binary_length(values).to_numpy(zero_copy_only=False)
+    parts: list[pa.Table] = []
+    done: list[np.ndarray] = []
+    for size in np.unique(sizes).tolist():
+        rows = np.flatnonzero(sizes == size)
+        if size < 2:
+            continue
+        same = values.take(pa.array(rows)).cast(pa.binary(size))
+        data = np.frombuffer(same.buffers()[1], np.uint8)
+        m = data[same.offset * size : (same.offset + len(same)) * size].reshape(-1, size)
+        version = _big(m, 0, 2, ">i2")
+        for v, (head, width, tail) in _COMMIT_LAYOUTS.items():
+            length = size - head - width - tail
+            if length < 0 or (width == 1 and length + 1 >= 0x80):
+                continue
+            # the metadata's length as written (a compact string's is length + 1)
+            said = _big(m, head, 2, ">i2") if width == 2 else m[:, head].astype(np.int64) - 1
+            ok = (version == v) & (said == length)
+            if v == 4:
+                ok &= m[:, size - 1] == 0  # no tagged field
+            at = np.flatnonzero(ok)
+            if not len(at):
+                continue
+            g = m[at]
+            start = head + width
+            metadata = _texts(g[:, start : start + length])
+            if metadata is None:
+                continue  # not UTF-8: the one-by-one decoder says so
+            ts = start + length
+            expire = _big(g, ts + 8, 8, ">i8") if v == 1 else np.full(len(at), -1, np.int64)
+            parts.append(pa.table({
+                "value_version": pa.array(np.full(len(at), v, np.int16)),
+                "committed_offset": _big(g, 2, 8, ">i8"),
+                "leader_epoch": _big(g, 10, 4, ">i4") if v >= 3 else np.full(len(at), -1, np.int32),
+                "metadata": metadata,
+                "commit_timestamp": _big(g, ts, 8, ">i8"),
+                "expire_timestamp": pa.array(expire, pa.int64(), mask=expire == -1),
+            }))  # fmt: skip
+            done.append(rows[at])
+    if not done:
+        return np.zeros(0, np.int64), pa.table(
+            {c: pa.array([], pa.int64()) for c in OFFSET_COMMIT_COLUMNS}
+        )
+    positions = np.concatenate(done)
+    order = np.argsort(positions, kind="stable")
+    table = pa.concat_tables(parts, promote_options="permissive").take(pa.array(order))
+    return positions[order], table
+
+
+def _big(m: np.ndarray, at: int, width: int, dtype: str) -> np.ndarray:
+    """Big-endian integers of ``width`` bytes at column ``at`` of byte matrix ``m``."""
+    return np.ascontiguousarray(m[:, at : at + width]).view(dtype).ravel().astype(dtype[1:])
+
+
+def _texts(m: np.ndarray) -> pa.Array | None:
+    """The rows of byte matrix ``m`` as strings (None when one is not UTF-8)."""
+    n, width = m.shape
+    offsets = pa.py_buffer((np.arange(n + 1, dtype=np.int32) * width).tobytes())
+    texts = pa.StringArray.from_buffers(n, offsets, pa.py_buffer(np.ascontiguousarray(m).tobytes()))
+    try:
+        texts.validate(full=True)
+    except pa.ArrowInvalid:
+        return None
+    return texts
 
 
 def decode_group_metadata(value: bytes) -> dict[str, Any]:

@@ -8,13 +8,16 @@ are in the batches and records tables.
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from decoders import consumer_offsets as co
 from decoders import transaction_log as tl
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from decoders.errors import CORRUPT_BYTES, UNKNOWN_VERSION, DecodeError, ErrorRow, UnknownVersion
 from decoders.schemas import TABLES
+from decoders.transaction_log import V0_TIMESTAMPS
 
 INTERNAL_TABLES = {
     CONSUMER_OFFSETS_TOPIC: ("offset_commits", "group_metadata", "group_records"),
@@ -73,19 +76,29 @@ def decode_internal(
     return {t: pa.concat_tables(parts[t]) for t in names}, errors
 
 
-def _table(name: str, chunk: pa.RecordBatch, file: str, keep: list[int], rows: list[dict]):
-    """Decoded fields from ``rows``; location columns taken from ``chunk`` at rows ``keep``."""
-    schema = TABLES[name]
-    idx = pa.array(keep, pa.int64())
-    decoded = [
+def _decoded_fields(name: str) -> list[pa.Field]:
+    """The columns of table ``name`` its records' keys and values give (the others come from
+    the records' own columns)."""
+    return [
         f
-        for f in schema
+        for f in TABLES[name]
         if f.name not in _POSITION_FROM
         and f.name != "file"
         and not (name == "offset_commits" and f.name in _RECORD_FIELDS)
     ]
+
+
+def _table(name: str, chunk: pa.RecordBatch, file: str, keep: list[int],
+           rows: list[dict] | pa.StructArray):  # fmt: skip
+    """Decoded fields from ``rows`` (dicts, or already a struct array); location columns
+    taken from ``chunk`` at rows ``keep``."""
+    schema = TABLES[name]
+    idx = pa.array(keep, pa.int64())
     # one conversion of the row dicts into a struct array, in Arrow's own loop
-    struct = pa.array(rows, pa.struct(decoded)) if rows else None
+    if isinstance(rows, pa.StructArray):
+        struct = rows if len(rows) else None
+    else:
+        struct = pa.array(rows, pa.struct(_decoded_fields(name))) if rows else None
     cols = []
     for f in schema:
         if f.name in _POSITION_FROM:
@@ -120,12 +133,68 @@ def _error(file: str, position: int, offset: int, e: Exception) -> ErrorRow:
 
 
 def _consumer_offsets(chunk: pa.RecordBatch, file: str):
+    """`__consumer_offsets` records: each distinct key decoded once; offset commits' values
+    over the column where they have one of the usual layouts (:func:`co.offset_commit_columns`:
+    an exactly-once app commits its offsets with every transaction, millions of records);
+    group metadata, the other record types and anything unusual one by one."""
+    n = chunk.num_rows
+    control = _flags(chunk.column("is_control"))
+    keys = pc.dictionary_encode(chunk.column("key"), null_encoding="mask")
+    key_code = pc.fill_null(keys.indices, -1).to_numpy(zero_copy_only=False)
+    decoded_keys: list[dict | DecodeError] = []
+    for k in keys.dictionary.to_pylist():
+        try:
+            decoded_keys.append(co.decode_key(k))
+        except DecodeError as e:
+            decoded_keys.append(e)
+    commit_key = np.array(
+        [
+            isinstance(k, dict) and k["key_type"] in (co.OFFSET_COMMIT_LEGACY, co.OFFSET_COMMIT)
+            for k in decoded_keys
+        ]
+        + [False]  # fmt: skip
+    )[key_code]
+    values = chunk.column("value")
+    commits = ~control & commit_key
+    present = np.flatnonzero(commits & pc.is_valid(values).to_numpy(zero_copy_only=False))
+    at, columns = co.offset_commit_columns(values.take(pa.array(present)))
+    by_column = present[at]
+    out, errors = _records_one_by_one(chunk, file, ~control & ~np.isin(np.arange(n), by_column))
+    keep, rows = out["offset_commits"]
+    # the commits decoded over the column, with those decoded one by one (tombstones too)
+    fields = _decoded_fields("offset_commits")
+    singles = pa.array(rows, pa.struct(fields)) if rows else pa.array([], pa.struct(fields))
+    key_fields = pa.array([k if isinstance(k, dict) else None for k in decoded_keys] + [None],
+                          pa.struct([f for f in fields if f.name in KEY_FIELDS]))  # fmt: skip
+    from_keys = key_fields.take(pa.array(key_code[by_column])).flatten()
+    named = dict(zip(KEY_FIELDS, from_keys, strict=True))
+    columns = columns.append_column("is_tombstone", pa.repeat(False, len(by_column)))
+    built = pa.StructArray.from_arrays(
+        [named[f.name] if f.name in named else columns.column(f.name).combine_chunks().cast(f.type)
+         for f in fields],
+        fields=fields,
+    )  # fmt: skip
+    rows_at = np.concatenate([np.asarray(keep, np.int64), by_column])
+    order = np.argsort(rows_at, kind="stable")
+    out["offset_commits"] = (
+        rows_at[order].tolist(),
+        pa.concat_arrays([singles, built]).take(pa.array(order)),
+    )
+    return out, errors
+
+
+KEY_FIELDS = ("group_id", "topic", "partition", "key_type")
+
+
+def _records_one_by_one(chunk: pa.RecordBatch, file: str, wanted: np.ndarray):
+    """The records ``wanted`` of a `__consumer_offsets` chunk decoded one by one: their rows
+    by table, and the errors of those that do not decode."""
     out = {t: ([], []) for t in ("offset_commits", "group_metadata", "group_records")}
     errors = []
     keys: dict[bytes, dict] = {}  # compacted topics repeat keys: decode each once per slice
-    for i, key_bytes, value, is_control, offset, position in _inputs(chunk):
-        if is_control:
-            continue
+    rows = np.flatnonzero(wanted)
+    part = chunk.take(pa.array(rows))
+    for i, key_bytes, value, _control, offset, position in _inputs(part):
         try:
             if key_bytes is None:
                 raise DecodeError("record without a key")
@@ -151,30 +220,107 @@ def _consumer_offsets(chunk: pa.RecordBatch, file: str):
         except DecodeError as e:
             errors.append(_error(file, position, offset, e))
             continue
-        out[table][0].append(i)
+        out[table][0].append(int(rows[i]))
         out[table][1].append(row)
     return out, errors
 
 
 def _transaction_state(chunk: pa.RecordBatch, file: str):
-    keep, rows, errors = [], [], []
-    keys: dict[bytes, str] = {}  # a transactional id's records repeat its key: decoded once
-    values: dict[bytes, dict] = {}  # ... and its states (tl.decode_values)
-    for i, key, value, is_control, offset, position in _inputs(chunk):
-        if is_control:
-            continue
+    """`__transaction_state` records over columns: each distinct key decoded once; a version 0
+    value once per distinct *head*, its bytes before the two timestamps that end it (a TV0/1
+    producer writes the same few states for its whole life, a transaction every 100 ms: its
+    records differ in nothing else), the timestamps read for the whole column at once; any
+    other value (version 1, tagged fields) one by one. Returns the kept rows and their decoded
+    fields as one struct array."""
+    n = chunk.num_rows
+    control = _flags(chunk.column("is_control"))
+    keys = pc.dictionary_encode(chunk.column("key"), null_encoding="mask")
+    key_code = pc.fill_null(keys.indices, -1).to_numpy(zero_copy_only=False)
+    tids: list[str | DecodeError] = []
+    for k in keys.dictionary.to_pylist():
         try:
-            if key is None:
-                raise DecodeError("record without a key")
-            tid = keys.get(key)
-            if tid is None:
-                tid = keys[key] = tl.decode_key(key)
-            row = {"transactional_id": tid, "is_tombstone": value is None}
-            if value is not None:
-                row.update(tl.decode_values(value, values))
+            tids.append(tl.decode_key(k))
         except DecodeError as e:
-            errors.append(_error(file, position, offset, e))
+            tids.append(e)
+    bad_key = np.array([isinstance(t, DecodeError) for t in tids] + [True])[key_code]
+    failed: dict[int, DecodeError] = {
+        int(i): tids[key_code[i]] if key_code[i] >= 0 else DecodeError("record without a key")
+        for i in np.flatnonzero(~control & bad_key)
+    }
+    values = chunk.column("value")
+    rows = ~control & ~bad_key
+    present = rows & pc.is_valid(values).to_numpy(zero_copy_only=False)
+    size = pc.fill_null(pc.binary_length(values), 0).to_numpy(zero_copy_only=False)
+    version0 = _flags(pc.equal(pc.binary_slice(values, 0, 2), b"\x00\x00"))
+    candidate = present & version0 & (size > V0_TIMESTAMPS.size + 2)
+    heads = pc.dictionary_encode(pc.binary_slice(values, 0, -V0_TIMESTAMPS.size))
+    head_code = np.where(
+        candidate, pc.fill_null(heads.indices, -1).to_numpy(zero_copy_only=False), -1
+    )
+    decoded: list[dict] = [{"is_tombstone": True}]  # 0: a tombstone's fields
+    source = np.zeros(n, np.int64)  # each row's entry of ``decoded``
+    # a head decoded once, from its first record, if its decoding describes it whole
+    template = np.full(len(heads.dictionary) + 1, -1, np.int64)
+    codes, first = np.unique(head_code, return_index=True)
+    for h, i in zip(codes.tolist(), first.tolist(), strict=True):
+        if h < 0:
             continue
-        keep.append(i)
-        rows.append(row)
-    return {"txn_log": (keep, rows)}, errors
+        value = values[i].as_py()
+        try:
+            row = tl.decode_value(value)
+        except DecodeError:
+            continue  # one by one below, each reporting its error
+        last, start = V0_TIMESTAMPS.unpack_from(value, len(value) - V0_TIMESTAMPS.size)
+        if row["last_update_timestamp"] == last and row["start_timestamp"] == (
+            None if start == -1 else start
+        ):
+            template[h] = len(decoded)
+            decoded.append({**row, "is_tombstone": False})
+    stamped = template[head_code] >= 0
+    source[stamped] = template[head_code[stamped]]
+    for i in np.flatnonzero(present & ~stamped).tolist():  # anything else: one by one
+        try:
+            row = tl.decode_value(values[i].as_py())
+        except DecodeError as e:
+            failed[i] = e
+            continue
+        source[i] = len(decoded)
+        decoded.append({**row, "is_tombstone": False})
+    position, offset = chunk.column("batch_position"), chunk.column("offset")
+    errors = [
+        _error(file, position[i].as_py(), offset[i].as_py(), e) for i, e in sorted(failed.items())
+    ]
+    keep = np.flatnonzero(rows & ~np.isin(np.arange(n), list(failed)))
+    struct = pa.array(decoded, pa.struct(_decoded_fields("txn_log"))).take(pa.array(source[keep]))
+    fields = dict(zip([f.name for f in struct.type], struct.flatten(), strict=True))
+    fields["transactional_id"] = pa.array([tids[c] for c in key_code[keep].tolist()], pa.string())
+    if stamped[keep].any():
+        last, start = _trailing_stamps(values, keep[stamped[keep]])
+        at = stamped[keep]
+        fields["last_update_timestamp"] = _with(
+            fields["last_update_timestamp"], at, last, np.zeros(len(last), bool)
+        )
+        fields["start_timestamp"] = _with(fields["start_timestamp"], at, start, start == -1)
+    struct = pa.StructArray.from_arrays(list(fields.values()), fields=list(struct.type))
+    return {"txn_log": (keep.tolist(), struct)}, errors
+
+
+def _flags(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return pc.fill_null(column, False).to_numpy(zero_copy_only=False)
+
+
+def _trailing_stamps(values: pa.Array, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The two int64s ending each of the values ``rows`` (a version 0 value's last update and
+    transaction start timestamps), read over the column."""
+    tail = pc.binary_slice(values.take(pa.array(rows)), -V0_TIMESTAMPS.size)
+    tail = tail.cast(pa.binary(V0_TIMESTAMPS.size))
+    both = np.frombuffer(tail.buffers()[1], ">i8")[2 * tail.offset : 2 * (tail.offset + len(tail))]
+    return both[0::2].astype(np.int64), both[1::2].astype(np.int64)
+
+
+def _with(column: pa.Array, at: np.ndarray, new: np.ndarray, none: np.ndarray) -> pa.Array:
+    """``column`` (int64 or timestamp) with rows ``at`` set to ``new``, null where ``none``."""
+    merged = pc.fill_null(column.cast(pa.int64()), 0).to_numpy(zero_copy_only=False).copy()
+    nulls = pc.is_null(column).to_numpy(zero_copy_only=False).copy()
+    merged[at], nulls[at] = new, none
+    return pa.array(merged, pa.int64(), mask=nulls).cast(column.type)

@@ -113,37 +113,10 @@ def decode_value(value: bytes) -> dict[str, Any]:
     return out
 
 
-# what a v0 value's timestamps take at its end: last update, then transaction start (int64 each)
+# what a v0 value's timestamps take at its end: last update, then transaction start (int64
+# each); a TV0/1 producer's values differ in nothing else (decoders.internal decodes the bytes
+# before them once per distinct run of bytes)
 V0_TIMESTAMPS = struct.Struct(">qq")
-KNOWN_VALUES = 4_096  # distinct value heads remembered per slice of a log
-
-
-def decode_values(value: bytes, known: dict[bytes, dict[str, Any]]) -> dict[str, Any]:
-    """:func:`decode_value`, reusing the decoding of an earlier value that differs only in its
-    two timestamps. A TV0/1 producer (value version 0, whose timestamps end the value) writes
-    the same few states over and over for its whole life, a transaction every 100 ms or
-    faster: its `__transaction_state` records differ in nothing else. ``known`` maps a value's
-    bytes before its timestamps to its decoding (bounded: cleared past :data:`KNOWN_VALUES`)."""
-    size = len(value)
-    if size <= V0_TIMESTAMPS.size + 2 or value[:2] != b"\x00\x00":
-        return decode_value(value)
-    head = value[: size - V0_TIMESTAMPS.size]
-    base = known.get(head)
-    last, start = V0_TIMESTAMPS.unpack_from(value, size - V0_TIMESTAMPS.size)
-    if base is None:
-        base = decode_value(value)
-        whole = base["last_update_timestamp"] == last and base["start_timestamp"] == (
-            None if start == -1 else start
-        )
-        if not whole:  # bytes after the timestamps: not a value the head alone describes
-            return base
-        if len(known) >= KNOWN_VALUES:
-            known.clear()
-        known[head] = base
-    out = dict(base)
-    out["last_update_timestamp"] = last
-    out["start_timestamp"] = None if start == -1 else start
-    return out
 
 
 def encode_key(transactional_id: str) -> bytes:

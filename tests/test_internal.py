@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC, datetime
 
 import pyarrow as pa
 import pytest
@@ -15,6 +16,7 @@ from decoders import consumer_protocol as cp
 from decoders import transaction_log as tl
 from decoders.accounting import FileInfo
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from decoders.errors import DecodeError
 from decoders.primitives import ByteWriter
 from simulator.writer import Record, build_batch
 
@@ -231,21 +233,100 @@ def test_transaction_log_round_trip(version):
 
 def test_transaction_state_values_decoded_once_per_state_equal_each_decoded():
     """A TV0/1 producer writes the same few states for life, differing only in their
-    timestamps: tl.decode_values reuses the decoding of the bytes before them, and gives
-    exactly what decoding each value gives (v0 and v1, no start time, bytes after the
-    timestamps, a cache cleared as it fills)."""
+    timestamps: the decoder decodes each distinct value head once and reads the timestamps
+    over the column, and gives exactly what decoding each value alone gives (v0 and v1, no
+    start time, bytes after the timestamps, damaged values and keys, tombstones, several ids,
+    in batches of many records)."""
     import random
 
     rng = random.Random(3)
-    known: dict = {}
     states = ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit", "PrepareAbort"]
+    records, expected = [], []
     for n in range(3_000):
+        tid = rng.choice(["app-0", "app-1", "app-2"])
+        key = tl.encode_key(tid)
         version = 0 if rng.random() < 0.8 else 1
         parts = rng.choice([None, {"out": [0]}, {"out": [0, 1], "offsets": [3]}])
         start = rng.choice([-1, T0 + rng.randint(0, 10**6)])
         value = tl.encode_value(7, rng.randint(0, 2), 10_000, rng.choice(states), parts,
                                 T0 + n * 100, start, version=version)  # fmt: skip
-        if rng.random() < 0.05:
+        roll = rng.random()
+        if roll < 0.05:
             value += b"\x00" * rng.randint(1, 20)  # bytes after the timestamps
-        assert tl.decode_values(value, known) == tl.decode_value(value), (n, value)
-    assert 0 < len(known) <= tl.KNOWN_VALUES
+        elif roll < 0.07:
+            value = value[:16] + b"\x09" + value[17:]  # a state Kafka does not know
+        elif roll < 0.08:
+            value = None  # a tombstone
+        elif roll < 0.09:
+            key = b"\x00\x07"  # a damaged key
+        records.append(Record(key, value))
+        try:
+            row = {"transactional_id": tl.decode_key(key), "is_tombstone": value is None}
+            row.update({} if value is None else tl.decode_value(value))
+            expected.append(row)
+        except DecodeError:
+            expected.append(None)
+    got = []
+    for i in range(0, len(records), 500):
+        got += tables(records[i : i + 500], TRANSACTION_STATE_TOPIC)["txn_log"].to_pylist()
+    wanted = [r for r in expected if r is not None]
+    assert len(got) == len(wanted) and sum(r is None for r in expected) > 10
+    for g, w in zip(got, wanted, strict=True):
+        for name, value in w.items():
+            if name in ("last_update_timestamp", "start_timestamp") and value is not None:
+                value = datetime.fromtimestamp(value / 1000, UTC)
+            assert g[name] == value, (name, g, w)
+
+
+def test_offset_commits_decoded_over_the_column_equal_each_decoded():
+    """Offset commits of every value version, with and without metadata (non-ASCII too), as
+    tombstones, damaged (a length that lies, bytes after the value, an unknown version),
+    between group metadata records and damaged keys: the column decoder gives exactly the
+    rows, in the order, and the errors that decoding each record alone gives."""
+    import random
+
+    rng = random.Random(5)
+    records, expected = [], []
+    for n in range(3_000):
+        roll = rng.random()
+        key = co.encode_offset_commit_key(rng.choice(["g1", "g2"]), "orders", rng.randrange(3))
+        value = co.encode_offset_commit(
+            n, T0 + n, version=rng.choice([0, 1, 2, 3, 3, 3, 4]),
+            metadata=rng.choice(["", "", "", "m", "héllo"]), leader_epoch=rng.randrange(9),
+            expire_timestamp=rng.choice([-1, T0]),
+        )  # fmt: skip
+        if roll < 0.03:
+            value = None
+        elif roll < 0.05:
+            value += b"\x01"  # bytes after the value
+        elif roll < 0.06:
+            value = b"\x00\x09" + value[2:]  # an unknown version
+        elif roll < 0.07:
+            value = value[:-9]  # cut short
+        elif roll < 0.08:
+            value = value[:-1] + b"\x01"  # v4: a tagged field that is not there
+        elif roll < 0.1:
+            key = co.encode_group_metadata_key("g1")
+            value = co.encode_group_metadata("consumer", n, "range", None, [])
+        elif roll < 0.11:
+            key = b"\x00\x01\x00"  # a damaged key
+        records.append(Record(key, value))
+    for key, value in ((r.key, r.value) for r in records):
+        try:
+            k = co.decode_key(key)
+            if k["key_type"] not in (0, 1):
+                continue
+            row = {**k, "is_tombstone": value is None}
+            row.update({} if value is None else co.decode_offset_commit(value))
+            expected.append(row)
+        except DecodeError:
+            pass
+    got = []
+    for i in range(0, len(records), 700):
+        got += tables(records[i : i + 700], CONSUMER_OFFSETS_TOPIC)["offset_commits"].to_pylist()
+    assert len(got) == len(expected) > 2_500
+    for g, w in zip(got, expected, strict=True):
+        for name, value in w.items():
+            if name in ("commit_timestamp", "expire_timestamp") and value is not None:
+                value = datetime.fromtimestamp(value / 1000, UTC)
+            assert g[name] == value, (name, g, w)
