@@ -353,19 +353,14 @@ def replay_groups(
 ) -> None:
     """A `__consumer_offsets` partition's events (:data:`GROUP_EVENT_COLUMNS`, or the columns
     of one kind of event) as consecutive pieces in log order, every group at once
-    (:class:`replay.groups.GroupsReplay`). Events become Python rows a block at a time and the
-    rows (:data:`GROUP_SCHEMA`) leave through ``flush`` a block at a time: an exactly-once
-    app's group commits with every transaction."""
+    (:class:`replay.groups.GroupsReplay`), a block at a time: over columns where the block
+    allows it, else as Python rows; the rows (:data:`GROUP_SCHEMA`) leave through ``flush`` a
+    block at a time: an exactly-once app's group commits with every transaction."""
     rows = T.RowBlocks(GROUP_SCHEMA, flush)
-    replay = GroupsReplay(broadcast, rows.add)
+    replay = GroupsReplay(broadcast, rows.add, rows.add_table)
     for piece in pieces:
         for block in piece.to_batches(max_chunksize=T.BLOCK_ROWS):
-            for r in block.to_pylist():
-                if r.get("members") is not None:
-                    r["members"] = [{"member_id": m["member_id"],
-                                     "assigned_partitions": m["assigned_partitions"]}
-                                    for m in r["members"]]  # fmt: skip
-                replay.event(r)
+            replay.block(block)
     replay.finish()
     rows.close()
 

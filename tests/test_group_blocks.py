@@ -1,0 +1,177 @@
+"""`__consumer_offsets` blocks applied over columns (replay.group_blocks.apply_block) give
+exactly what the event-by-event groups replay gives: the generations, commit timelines and
+findings, table by table in order, over every simulated scenario, over production-shaped
+traffic, and over random histories of several groups (plain and transactional commits of
+several producers taking turns, COMMIT and ABORT markers, tombstones, rewinds and resets,
+generations with broadcast assignments, groups declared broadcast), cut into small blocks so
+that commits wait for their markers across them. No Spark."""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import decoders
+import replay.group_blocks as blocks_module
+import replay.tables as T
+from replay.grouped import COMMIT_COLUMNS, MARKER_COLUMNS, METADATA_COLUMNS
+from replay.groups import GroupsReplay
+from tests.test_partition_runs import _millis, by_table
+from tests.whole_tables import group_partition_tables
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+T0 = 1_767_225_600_000
+MEMBERS_TYPE = pa.list_(pa.struct([
+    pa.field("member_id", pa.string()),
+    pa.field("assigned_partitions", pa.list_(pa.struct([
+        pa.field("topic", pa.string()), pa.field("partitions", pa.list_(pa.int32()))]))),
+]))  # fmt: skip
+
+
+def _both(partition, commits, metadata, markers, broadcast, monkeypatch) -> int:
+    """The replay with and without blocks applied at once: equal table by table. Returns the
+    events applied in blocks."""
+    applied = []
+    original = blocks_module.apply_block
+
+    def counting(replay, block):
+        done = original(replay, block)
+        applied.append(block.num_rows if done else 0)
+        return done
+
+    monkeypatch.setattr("replay.groups.apply_block", counting)
+    fast = group_partition_tables(partition, commits, metadata, markers, broadcast)
+    monkeypatch.setattr(GroupsReplay, "fast", False)
+    slow = group_partition_tables(partition, commits, metadata, markers, broadcast)
+    monkeypatch.setattr(GroupsReplay, "fast", True)
+    assert by_table(fast) == by_table(slow)
+    return sum(applied)
+
+
+def _of_dump(root: str):
+    """Each `__consumer_offsets` partition's commits, group metadata and markers of a dump
+    (each broker's copy)."""
+    t = decoders.read_dump([root], ["offset_commits", "group_metadata", "batches"])
+    t = {k: _millis(v) for k, v in t.items()}
+    b = t["batches"]
+    b = b.filter(pc.and_(pc.equal(b.column("topic"), "__consumer_offsets"),
+                         pc.and_(pc.fill_null(b.column("is_control"), False),
+                                 pc.greater(b.column("record_count"), 0))))  # fmt: skip
+    out = []
+    keys = {(r["broker"], r["log_partition"]) for r in t["offset_commits"].select(
+        ["broker", "log_partition"]).to_pylist()}  # fmt: skip
+    for broker, part in sorted(keys):
+
+        def mine(x, column="log_partition", broker=broker, part=part):
+            return x.filter(pc.and_(pc.equal(x.column("broker"), broker),
+                                    pc.equal(x.column(column), part)))  # fmt: skip
+
+        commits = mine(t["offset_commits"]).select(list(COMMIT_COLUMNS))
+        metadata = mine(t["group_metadata"])
+        metadata = metadata.set_column(
+            metadata.schema.get_field_index("members"), "members",
+            pa.array([[{"member_id": m["member_id"], "assigned_partitions": m["assigned_partitions"]}
+                       for m in ms] if ms is not None else None
+                      for ms in metadata.column("members").to_pylist()], MEMBERS_TYPE),
+        ).select(list(METADATA_COLUMNS))  # fmt: skip
+        markers = mine(b, "partition").select(list(MARKER_COLUMNS))
+        out.append((part, commits, metadata, markers))
+    return out
+
+
+@pytest.fixture(scope="module")
+def production(tmp_path_factory):
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import prodshape
+
+    out = str(tmp_path_factory.mktemp("prod") / "dump")
+    prodshape.generate(out, 0.004, seed=7)
+    return out
+
+
+def test_every_scenario_s_groups_replay_the_same(sim_all, production, monkeypatch):
+    monkeypatch.setattr(T, "BLOCK_ROWS", 59)
+    applied = total = 0
+    roots = [str(d) for d in sorted(sim_all.iterdir()) if d.is_dir()] + [production]
+    for root in roots:
+        for part, commits, metadata, markers in _of_dump(root):
+            applied += _both(part, commits, metadata, markers, {"broadcast-app"}, monkeypatch)
+            total += commits.num_rows + markers.num_rows
+    assert applied > total // 2
+
+
+def history(rng: random.Random, events: int, broken: bool = False):
+    """Commits of a few groups: plain ones, and an exactly-once app's transactional ones whose
+    producers' markers follow (COMMIT, now and then ABORT), tombstones; with ``broken``,
+    rewinds, resets and generations (one assigning a partition to two members)."""
+    commits, metadata, markers = [], [], []
+    offsets: dict = {}
+    pids = [11, 12, 13]
+    for offset in range(events):
+        roll = rng.random()
+        if roll < 0.25:
+            markers.append({"base_offset": offset, "max_timestamp": T0 + offset,
+                            "producer_id": rng.choice(pids),
+                            "control_type": "ABORT" if rng.random() < 0.1 else "COMMIT"})  # fmt: skip
+            continue
+        if broken and roll < 0.255:
+            members = [{"member_id": f"m{k}", "assigned_partitions": [
+                {"topic": "t", "partitions": [0, 1] if k < 2 else [2]}]} for k in range(3)]  # fmt: skip
+            metadata.append({
+                "group_id": rng.choice(["app", "plain", "broadcast-app"]), "log_partition": 5,
+                "log_offset": offset, "record_timestamp": T0 + offset,
+                "generation": offset, "protocol_type": "consumer", "protocol": "range",
+                "leader": "m0", "members": members if rng.random() < 0.7 else [],
+                "is_tombstone": False,
+            })  # fmt: skip
+            continue
+        group = rng.choice(["app", "app", "plain", "broadcast-app", "other"])
+        # with ``broken``, a group mixing plain and transactional commits of a partition
+        txn = group == "app" or (broken and group == "other" and rng.random() < 0.5)
+        tp = ("t", rng.randrange(3))
+        step = -rng.randint(1, 5) if broken and rng.random() < 0.01 else rng.randint(0, 3)
+        offsets[(group, tp)] = max(0, offsets.get((group, tp), 0) + step)
+        commits.append({
+            "group_id": group, "log_partition": 5, "log_offset": offset,
+            "record_timestamp": T0 + offset, "is_tombstone": rng.random() < 0.02,
+            "topic": tp[0], "partition": tp[1], "committed_offset": offsets[(group, tp)],
+            "commit_timestamp": T0 + offset - rng.randint(0, 5), "is_transactional": txn,
+            # a partition's commits come from the one producer whose task owns it
+            "producer_id": pids[tp[1]] if txn and not broken else rng.choice(pids) if txn else None,
+        })  # fmt: skip
+    commits = pa.Table.from_pylist(commits).select(list(COMMIT_COLUMNS))
+    meta_schema = pa.schema([
+        ("group_id", pa.string()), ("log_partition", pa.int32()), ("log_offset", pa.int64()),
+        ("record_timestamp", pa.int64()), ("generation", pa.int32()),
+        ("protocol_type", pa.string()), ("protocol", pa.string()), ("leader", pa.string()),
+        ("members", MEMBERS_TYPE), ("is_tombstone", pa.bool_()),
+    ])  # fmt: skip
+    metadata = pa.Table.from_pylist(metadata, schema=meta_schema)
+    markers = pa.Table.from_pylist(markers, schema=pa.schema([
+        ("base_offset", pa.int64()), ("max_timestamp", pa.int64()), ("producer_id", pa.int64()),
+        ("control_type", pa.string())]))  # fmt: skip
+    return commits, metadata, markers
+
+
+def test_healthy_histories_go_in_blocks(monkeypatch):
+    monkeypatch.setattr(T, "BLOCK_ROWS", 47)
+    commits, metadata, markers = history(random.Random(1), 5000)
+    applied = _both(5, commits, metadata, markers, {"broadcast-app"}, monkeypatch)
+    assert applied == commits.num_rows + markers.num_rows
+
+
+@pytest.mark.sweep  # 60 random histories with rewinds and generations: in ./dev test
+def test_broken_histories_replay_the_same(monkeypatch):
+    rng = random.Random(29)
+    monkeypatch.setattr(T, "BLOCK_ROWS", 43)
+    applied = total = 0
+    for _ in range(60):
+        commits, metadata, markers = history(rng, rng.randint(200, 2000), broken=True)
+        applied += _both(5, commits, metadata, markers, {"broadcast-app"}, monkeypatch)
+        total += commits.num_rows + markers.num_rows + metadata.num_rows
+    assert applied > total // 10  # the blocks between generations and regressions
