@@ -26,6 +26,7 @@ TOP_REMEDIATIONS = 5  # ... the first of them with their next step (replay.remed
 WRITERS = 4  # tables written at once (threads of the driver, each submitting its Spark jobs)
 # a table's files: one per this many bytes of dump (its rows grow with the dump's batches)
 DUMP_BYTES_PER_FILE = 2 << 30
+BATCHES_PER_FILE = 1 << 20  # ... or per this many of its batches
 # tables small enough for one file each (one row per partition, group generation, file...)
 SINGLE_FILE = {
     "findings", "partitions", "coordinator_transactions", "group_generations", "segments",
@@ -197,7 +198,8 @@ def audited(
             from jobs.gate import load_in_background
 
             load_in_background()
-        spread = output_files(sum(f.size for f in files), spark)
+        batches = sum(r.crc_valid_batches for r in scratch.replicas)
+        spread = output_files(sum(f.size for f in files), batches, spark)
         entries = write_tables(spark, tables, scratch, out, started.key, spread)
         # the summary from the files just written (a few rows: one per check, the clusters
         # of the partitions), read here rather than by running their queries again
@@ -269,14 +271,18 @@ def summarised(args, started, files, conf, entries: dict, checked: dict, skipped
     return summary, top
 
 
-def output_files(dump_bytes: int, spark) -> int:
+def output_files(dump_bytes: int, batches: int, spark) -> int:
     """How many files each table that grows with the dump is written as: one per
-    :data:`DUMP_BYTES_PER_FILE` of dump, at most ``spark.sql.shuffle.partitions``. The same
-    input and configuration give the same files (the run's bytes do not depend on the
-    cluster); a small dump's tables are not spread over many small files, each one more
-    task and file to write."""
+    :data:`DUMP_BYTES_PER_FILE` of dump or :data:`BATCHES_PER_FILE` of its batches, whichever
+    gives more, at most ``spark.sql.shuffle.partitions``. The same input and configuration
+    give the same files (the run's bytes do not depend on the cluster); a small dump's tables
+    are not spread over many small files, each one more task and file to write, and a dump
+    of small batches (a Streams thread's transaction every 100 ms: a transaction's row and
+    two LSO changes per partition and marker) is not written by one task sorting millions of
+    rows."""
     most = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    return max(1, min(most, -(-dump_bytes // DUMP_BYTES_PER_FILE)))
+    wanted = max(-(-dump_bytes // DUMP_BYTES_PER_FILE), -(-batches // BATCHES_PER_FILE))
+    return max(1, min(most, wanted))
 
 
 def findings_overview(out, entry: dict, limit: int) -> tuple[list[dict], list[dict]]:

@@ -260,6 +260,22 @@ class PartitionLog:
         self._bases.append(base)
         return base
 
+    def forget(self, keep: int = 64) -> None:
+        """Drop what the log keeps of its past beyond its last ``keep`` batches: their metadata
+        and every transaction already closed (the bytes are on disk already). A history of
+        millions of transactions written by one process (:mod:`simulator.long_lived`) then
+        holds its open state, not its past; fetching, cleaning and copies cut before the kept
+        batches are no longer possible, so a scenario calls it only where it uses none."""
+        if len(self.batches) > keep:
+            del self.batches[:-keep]
+            del self._bases[:-keep]
+        open_ = set(self.open_txn.values())
+        start = getattr(self, "_forgotten", 0)
+        for i in range(start, len(self.txns)):
+            if i not in open_:
+                self.txns[i] = None
+        self._forgotten = min(open_, default=len(self.txns))
+
     def _now(self) -> int:
         return self.clock.now if self.clock is not None else 0
 

@@ -30,6 +30,9 @@ PARTITIONS = 4
 TIMEOUT_MS = 10_000  # transaction.timeout.ms as Kafka Streams sets it under exactly-once
 
 
+# the logs forget their closed past this often (PartitionLog.forget): generating a week of a
+# thread (6 M transactions) holds its open state, not 50 GB of metadata
+FORGET_EVERY = 10_000
 DEFAULT_TRANSACTIONS = 5_000  # without --scale: the faults' partitions hang for ~30 s after
 
 
@@ -55,6 +58,9 @@ def history(out: str, seed: int, transactions: int, faults: bool, name: str, doc
     at = {int(transactions * share): fault for share, fault in
           ((0.90, "split"), (0.92, "missing"), (0.94, "late"))} if faults else {}  # fmt: skip
     for k in range(transactions):
+        if k and k % FORGET_EVERY == 0:  # what a week of history would hold: its bytes only
+            for log in c.logs.values():
+                log.forget()
         c.clock.tick(COMMIT_INTERVAL_MS)
         p_in = k % PARTITIONS
         ends[(INPUT, p_in)] = source.send(INPUT, p_in, 3)[1] + 1
