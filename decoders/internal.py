@@ -139,14 +139,17 @@ def _consumer_offsets(chunk: pa.RecordBatch, file: str):
     group metadata, the other record types and anything unusual one by one."""
     n = chunk.num_rows
     control = _flags(chunk.column("is_control"))
-    keys = pc.dictionary_encode(chunk.column("key"), null_encoding="mask")
+    # a control record's key is no group's (the markers): not decoded
+    keys = pc.dictionary_encode(
+        pc.if_else(control, pa.scalar(None, pa.binary()), chunk.column("key")), null_encoding="mask"
+    )
     key_code = pc.fill_null(keys.indices, -1).to_numpy(zero_copy_only=False)
     decoded_keys: list[dict | DecodeError] = []
     for k in keys.dictionary.to_pylist():
         try:
             decoded_keys.append(co.decode_key(k))
         except DecodeError as e:
-            decoded_keys.append(e)
+            decoded_keys.append(e.with_traceback(None))  # kept: no frame of this slice with it
     commit_key = np.array(
         [
             isinstance(k, dict) and k["key_type"] in (co.OFFSET_COMMIT_LEGACY, co.OFFSET_COMMIT)
@@ -241,7 +244,7 @@ def _transaction_state(chunk: pa.RecordBatch, file: str):
         try:
             tids.append(tl.decode_key(k))
         except DecodeError as e:
-            tids.append(e)
+            tids.append(e.with_traceback(None))  # kept: no frame of this slice with it
     bad_key = np.array([isinstance(t, DecodeError) for t in tids] + [True])[key_code]
     failed: dict[int, DecodeError] = {
         int(i): tids[key_code[i]] if key_code[i] >= 0 else DecodeError("record without a key")
@@ -282,7 +285,7 @@ def _transaction_state(chunk: pa.RecordBatch, file: str):
         try:
             row = tl.decode_value(values[i].as_py())
         except DecodeError as e:
-            failed[i] = e
+            failed[i] = e.with_traceback(None)
             continue
         source[i] = len(decoded)
         decoded.append({**row, "is_tombstone": False})

@@ -103,9 +103,15 @@ class SegmentDecoder:
         self._unshared = 0
 
     def close(self) -> None:
-        """Close the source if this decoder opened it."""
+        """Close the source if this decoder opened it, and let go of the window and the records
+        decoder at once: the records decoder calls back into this one (``fail``), a cycle
+        that only Python's cyclic collector would free, and a decoder that allocates few
+        Python objects runs it rarely: a file's window and scratch would outlive it, one
+        more for every file of a long log."""
         if self._owns_src:
             self.src.close()
+        self.v2 = None
+        self._window = None
 
     def __enter__(self) -> SegmentDecoder:
         return self
