@@ -73,6 +73,7 @@ def production(tmp_path_factory):
     return out
 
 
+@pytest.mark.sweep  # every scenario and production traffic: in ./dev test, not the inner loop
 def test_every_scenario_s_coordinator_replays_the_same(sim_all, production, monkeypatch):
     monkeypatch.setattr(T, "BLOCK_ROWS", 61)
     applied = total = 0
