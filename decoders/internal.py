@@ -139,17 +139,7 @@ def _consumer_offsets(chunk: pa.RecordBatch, file: str):
     group metadata, the other record types and anything unusual one by one."""
     n = chunk.num_rows
     control = _flags(chunk.column("is_control"))
-    # a control record's key is no group's (the markers): not decoded
-    keys = pc.dictionary_encode(
-        pc.if_else(control, pa.scalar(None, pa.binary()), chunk.column("key")), null_encoding="mask"
-    )
-    key_code = pc.fill_null(keys.indices, -1).to_numpy(zero_copy_only=False)
-    decoded_keys: list[dict | DecodeError] = []
-    for k in keys.dictionary.to_pylist():
-        try:
-            decoded_keys.append(co.decode_key(k))
-        except DecodeError as e:
-            decoded_keys.append(e.with_traceback(None))  # kept: no frame of this slice with it
+    key_code, decoded_keys = _distinct_keys(chunk, control, co.decode_key)
     commit_key = np.array(
         [
             isinstance(k, dict) and k["key_type"] in (co.OFFSET_COMMIT_LEGACY, co.OFFSET_COMMIT)
@@ -237,14 +227,7 @@ def _transaction_state(chunk: pa.RecordBatch, file: str):
     fields as one struct array."""
     n = chunk.num_rows
     control = _flags(chunk.column("is_control"))
-    keys = pc.dictionary_encode(chunk.column("key"), null_encoding="mask")
-    key_code = pc.fill_null(keys.indices, -1).to_numpy(zero_copy_only=False)
-    tids: list[str | DecodeError] = []
-    for k in keys.dictionary.to_pylist():
-        try:
-            tids.append(tl.decode_key(k))
-        except DecodeError as e:
-            tids.append(e.with_traceback(None))  # kept: no frame of this slice with it
+    key_code, tids = _distinct_keys(chunk, control, tl.decode_key)
     bad_key = np.array([isinstance(t, DecodeError) for t in tids] + [True])[key_code]
     failed: dict[int, DecodeError] = {
         int(i): tids[key_code[i]] if key_code[i] >= 0 else DecodeError("record without a key")
@@ -306,6 +289,23 @@ def _transaction_state(chunk: pa.RecordBatch, file: str):
         fields["start_timestamp"] = _with(fields["start_timestamp"], at, start, start == -1)
     struct = pa.StructArray.from_arrays(list(fields.values()), fields=list(struct.type))
     return {"txn_log": (keep.tolist(), struct)}, errors
+
+
+def _distinct_keys(chunk: pa.RecordBatch, control: np.ndarray, decode) -> tuple[np.ndarray, list]:
+    """Each distinct key of the chunk's data records decoded once: each record's index among
+    them (-1: no key, or a control record: a marker's key is no record's) and the decoded
+    keys, a key that does not decode as its error (without its traceback, whose frame would
+    keep the chunk's columns alive)."""
+    keys = pc.dictionary_encode(
+        pc.if_else(control, pa.scalar(None, pa.binary()), chunk.column("key")), null_encoding="mask"
+    )
+    decoded = []
+    for k in keys.dictionary.to_pylist():
+        try:
+            decoded.append(decode(k))
+        except DecodeError as e:
+            decoded.append(e.with_traceback(None))
+    return pc.fill_null(keys.indices, -1).to_numpy(zero_copy_only=False), decoded
 
 
 def _flags(column: pa.Array | pa.ChunkedArray) -> np.ndarray:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import random
-import sys
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,7 +21,7 @@ import replay.tables as T
 from replay.coordinator import CoordinatorReplay
 from replay.grouped import COORDINATOR_COLUMNS
 from tests.test_partition_runs import _millis, by_table
-from tests.whole_tables import coordinator_tables
+from tests.whole_tables import coordinator_tables, dump_roots, production_dump
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T0 = 1_767_225_600_000
@@ -65,20 +64,14 @@ def _txn_logs(root: str) -> list[pa.Table]:
 
 @pytest.fixture(scope="module")
 def production(tmp_path_factory):
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    import prodshape
-
-    out = str(tmp_path_factory.mktemp("prod") / "dump")
-    prodshape.generate(out, 0.004, seed=5)
-    return out
+    return production_dump(tmp_path_factory, seed=5)
 
 
 @pytest.mark.sweep  # every scenario and production traffic: in ./dev test, not the inner loop
 def test_every_scenario_s_coordinator_replays_the_same(sim_all, production, monkeypatch):
     monkeypatch.setattr(T, "BLOCK_ROWS", 61)
     applied = total = 0
-    roots = [str(d) for d in sorted(sim_all.iterdir()) if d.is_dir()] + [production]
-    for root in roots:
+    for root in dump_roots(sim_all, production):
         for records in _txn_logs(root):
             # whole, and with the first half of each partition's log cleaned
             half = {p: int(pc.max(records.column("log_offset")).as_py()) // 2

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import random
-import sys
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,7 +21,7 @@ import replay.tables as T
 from replay.grouped import COMMIT_COLUMNS, MARKER_COLUMNS, METADATA_COLUMNS
 from replay.groups import GroupsReplay
 from tests.test_partition_runs import _millis, by_table
-from tests.whole_tables import group_partition_tables
+from tests.whole_tables import dump_roots, group_partition_tables, production_dump
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T0 = 1_767_225_600_000
@@ -86,20 +85,14 @@ def _of_dump(root: str):
 
 @pytest.fixture(scope="module")
 def production(tmp_path_factory):
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    import prodshape
-
-    out = str(tmp_path_factory.mktemp("prod") / "dump")
-    prodshape.generate(out, 0.004, seed=7)
-    return out
+    return production_dump(tmp_path_factory, seed=7)
 
 
 @pytest.mark.sweep  # every scenario and production traffic: in ./dev test, not the inner loop
 def test_every_scenario_s_groups_replay_the_same(sim_all, production, monkeypatch):
     monkeypatch.setattr(T, "BLOCK_ROWS", 59)
     applied = total = 0
-    roots = [str(d) for d in sorted(sim_all.iterdir()) if d.is_dir()] + [production]
-    for root in roots:
+    for root in dump_roots(sim_all, production):
         for part, commits, metadata, markers in _of_dump(root):
             applied += _both(part, commits, metadata, markers, {"broadcast-app"}, monkeypatch)
             total += commits.num_rows + markers.num_rows

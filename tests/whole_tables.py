@@ -81,3 +81,22 @@ def replica_result(replica: ReplicaReplay) -> tuple[dict[str, pa.Table], Replica
         t: pa.concat_tables(parts[t]) if t in parts else REPLAY_TABLES[t].empty_table()
         for t in wanted
     }, row
+
+
+def production_dump(tmp_path_factory, seed: int) -> str:
+    """A few MB of production-shaped traffic (benchmarks/prodshape.py) under a module's tmp."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "benchmarks"))  # fmt: skip
+    import prodshape
+
+    out = str(tmp_path_factory.mktemp("prod") / "dump")
+    prodshape.generate(out, 0.004, seed=seed)
+    return out
+
+
+def dump_roots(sim_all, *more: str) -> list[str]:
+    """Every simulated scenario's dump, then ``more``."""
+    return [str(d) for d in sorted(sim_all.iterdir()) if d.is_dir()] + list(more)
