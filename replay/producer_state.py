@@ -43,9 +43,6 @@ class RecentRanges:
         self.ranges.clear()
         self.highest = -1
 
-    def __bool__(self) -> bool:
-        return bool(self.ranges)
-
 
 @dataclass
 class Producer:
