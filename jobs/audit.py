@@ -212,7 +212,8 @@ def audited(
 
 def write_tables(spark, tables, scratch, out, key: str, spread: int) -> dict:
     """Every table of the audit written (their entries for the commit record): the ones that
-    are the scan's rows copied in one job of pyarrow copies (jobs.copies), the others written
+    are the scan's rows copied by jobs of pyarrow copies (jobs.copies: one for those that join
+    a lookup, after it, one for the others), the others written
     from their queries, concurrently: most are small, and a small table's job is mostly the
     driver's planning and scheduling, which leaves the executors idle unless other jobs are
     running (Spark schedules the jobs of several threads)."""
@@ -229,17 +230,27 @@ def write_tables(spark, tables, scratch, out, key: str, spread: int) -> dict:
         seams.reached("audit:staged-table")
         return entry
 
-    def copy() -> dict:
-        wanted = {n: (how, files_of(n)) for n, how in tables.copies.items()}
-        entries = copy_tables(spark, scratch, wanted, out, key, "audit:writing")
+    def copy(joined: bool) -> dict:
+        """The copied tables that join a lookup (``joined``: once their lookups are written
+        in the scratch area, by a small query each) or the others."""
+        copies = {n: how for n, how in tables.copies.items() if (how.lookup is not None) == joined}
+        lookups = {
+            name: write_table(tables.lookups[name](), scratch.area, f"lookup/{name}", 1, None,
+                              key, "audit:writing")
+            for name in sorted({how.lookup for how in copies.values() if how.lookup})
+        }  # fmt: skip
+        wanted = {n: (how, files_of(n)) for n, how in copies.items()}
+        entries = copy_tables(spark, scratch, wanted, out, key, "audit:writing", lookups)
         seams.reached("audit:staged-table")
         return entries
 
     queried = [n for n in tables if n not in tables.copies]
     with ThreadPoolExecutor(WRITERS) as pool:
-        copied = pool.submit(copy)
+        copied = [pool.submit(copy, joined) for joined in (False, True)]
         entries = dict(zip(queried, pool.map(write, queried), strict=True))
-        return entries | copied.result()
+        for c in copied:
+            entries |= c.result()
+        return entries
 
 
 def summarised(args, started, files, conf, entries: dict, checked: dict, skipped) -> tuple:

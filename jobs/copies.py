@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from replay.plan import Copied
+from replay.plan import LOOKUP_KEYS, Copied
 from replay.tables import CLUSTER
 
 BATCH_ROWS = 65_536
@@ -35,11 +35,14 @@ class CopyTask:
     files: tuple[tuple[str, str | None], ...]  # (scratch path, its partition value)
     partition_by: str | None  # the scratch files' partition column, if they are partitioned
     schema: object  # the output's Arrow schema
+    lookup: tuple[str, ...] = ()  # the files of its lookup table (Copied.lookup), if any
 
 
-def plan_copies(scratch, wanted: dict[str, tuple[Copied, int]]) -> list[CopyTask]:
+def plan_copies(scratch, wanted: dict[str, tuple[Copied, int]],
+                lookups: dict[str, dict] | None = None) -> list[CopyTask]:  # fmt: skip
     """Tasks of every table of ``wanted`` (name -> (how, files)): each table's scratch files
-    split in order into at most ``files`` runs of about equal rows."""
+    split in order into at most ``files`` runs of about equal rows; ``lookups``: the entries
+    (jobs.output.write_table) of the lookup tables written in the scratch area."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     tasks = []
@@ -48,9 +51,12 @@ def plan_copies(scratch, wanted: dict[str, tuple[Copied, int]]) -> list[CopyTask
         listed = [(f["path"], f.get("partition")) for f in entry["files"] if f["rows"]]
         rows = [f["rows"] for f in entry["files"] if f["rows"]]
         arrow = to_arrow_schema(copied.schema, timezone="UTC")
+        lookup = ()
+        if copied.lookup is not None:
+            lookup = tuple(f["path"] for f in (lookups or {})[copied.lookup]["files"])
         for part, run in enumerate(_runs(listed, rows, max(1, files))):
             tasks.append(CopyTask(table, part, copied, tuple(run), entry.get("partition_by"),
-                                  arrow))  # fmt: skip
+                                  arrow, lookup))  # fmt: skip
     return tasks
 
 
@@ -70,15 +76,17 @@ def _runs(listed: list, rows: list[int], n: int) -> list[list]:
 
 
 def copy_tables(spark, scratch, wanted: dict[str, tuple[Copied, int]], out, key: str,
-                kill: str | None = None) -> dict[str, dict]:  # fmt: skip
+                kill: str | None = None, lookups: dict[str, dict] | None = None
+                ) -> dict[str, dict]:  # fmt: skip
     """Write every table of ``wanted`` under ``out`` from the scratch area, in one Spark job
     (one task per output file); each table's entry for the commit record, as
-    jobs.output.write_table gives it."""
+    jobs.output.write_table gives it. ``lookups``: the scratch entries of the lookup tables
+    the copies join (:attr:`replay.plan.Copied.lookup`)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from jobs.output import described, empty_table_files
 
-    tasks = plan_copies(scratch, wanted)
+    tasks = plan_copies(scratch, wanted, lookups)
     base, area = out.uri, scratch.area.uri
 
     def run(batches):  # no hints: Spark infers its UDF type from them
@@ -128,13 +136,16 @@ def copy_task(task: CopyTask, area: str, base: str, key: str, attempt: int,
     from jobs.output import OutputDir, _TaskFiles
 
     scratch = OutputDir(area)
+    lookup = Lookup.read(scratch, task.lookup) if task.lookup else None
     sink = _TaskFiles(base, task.table, task.part, attempt, key, task.schema, None)
     first = True
     try:
         for path, value in task.files:
             with scratch.fs.open_input_file(scratch.path(path)) as f:
-                for batch in pq.ParquetFile(f).iter_batches(batch_size=BATCH_ROWS):
-                    rows = project(batch, task, value)
+                file = pq.ParquetFile(f)
+                wanted = read_columns(task, file.schema_arrow.names)
+                for batch in file.iter_batches(batch_size=BATCH_ROWS, columns=wanted):
+                    rows = project(batch, task, value, lookup)
                     if rows.num_rows:
                         sink.write(rows)
                         if first and kill:
@@ -152,8 +163,65 @@ def copy_task(task: CopyTask, area: str, base: str, key: str, attempt: int,
     ]
 
 
-def project(batch, task: CopyTask, partition_value):
-    """The rows of ``batch`` the table keeps, in its output columns and types."""
+class Lookup:
+    """A copy's lookup table (:attr:`replay.plan.Copied.lookup`), held whole by the task: one
+    row per key (:data:`replay.plan.LOOKUP_KEYS`, a transactional producer id of a cluster:
+    as many as the coordinators' producer ids, not their transactions)."""
+
+    def __init__(self, table) -> None:
+        self.table = table
+        self.keys = _keys(table)
+
+    @classmethod
+    def read(cls, scratch, paths: tuple[str, ...]) -> Lookup:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pieces = []
+        for path in paths:
+            with scratch.fs.open_input_file(scratch.path(path)) as f:
+                pieces.append(pq.read_table(f))
+        return cls(pa.concat_tables(pieces))
+
+    def columns(self, batch) -> dict:
+        """The lookup's other columns for each row of ``batch`` (null where its key has no
+        row), as a left join by key gives them, in the batch's order."""
+        import pyarrow.compute as pc
+
+        at = pc.index_in(_keys(batch), value_set=self.keys)
+        return {
+            name: self.table.column(name).take(at)
+            for name in self.table.column_names
+            if name not in LOOKUP_KEYS
+        }
+
+
+def _keys(t):
+    """Each row's :data:`replay.plan.LOOKUP_KEYS` as one text (a cluster label holds no NUL)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cluster, producer = (t.column(k) for k in LOOKUP_KEYS)
+    return pc.binary_join_element_wise(cluster, pc.cast(producer, pa.string()), "\0")
+
+
+def read_columns(task: CopyTask, present: list[str]) -> list[str]:
+    """The scratch file's columns :func:`project` reads, in the file's order: a replay's
+    scratch table holds every kind of row it gives (``out``) in one wide layout, and a copied
+    table keeps a few of its columns; the others are never decoded."""
+    from replay.replicas import REPLICA_BROKER
+
+    wanted = set(task.schema.names)
+    if task.copied.out is not None:
+        wanted.add("out")
+    if task.copied.replicas is not None:
+        wanted |= {CLUSTER, "replica_topic", "replica_partition", REPLICA_BROKER}
+    return [c for c in present if c in wanted]
+
+
+def project(batch, task: CopyTask, partition_value, lookup: Lookup | None = None):
+    """The rows of ``batch`` the table keeps, in its output columns and types; with a
+    ``lookup``, its columns joined by key."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -178,10 +246,13 @@ def project(batch, task: CopyTask, partition_value):
     if mask is not None:
         batch = batch.filter(pc.fill_null(mask, False))
     n = batch.num_rows
+    joined = lookup.columns(batch) if lookup is not None else {}
     columns = []
     for field in task.schema:
         if field.name == task.partition_by and field.name not in batch.schema.names:
             col = const(partition_value, n, pa.string())
+        elif field.name in joined:
+            col = joined[field.name]
         else:
             col = batch.column(field.name)
         columns.append(_as(col, field.type))

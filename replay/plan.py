@@ -28,7 +28,13 @@ from typing import Protocol
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import (
+    BooleanType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 from pyspark.sql.window import Window
 
 from decoders.brokers import LABEL_MARK
@@ -147,12 +153,20 @@ class Copied:
     joined nor grouped: a caller with the scratch area copies them (jobs.copies) instead of
     running the table's query. ``out``: keep the rows of that kind (the replay tables' ``out``
     column); ``replicas``: (replica keys, whether those are the ones left out), as
-    :func:`replica_filter` gives them."""
+    :func:`replica_filter` gives them; ``lookup``: the name of a small table of
+    :attr:`Tables.lookups` (one row per key: :data:`LOOKUP_KEYS`) whose other columns each
+    row gets, as a left join by key gives them (a transaction its producer's transactional id
+    from the coordinator's log)."""
 
     source: str
     schema: StructType  # the output's, as the table's query gives it (_copied_schema)
     out: str | None = None
     replicas: tuple[tuple[str, ...], bool] | None = None
+    lookup: str | None = None
+
+
+# the key of a copied table's lookup (Copied.lookup): a producer id of a cluster
+LOOKUP_KEYS = (CLUSTER, "producer_id")
 
 
 def _copied_schema(source: str, columns: list[str] | None = None) -> StructType:
@@ -296,6 +310,7 @@ class Audit:
                 "coverage": lambda: self._coverage(all_counts()),
             },
             _copies(kept),
+            {"txn_ids": lambda: _txn_ids(coord_txns)},
         )
 
     # -- what could be judged --------------------------------------------------------------------
@@ -512,14 +527,10 @@ class Audit:
         )
 
     def _with_txn_ids(self, pt: DataFrame, ct: DataFrame) -> DataFrame:
-        ids = ct.groupBy(CLUSTER, "producer_id").agg(
-            F.max("transactional_id").alias("transactional_id"),
-            F.max(F.col("fenced").cast("int")).cast("boolean").alias("coordinator_fenced"),
-        )
         # one row per transactional producer id: broadcast, so that the transactions keep their
         # partitioning (a join by producer id puts a long-lived producer's history in one task)
-        return pt.join(F.broadcast(ids), [CLUSTER, "producer_id"], "left").select(
-            CLUSTER, *[f.name for f in T.TRANSACTIONS], "transactional_id", "coordinator_fenced"
+        return pt.join(F.broadcast(_txn_ids(ct)), list(LOOKUP_KEYS), "left").select(
+            CLUSTER, *[f.name for f in T.TRANSACTIONS], *TXN_ID_COLUMNS
         )
 
     # -- leakage ----------------------------------------------------------------------------------
@@ -572,9 +583,23 @@ class Audit:
         )
 
 
+# what the transactions table adds to the partitions' transactions, from the coordinator's
+TXN_ID_COLUMNS = ("transactional_id", "coordinator_fenced")
+
+
+def _txn_ids(ct: DataFrame) -> DataFrame:
+    """One row per transactional producer id of the coordinator's log (:data:`LOOKUP_KEYS`):
+    its transactional id and whether the coordinator fenced it."""
+    return ct.groupBy(*LOOKUP_KEYS).agg(
+        F.max("transactional_id").alias("transactional_id"),
+        F.max(F.col("fenced").cast("int")).cast("boolean").alias("coordinator_fenced"),
+    )
+
+
 def _copies(kept: tuple[tuple[str, ...], bool] | None) -> dict[str, Copied]:
     """The tables a caller with the scratch area copies from it (jobs.copies): the decoding
-    accounting, and the replayed rows of the chosen replicas."""
+    accounting, and the replayed rows of the chosen replicas; the transactions with their
+    producer's transactional id (the lookup ``txn_ids``: :func:`_txn_ids`)."""
     copies = {name: Copied(name, _copied_schema(name)) for name in ("segments", "errors")}
     for name, source, out, schema in (
         ("producer_states", "replayed", "producer_state", T.PRODUCER_STATES),
@@ -586,6 +611,15 @@ def _copies(kept: tuple[tuple[str, ...], bool] | None) -> dict[str, Copied]:
     ):
         columns = [CLUSTER, *schema.names]
         copies[name] = Copied(source, _copied_schema(source, columns), out, kept)
+    # a long-lived producer's dump is millions of them: a query's shuffle and sort of every
+    # column (jobs.output.write_table) cost more than its scan
+    base = _copied_schema("replayed", [CLUSTER, *T.TRANSACTIONS.names])
+    ids = [
+        StructField("transactional_id", StringType()),
+        StructField("coordinator_fenced", BooleanType()),
+    ]
+    schema = StructType([*base.fields, *ids])
+    copies["transactions"] = Copied("replayed", schema, "transaction", kept, "txn_ids")
     return copies
 
 
@@ -593,17 +627,20 @@ class Tables(Mapping):
     """The audit's tables by name, each planned when first asked for, by the thread that asks
     (a caller writing them from several threads plans them at once; the py4j calls of planning
     are most of a small table's time). :attr:`copies`: how the rows of some tables come
-    straight from the scan's tables."""
+    straight from the scan's tables; :attr:`lookups`: the small tables those copies join
+    (:attr:`Copied.lookup`), as queries."""
 
     def __init__(
         self,
         builders: dict[str, Callable[[], DataFrame]],
         copies: Mapping[str, Copied] | None = None,
+        lookups: Mapping[str, Callable[[], DataFrame]] | None = None,
     ) -> None:
         self._builders = dict(builders)
         # the tables whose rows a caller may copy from the scratch area instead of running
         # their query (their DataFrame still gives their schema)
         self.copies = dict(copies or {})
+        self.lookups = dict(lookups or {})
         self._built: dict[str, DataFrame] = {}
         self._locks = {name: threading.Lock() for name in builders}
 

@@ -12,7 +12,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from jobs.copies import CopyTask, _runs, copy_task, project
 from jobs.output import OutputDir
 from replay import tables as T
-from replay.plan import Copied, _copied_schema
+from replay.plan import TXN_ID_COLUMNS, Copied, _copied_schema, _copies
 from replay.replicas import REPLAY_TABLES
 
 COLUMNS = ["cluster", *T.PRODUCER_STATES.names]
@@ -110,3 +110,32 @@ def test_a_copy_task_streams_its_files_into_one_output_file(tmp_path):
     assert [p.name for p in (tmp_path / "out" / "producer_states").iterdir()] == [
         "part-00000-k1-0.parquet"
     ]
+
+
+def test_a_copy_joins_its_lookup_by_cluster_and_producer_in_the_rows_order(tmp_path):
+    """The transactions table copied (a long-lived producer's millions of rows are neither
+    shuffled nor sorted): each row gets its producer's transactional id from the lookup
+    written in the scratch area, by cluster and producer id (the same id in two clusters is
+    two producers), null where the coordinator's log has none, the rows in the files' order."""
+    copied = _copies(None)["transactions"]
+    assert copied.lookup == "txn_ids" and copied.schema.names[-2:] == list(TXN_ID_COLUMNS)
+    scratch = tmp_path / "scratch"
+    (scratch / "replayed").mkdir(parents=True)
+    (scratch / "lookup").mkdir()
+    rows = [dict(_row("1", "transaction", p), cluster=c) for c, p in
+            [("c1", 7), ("c2", 7), ("c1", 8), ("c1", 9), ("c1", 7)]]  # fmt: skip
+    rows.insert(2, _row("1", "lso", 7))
+    pq.write_table(pa.Table.from_batches([_replayed(rows)]), scratch / "replayed/p0.parquet")
+    ids = pa.table({"cluster": ["c2", "c1", "c1"], "producer_id": [7, 7, 9],
+                    "transactional_id": ["b", "a", None], "coordinator_fenced": [True, False, None]})  # fmt: skip
+    pq.write_table(ids, scratch / "lookup/ids.parquet")
+    arrow = to_arrow_schema(copied.schema, timezone="UTC")
+    task = CopyTask("transactions", 0, copied, (("replayed/p0.parquet", None),), None, arrow,
+                    ("lookup/ids.parquet",))  # fmt: skip
+    out = OutputDir(str(tmp_path / "out"))
+    (report,) = copy_task(task, str(scratch), out.uri, "k1", 0)
+    written = pq.read_table(tmp_path / "out" / report["path"])
+    assert written.schema == arrow
+    assert written.column("producer_id").to_pylist() == [7, 7, 8, 9, 7]
+    assert written.column("transactional_id").to_pylist() == ["a", "b", None, None, "a"]
+    assert written.column("coordinator_fenced").to_pylist() == [False, True, None, None, False]
