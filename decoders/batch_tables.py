@@ -153,37 +153,51 @@ def wrap_sequence(seq: np.ndarray) -> np.ndarray:
     return seq  # nothing wrapped: no division per row
 
 
-KNOWN_CONTROL_RECORDS = 1_024  # distinct records areas of control batches remembered per call
+# the longest records area of a control batch compared as bytes, all its rows at once; a
+# marker's is ~17 bytes, a KRaft control record's a few dozen; a longer one (corrupt, or a
+# control type of a later version) is decoded row by row
+CONTROL_AREA_BYTES = 256
 
 
-def control_records(buf, h: V2Headers, fail: Fail) -> tuple[list[str | None], pa.Array]:
-    """COMMIT/ABORT with coordinator epoch, KRaft control types named (markers are never compressed).
+def control_records(buf, h: V2Headers, fail: Fail) -> tuple[pa.Array, pa.Array]:
+    """COMMIT/ABORT with coordinator epoch, KRaft control types named (markers are never
+    compressed): the control type name and the marker's coordinator epoch of every batch.
 
     A marker's records area holds one record whose every byte is fixed by its type and
-    coordinator epoch (deltas 0), so a log's markers repeat a few areas: each distinct one is
-    decoded once (a long-lived transactional producer leaves one marker per transaction in
-    every partition it writes)."""
-    control_type: list[str | None] = [None] * h.n
-    epoch = np.full(h.n, -1, np.int32)
-    has_epoch = np.zeros(h.n, bool)
-    known: dict[bytes, tuple[str | None, int | None, str | None]] = {}
-    for i in np.flatnonzero(h.control & (h.count > 0) & (h.codec == COMPRESSION_NONE)):
-        start, end = h.records_area(i)
-        area = bytes(buf[start:end])
-        decoded = known.get(area)
-        if decoded is None:
-            decoded = _control_record(buf, start, end)
-            if len(known) >= KNOWN_CONTROL_RECORDS:
-                known.clear()
-            known[area] = decoded
-        name, coordinator_epoch, error = decoded
-        control_type[i] = name
-        if error is not None:
-            fail(h, i, CORRUPT_BYTES, f"control record: {error}")
-        elif coordinator_epoch is not None:
-            epoch[i] = coordinator_epoch
-            has_epoch[i] = True
-    return control_type, pa.array(epoch, mask=~has_epoch)
+    coordinator epoch (deltas 0), so a log's markers repeat a few areas (a long-lived
+    transactional producer leaves one marker per transaction in every partition it writes):
+    the areas are compared as bytes, all the window's at once, and each distinct one is
+    decoded once."""
+    n = h.n
+    code = np.full(n, -1, np.int64)  # each batch's distinct area, -1: none decoded
+    decoded: list[tuple[str | None, int | None, str | None]] = []
+    rows = np.flatnonzero(h.control & (h.count > 0) & (h.codec == COMPRESSION_NONE))
+    start = h.positions[rows].astype(np.int64) + RECORDS_OFFSET
+    end = h.entry_end[rows].astype(np.int64)
+    length = end - start
+    for size in np.unique(length):
+        these = np.flatnonzero(length == size)
+        if 0 < size <= CONTROL_AREA_BYTES:
+            areas = buf[start[these, None] + np.arange(size)]
+            keys = np.ascontiguousarray(areas).view(np.dtype((np.void, int(size)))).ravel()
+            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+            firsts = these[first]
+        else:
+            firsts, inverse = these, np.arange(these.size)
+        code[rows[these]] = len(decoded) + inverse.ravel()
+        decoded += [_control_record(buf, int(start[i]), int(end[i])) for i in firsts]
+    for k, (_, _, error) in enumerate(decoded):
+        if error is not None:  # a corrupt area: each batch of it said
+            for i in np.flatnonzero(code == k):
+                fail(h, int(i), CORRUPT_BYTES, f"control record: {error}")
+    if not decoded:
+        return pa.nulls(n, pa.string()), pa.nulls(n, pa.int32())
+    names = pa.array([name for name, _, _ in decoded], pa.string())
+    epochs = np.array([-1 if e is None else e for _, e, _ in decoded], np.int32)
+    known = np.array([e is not None and err is None for _, e, err in decoded])
+    of = np.maximum(code, 0)
+    control_type = names.take(pa.array(of, mask=code < 0))
+    return control_type, pa.array(epochs[of], mask=~((code >= 0) & known[of]))
 
 
 def _control_record(buf, start: int, end: int) -> tuple[str | None, int | None, str | None]:
@@ -255,7 +269,7 @@ def batches_table(info: FileInfo, h: V2Headers, control_type, coord_epoch) -> pa
             pa.array(last_seq.astype(np.int32)),
             pa.array(h.last_delta),
             pa.array(h.count),
-            pa.array(control_type, pa.string()),
+            control_type,
             coord_epoch,
             pa.array(h.errors, pa.string()),
         ],

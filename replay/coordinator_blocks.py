@@ -210,8 +210,7 @@ def _segments(replay, block, cols, order, rest, starts, group_of, group_tid) -> 
     table = pa.table(columns)
     # first records of each producer id, then each id's state after its last record
     last_of_id = np.flatnonzero(np.concatenate((group_of[rest][1:] != group_of[rest][:-1], [True])))
-    pair = np.stack([group_of[rest], pid]).T
-    _, firsts = np.unique(pair, axis=0, return_index=True)
+    firsts, _ = T.distinct_rows(group_of[rest], pid)
     need = [i for i in firsts.tolist() if pid[i] >= 0]
     picked = sorted(set(need) | set(last_of_id.tolist()))
     dicts = dict(zip(picked, block.take(pa.array(rows[picked])).to_pylist(), strict=True))

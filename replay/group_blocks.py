@@ -188,9 +188,8 @@ def _emit(replay, events, app, groups, gcode, topics, tcode, part, at, block, be
         return
     is_txn = pc.fill_null(events.column("is_transactional"), False).to_numpy(zero_copy_only=False)
     # each distinct group and partition once: its generation, members and declared isolation
-    key = np.stack([gcode[app], tcode[app], part[app]])
-    combos, which = np.unique(key, axis=1, return_inverse=True)
-    which = which.ravel()
+    firsts, which = T.distinct_rows(gcode[app], tcode[app], part[app])
+    combos = np.stack([gcode[app], tcode[app], part[app]])[:, firsts]
     gens, owners, declared, tps = [], [], [], []
     for c, t, p in combos.T.tolist():
         g = replay.groups.get(groups[c])

@@ -169,3 +169,23 @@ def test_broken_histories_replay_the_same(monkeypatch):
         applied += _both(5, commits, metadata, markers, {"broadcast-app"}, monkeypatch)
         total += commits.num_rows + markers.num_rows + metadata.num_rows
     assert applied > total // 10  # the blocks between generations and regressions
+
+
+def test_distinct_tuples_are_ranked_as_numpy_ranks_byte_rows():
+    """The block replays find each distinct (group, topic, partition) and (transactional id,
+    producer id) of a block by ranking the tuples as one integer (replay.tables.distinct_rows):
+    the same first rows and indexes as numpy's unique over rows, negative values and spans
+    too wide for one integer (producer ids) included."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    for case in range(300):
+        n = int(rng.integers(1, 60))
+        wide = case % 3 == 0
+        keys = (rng.integers(-3, 4, n), rng.integers(0, 3, n),
+                rng.integers(-(2**40), 2**40, n) if wide else rng.integers(0, 5, n))  # fmt: skip
+        _, first, which = np.unique(np.stack(keys), axis=1, return_index=True,
+                                    return_inverse=True)  # fmt: skip
+        got_first, got_which = T.distinct_rows(*keys)
+        assert got_first.tolist() == first.tolist() and got_which.tolist() == which.ravel().tolist()
+    assert [a.tolist() for a in T.distinct_rows(np.zeros(0, np.int64))] == [[], []]
