@@ -144,7 +144,8 @@ def copy_task(task: CopyTask, area: str, base: str, key: str, attempt: int,
             with scratch.fs.open_input_file(scratch.path(path)) as f:
                 file = pq.ParquetFile(f)
                 wanted = read_columns(task, file.schema_arrow.names)
-                for batch in file.iter_batches(batch_size=BATCH_ROWS, columns=wanted):
+                groups = row_groups_of(file, task.copied.out)
+                for batch in file.iter_batches(BATCH_ROWS, groups, wanted):
                     rows = project(batch, task, value, lookup)
                     if rows.num_rows:
                         sink.write(rows)
@@ -203,6 +204,23 @@ def _keys(t):
 
     cluster, producer = (t.column(k) for k in LOOKUP_KEYS)
     return pc.binary_join_element_wise(cluster, pc.cast(producer, pa.string()), "\0")
+
+
+def row_groups_of(file, out: str | None) -> list[int]:
+    """The row groups of a scratch file that may hold rows of kind ``out`` (all of them for
+    None): the scan writes each kind of a replay table's rows as row groups of their own
+    (jobs.scan.by_kind), whose statistics say so."""
+    meta = file.metadata
+    every = list(range(meta.num_row_groups))
+    if out is None or "out" not in file.schema_arrow.names:
+        return every
+    at = file.schema_arrow.get_field_index("out")
+
+    def other(g: int) -> bool:
+        stats = meta.row_group(g).column(at).statistics
+        return bool(stats is not None and stats.has_min_max and stats.min == stats.max != out)
+
+    return [g for g in every if not other(g)]
 
 
 def read_columns(task: CopyTask, present: list[str]) -> list[str]:

@@ -188,7 +188,9 @@ class TaskTables:
             arrow = self.opts.schemas[table][1]
             self.sinks[table] = _TaskFiles(self.base, table, self.task, self.attempt, self.key,
                                            arrow, self.opts.partition_by[table])  # fmt: skip
-        self.sinks[table].write(_converted(batches, table, self.opts))
+        converted = _converted(batches, table, self.opts)
+        for rows in by_kind(converted) if table in REPLAY_TABLES else (converted,):
+            self.sinks[table].write(rows)
         if first and self.kill:
             from decoders import seams
 
@@ -223,6 +225,19 @@ def scan_ranges(ranges, opts: ScanOptions, base: str, key: str, task: int, attem
         raise
     report.files = out.close()
     return report
+
+
+def by_kind(rows):
+    """A replay table's rows, each kind (its ``out`` column: the output table they belong to)
+    apart, in their order: written as row groups of one kind each, whose statistics let a
+    reader of one kind (Spark's pushed-down filter, jobs.copies) skip the others' row groups
+    (a long-lived producer's partition replay gives two LSO changes per transaction)."""
+    import pyarrow.compute as pc
+
+    kinds = pc.unique(rows.column("out")).to_pylist()
+    if len(kinds) == 1:
+        return [rows]
+    return [rows.filter(pc.equal(rows.column("out"), kind)) for kind in sorted(kinds)]
 
 
 def _converted(batches: list, table: str, opts: ScanOptions):
@@ -327,6 +342,8 @@ def accounting(reports: list[TaskReport], split_files: list[dict]) -> dict:
 
 
 SCRATCH = "_scratch"  # under a run's output directory: <out>/_scratch/<run key>/<table>/
+SCHEDULER_POOL = "spark.scheduler.pool"  # Spark's local property naming a job's pool
+STASH_POOL = "logreplay-stages"
 
 
 class Scratch:
@@ -367,15 +384,19 @@ class Scratch:
 
         if self.background is None:
             self.background = ThreadPoolExecutor(2, thread_name_prefix="logreplay-stash")
-        future = self.background.submit(lambda: self._stash(name, build()))
+        future = self.background.submit(self._stash, name, build)
         self.pending.append(future)
         return future.result
 
-    def _stash(self, name: str, df):
+    def _stash(self, name: str, build):
         from jobs.output import read_table, write_table
 
+        # under the FAIR scheduler (conf/default.yaml), the pool the findings wait for: its
+        # stages take free cores beside the output tables' copies and writes, not after them
+        with suppress(Exception):  # Spark Connect: no SparkContext (its server schedules)
+            self.spark.sparkContext.setLocalProperty(SCHEDULER_POOL, STASH_POOL)
         folder = f"stash/{name}"
-        entry = write_table(df, self.area, folder, 0, None, self.key, "audit:stash")
+        entry = write_table(build(), self.area, folder, 0, None, self.key, "audit:stash")
         return read_table(self.spark, self.area, folder, entry)
 
     def release(self) -> None:

@@ -487,7 +487,13 @@ class Audit:
             CLUSTER, "producer_id", "tp.topic", "tp.partition"
         )
         by = (CLUSTER, "producer_id")
-        touched = pt.select(CLUSTER, "producer_id", "topic", "partition").unionByName(listed)
+        # each side's pairs made distinct before they are shuffled (Spark's partial
+        # aggregation, within each task): a long-lived producer gives one per transaction
+        touched = (
+            pt.select(CLUSTER, "producer_id", "topic", "partition")
+            .distinct()
+            .unionByName(listed.distinct())
+        )
         # every shuffle of a plan that is kept (ScanOutput.later) is sized here: adaptive
         # execution does not change a cached plan's partitioning
         side_cols = ("complete_from", "copy_end_timestamp")

@@ -139,3 +139,26 @@ def test_a_copy_joins_its_lookup_by_cluster_and_producer_in_the_rows_order(tmp_p
     assert written.column("producer_id").to_pylist() == [7, 7, 8, 9, 7]
     assert written.column("transactional_id").to_pylist() == ["a", "b", None, None, "a"]
     assert written.column("coordinator_fenced").to_pylist() == [False, True, None, None, False]
+
+
+def test_a_copy_reads_only_the_row_groups_of_its_kind(tmp_path):
+    """The scan writes each kind of a replay table's rows as row groups of their own
+    (jobs.scan.by_kind, each kind in its rows' order): a copy of one kind reads its row groups
+    only, and a file written before (kinds mixed in a row group) is read whole."""
+    from jobs.copies import row_groups_of
+    from jobs.scan import by_kind
+
+    rows = [_row("1", out, pid) for out, pid in
+            [("lso", 1), ("producer_state", 2), ("lso", 3), ("producer_state", 4)]]  # fmt: skip
+    mixed = pa.Table.from_batches([_replayed(rows)])
+    path = tmp_path / "p0.parquet"
+    with pq.ParquetWriter(path, mixed.schema) as w:
+        for piece in by_kind(mixed):
+            w.write_table(piece)
+    file = pq.ParquetFile(path)
+    assert file.metadata.num_row_groups == 2
+    (mine,) = row_groups_of(file, "producer_state")
+    assert file.read_row_group(mine).column("producer_id").to_pylist() == [2, 4]
+    assert row_groups_of(file, None) == [0, 1] and row_groups_of(file, "partition") == []
+    pq.write_table(mixed, tmp_path / "old.parquet")
+    assert row_groups_of(pq.ParquetFile(tmp_path / "old.parquet"), "producer_state") == [0]
