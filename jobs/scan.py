@@ -342,8 +342,6 @@ def accounting(reports: list[TaskReport], split_files: list[dict]) -> dict:
 
 
 SCRATCH = "_scratch"  # under a run's output directory: <out>/_scratch/<run key>/<table>/
-SCHEDULER_POOL = "spark.scheduler.pool"  # Spark's local property naming a job's pool
-STASH_POOL = "logreplay-stages"
 
 
 class Scratch:
@@ -377,24 +375,29 @@ class Scratch:
         df = read_table(self.spark, self.area, name, self.entries[name])
         return df.select(*self.opts.schemas[name][0].fieldNames())  # partition column in place
 
-    def later(self, name: str, build):
+    def later(self, name: str, build, first: bool = False):
         """``build()`` written under ``stash/<name>/`` on a background thread and read back;
-        gives what waits for it."""
+        gives what waits for it. ``first``: its jobs in the pool that goes first
+        (:data:`jobs.session.POOLS`)."""
         from concurrent.futures import ThreadPoolExecutor
 
         if self.background is None:
             self.background = ThreadPoolExecutor(2, thread_name_prefix="logreplay-stash")
-        future = self.background.submit(self._stash, name, build)
+        from jobs.session import FIRST_POOL, STASH_POOL
+
+        pool = FIRST_POOL if first else STASH_POOL
+        future = self.background.submit(self._stash, name, build, pool)
         self.pending.append(future)
         return future.result
 
-    def _stash(self, name: str, build):
+    def _stash(self, name: str, build, pool: str):
         from jobs.output import read_table, write_table
+        from jobs.session import SCHEDULER_POOL
 
-        # under the FAIR scheduler (conf/default.yaml), the pool the findings wait for: its
+        # under the FAIR scheduler (conf/default.yaml), the pools the findings wait for: their
         # stages take free cores beside the output tables' copies and writes, not after them
         with suppress(Exception):  # Spark Connect: no SparkContext (its server schedules)
-            self.spark.sparkContext.setLocalProperty(SCHEDULER_POOL, STASH_POOL)
+            self.spark.sparkContext.setLocalProperty(SCHEDULER_POOL, pool)
         folder = f"stash/{name}"
         entry = write_table(build(), self.area, folder, 0, None, self.key, "audit:stash")
         return read_table(self.spark, self.area, folder, entry)

@@ -5,11 +5,22 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 
 from jobs import progress
 from jobs.jvm_archive import OFF, Plan, plan, record_session, with_options
 
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+SCHEDULER_POOL = "spark.scheduler.pool"  # Spark's local property naming a job's pool
+ALLOCATION_FILE = "spark.scheduler.allocation.file"
+STASH_POOL = "logreplay-stages"
+FIRST_POOL = "logreplay-first"
+# the pools of the FAIR scheduler (conf/default.yaml: spark.scheduler.mode) for the audit's
+# intermediate stages (jobs.scan.Scratch.later), as (weight, minimum share): the first one's
+# stages take every free core while they wait (Spark's fair ordering serves a pool under its
+# minimum share first, and this one's is above any core count); the others share what is left
+# with the output tables' writes (the default pool)
+POOLS = {FIRST_POOL: (1, 1 << 20), STASH_POOL: (1, 0)}
 DAEMON_MODULE = "spark.python.daemon.module"
 PRELOAD_ENV = "LOGREPLAY_WORKER_PRELOAD"
 
@@ -53,9 +64,10 @@ def spark_session(
         config.setdefault(DAEMON_MODULE, "jobs.daemon")
     if archive.options:
         config[DRIVER_JAVA_OPTIONS] = with_options(config.get(DRIVER_JAVA_OPTIONS), archive.options)
-    for key, value in config.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _allocations(config):
+        for key, value in config.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
     record_session(archive.claim, spark)
     progress.watch(spark)
     spark.sparkContext.setLogLevel("WARN")
@@ -64,6 +76,31 @@ def spark_session(
 
         register(spark)
     return spark
+
+
+@contextmanager
+def _allocations(config: dict[str, str]):
+    """Under the FAIR scheduler without the user's own allocation file: :data:`POOLS` in a
+    file of their own for the block (Spark reads it once, as its context starts)."""
+    if config.get("spark.scheduler.mode", "").upper() != "FAIR" or ALLOCATION_FILE in config:
+        yield
+        return
+    import tempfile
+
+    pools = "".join(
+        f'<pool name="{name}"><schedulingMode>FIFO</schedulingMode><weight>{weight}</weight>'
+        f"<minShare>{share}</minShare></pool>"
+        for name, (weight, share) in POOLS.items()
+    )
+    with tempfile.TemporaryDirectory(prefix="logreplay-") as tmp:
+        path = os.path.join(tmp, "pools.xml")
+        with open(path, "w") as f:
+            f.write(f'<?xml version="1.0"?><allocations>{pools}</allocations>')
+        config[ALLOCATION_FILE] = path
+        try:
+            yield
+        finally:
+            del config[ALLOCATION_FILE]
 
 
 def _class_archive(submitted: bool, master: str | None) -> Plan:

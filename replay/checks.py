@@ -122,8 +122,12 @@ def propagation(leaks: DataFrame, pt: DataFrame, ct: DataFrame) -> DataFrame:
         )
         .filter(F.col("step_pid").isNotNull())
     )
+    # the step producers only (a few; none where nothing leaked: with adaptive execution an
+    # empty side ends the join before the partitions' transactions are read)
+    steps = F.broadcast(leak.select(CLUSTER, F.col("step_pid").alias("producer_id")).distinct())
     out = (
-        pt.filter("outcome = 'COMMIT' AND record_count > 0")
+        pt.join(steps, [CLUSTER, "producer_id"], "left_semi")
+        .filter("outcome = 'COMMIT' AND record_count > 0")
         .filter(~F.col("topic").isin(*INTERNAL_TOPICS))
         .groupBy(CLUSTER, "producer_id")
         .agg(
@@ -132,7 +136,11 @@ def propagation(leaks: DataFrame, pt: DataFrame, ct: DataFrame) -> DataFrame:
             F.sum("record_count").alias("output_records"),
         )
     )  # fmt: skip
-    ids = ct.groupBy(CLUSTER, "producer_id").agg(F.max("transactional_id").alias("tid"))
+    ids = (
+        ct.join(steps, [CLUSTER, "producer_id"], "left_semi")
+        .groupBy(CLUSTER, "producer_id")
+        .agg(F.max("transactional_id").alias("tid"))
+    )
     joined = (
         leak.alias("l")
         .join(

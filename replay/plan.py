@@ -93,9 +93,11 @@ class ScanOutput(Protocol):
         """A table the scan gave: decoded (:data:`replay.scan_task.AUDIT_DECODED`, with the
         cluster of each row's broker) or replayed (:data:`replay.replicas.REPLAY_TABLES`)."""
 
-    def later(self, name: str, build: Callable[[], DataFrame]) -> Callable[[], DataFrame]:
+    def later(self, name: str, build: Callable[[], DataFrame], first: bool = False
+              ) -> Callable[[], DataFrame]:  # fmt: skip
         """An intermediate table several outputs read, computed once (written and read back,
-        or cached); gives what waits for it."""
+        or cached); gives what waits for it. ``first``: the longest chain of the tables after
+        it, whose stages go before any other where the scheduler allows."""
 
     def release(self) -> None:
         """Let go of what the scan and its intermediate tables hold."""
@@ -242,8 +244,9 @@ class Audit:
         partitions = _split(part, "partition", T.PARTITIONS)
         coord_txns = _split(coord, "coord_txn", T.COORDINATOR_TXNS)
         timeline = _split(groups, "timeline", T.TIMELINE)
+        # one task per producer id: a long-lived producer's judgement is the audit's longest
         cross = self.scan.later(
-            "cross", lambda: self._cross_log(transactions, coord_txns, partitions)
+            "cross", lambda: self._cross_log(transactions, coord_txns, partitions), first=True
         )
         routed, routing = self._routed(timeline, partitions)
         leaks = self.scan.later("leaks", lambda: self._leakage(transactions, routed, partitions))

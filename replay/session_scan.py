@@ -149,7 +149,8 @@ class CachedScan:
             df = df.unionByName(self.extra[name])
         return df
 
-    def later(self, name: str, build: Callable[[], DataFrame]) -> Callable[[], DataFrame]:
+    def later(self, name: str, build: Callable[[], DataFrame], first: bool = False
+              ) -> Callable[[], DataFrame]:  # fmt: skip
         """``build()`` kept, and computed at once on a background thread of the driver: the
         cross-log and leakage stages run side by side with each other and with the planning
         of the tables that read them, as the job's do (a small dump's Spark jobs are mostly
