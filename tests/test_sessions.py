@@ -318,10 +318,15 @@ class _Builder:
         return self
 
     def config(self, k, v):
+        self.calls.setdefault("config", {})[k] = v
         return self
 
     def getOrCreate(self):  # noqa: N802
         self.calls["SPARK_LOCAL_IP"] = os.environ.get("SPARK_LOCAL_IP")
+        pools = self.calls.get("config", {}).get("spark.scheduler.allocation.file")
+        if pools and os.path.exists(pools):  # Spark reads it as its context starts
+            with open(pools) as f:
+                self.calls["pools"] = (pools, f.read())
         return SimpleNamespace(
             sparkContext=SimpleNamespace(setLogLevel=lambda level: None),
             conf=SimpleNamespace(set=lambda k, v: None),
@@ -377,3 +382,38 @@ def test_the_source_reads_an_explicitly_named_file(plain, dump, tmp_path):
     assert got.num_rows == want.num_rows > 0
     assert got.column("topic").null_count == got.num_rows
     assert instants(got) == instants(want)
+
+
+@pytest.mark.parametrize(
+    ("settings", "written"),
+    [({}, True), ({"spark.scheduler.mode": "FIFO"}, False),
+     ({"spark.scheduler.allocation.file": "their-pools.xml"}, False)],
+)  # fmt: skip
+def test_the_job_s_session_gives_the_cross_log_stage_the_first_pool(monkeypatch, settings, written):
+    """The job's session (FAIR by its embedded configuration) gets the pools of the audit's
+    intermediate stages in an allocation file of its own, there while Spark starts and gone
+    after; a user's own scheduler mode or allocation file stays theirs."""
+    import xml.etree.ElementTree as ET
+
+    from pyspark.sql import SparkSession
+
+    from jobs import session
+
+    calls: dict = {}
+    monkeypatch.setattr(SparkSession, "builder", _Builder(calls))
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    session.spark_session(None, conf={"spark": {"config": settings}})
+    config = calls["config"]
+    assert config["spark.scheduler.mode"] == settings.get("spark.scheduler.mode", "FAIR")
+    if not written:
+        assert "pools" not in calls
+        assert config.get("spark.scheduler.allocation.file") == settings.get(
+            "spark.scheduler.allocation.file"
+        )
+        return
+    path, text = calls["pools"]
+    assert not os.path.exists(path)
+    pools = {p.get("name"): p for p in ET.fromstring(text).iter("pool")}
+    assert set(pools) == {session.FIRST_POOL, session.STASH_POOL}
+    first = int(pools[session.FIRST_POOL].findtext("minShare"))
+    assert first > os.cpu_count() and int(pools[session.STASH_POOL].findtext("minShare")) == 0
