@@ -88,7 +88,11 @@ def _judged(ptx, ctx, sides, coordinator):
             for f in findings], stats  # fmt: skip
 
 
-@pytest.mark.parametrize("seed", range(12))
+# the first seeds in the inner loop, every seed in ./dev test (the sweep tier)
+SEEDS = [s if s < 4 else pytest.param(s, marks=pytest.mark.sweep) for s in range(12)]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
 def test_streamed_alignment_equals_the_whole_history(seed, monkeypatch):
     """Each random history judged twice: its sequences whole in memory and aligned as one
     block (the whole-history alignment), then written to files past a few KB and aligned a

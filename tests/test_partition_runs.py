@@ -102,6 +102,7 @@ def by_table(t: pa.Table) -> dict[str, list[dict]]:
 SAME_PARTITIONS = ("production_day_logs_only", "long_lived_producer")
 
 
+@pytest.mark.sweep  # every scenario: in ./dev test, not the inner loop
 def test_every_scenario_s_partitions_replay_the_same(sim_all, monkeypatch):
     facts = AuditConfig.from_conf(None).facts()
     applied = 0
