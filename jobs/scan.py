@@ -381,10 +381,10 @@ class Scratch:
         (:data:`jobs.session.POOLS`)."""
         from concurrent.futures import ThreadPoolExecutor
 
-        if self.background is None:
-            self.background = ThreadPoolExecutor(2, thread_name_prefix="logreplay-stash")
         from jobs.session import FIRST_POOL, STASH_POOL
 
+        if self.background is None:
+            self.background = ThreadPoolExecutor(2, thread_name_prefix="logreplay-stash")
         pool = FIRST_POOL if first else STASH_POOL
         future = self.background.submit(self._stash, name, build, pool)
         self.pending.append(future)

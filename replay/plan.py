@@ -244,7 +244,7 @@ class Audit:
         partitions = _split(part, "partition", T.PARTITIONS)
         coord_txns = _split(coord, "coord_txn", T.COORDINATOR_TXNS)
         timeline = _split(groups, "timeline", T.TIMELINE)
-        # one task per producer id: a long-lived producer's judgement is the audit's longest
+        # one task per producer id: a long-lived producer's judgement is the audit's longest chain
         cross = self.scan.later(
             "cross", lambda: self._cross_log(transactions, coord_txns, partitions), first=True
         )
@@ -592,7 +592,7 @@ class Audit:
         )
 
 
-# what the transactions table adds to the partitions' transactions, from the coordinator's
+# what the transactions table adds to the partitions' transactions, from the coordinator's log
 TXN_ID_COLUMNS = ("transactional_id", "coordinator_fenced")
 
 
