@@ -623,11 +623,8 @@ def _copies(kept: tuple[tuple[str, ...], bool] | None) -> dict[str, Copied]:
     # a long-lived producer's dump is millions of them: a query's shuffle and sort of every
     # column (jobs.output.write_table) cost more than its scan
     base = _copied_schema("replayed", [CLUSTER, *T.TRANSACTIONS.names])
-    ids = [
-        StructField("transactional_id", StringType()),
-        StructField("coordinator_fenced", BooleanType()),
-    ]
-    schema = StructType([*base.fields, *ids])
+    ids = zip(TXN_ID_COLUMNS, (StringType(), BooleanType()), strict=True)  # as _txn_ids types them
+    schema = StructType([*base.fields, *(StructField(name, kind) for name, kind in ids)])
     copies["transactions"] = Copied("replayed", schema, "transaction", kept, "txn_ids")
     return copies
 
