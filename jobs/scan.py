@@ -368,11 +368,16 @@ class Scratch:
         self.background = None
         self.pending: list = []
 
-    def table(self, name: str):
-        """A table of the scan, read back as a DataFrame."""
+    def table(self, name: str, topics: list[str] | None = None):
+        """A table of the scan, read back as a DataFrame (of ``topics`` only, if given: the
+        decoded tables' files are partitioned by topic, and Spark reads only theirs)."""
+        from pyspark.sql import functions as F
+
         from jobs.output import read_table
 
         df = read_table(self.spark, self.area, name, self.entries[name])
+        if topics is not None:
+            df = df.filter(F.col("topic").isin(*topics))
         return df.select(*self.opts.schemas[name][0].fieldNames())  # partition column in place
 
     def later(self, name: str, build, first: bool = False):

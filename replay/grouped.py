@@ -26,11 +26,16 @@ from replay.findings import finding
 from replay.groups import GroupsReplay
 from replay.partition import Config, PartitionReplay
 
-PARTITION_SCHEMA = T.union(
-    T.FINDINGS, T.TRANSACTIONS, T.PRODUCER_STATES, T.LSO_CHANGES, T.PARTITIONS, T.CHECK_COUNTS
-)
-COORDINATOR_SCHEMA = T.union(T.FINDINGS, T.COORDINATOR_TXNS)
-GROUP_SCHEMA = T.union(T.FINDINGS, T.GENERATIONS, T.TIMELINE)
+# each replay's kinds of rows (the ``out`` of each row) and the table each kind's rows are
+PARTITION_KINDS = {
+    "finding": T.FINDINGS, "transaction": T.TRANSACTIONS, "producer_state": T.PRODUCER_STATES,
+    "lso": T.LSO_CHANGES, "partition": T.PARTITIONS, "count": T.CHECK_COUNTS,
+}  # fmt: skip
+COORDINATOR_KINDS = {"finding": T.FINDINGS, "coord_txn": T.COORDINATOR_TXNS}
+GROUP_KINDS = {"finding": T.FINDINGS, "generation": T.GENERATIONS, "timeline": T.TIMELINE}
+PARTITION_SCHEMA = T.union(*PARTITION_KINDS.values())
+COORDINATOR_SCHEMA = T.union(*COORDINATOR_KINDS.values())
+GROUP_SCHEMA = T.union(*GROUP_KINDS.values())
 
 INTERNAL_TOPICS = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
 

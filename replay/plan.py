@@ -89,9 +89,10 @@ class ScanOutput(Protocol):
     dump_bytes: int
     spec: ReplaySpec  # what the replay knew of the dump (its layout: replay.dumpinfo)
 
-    def table(self, name: str) -> DataFrame:
+    def table(self, name: str, topics: list[str] | None = None) -> DataFrame:
         """A table the scan gave: decoded (:data:`replay.scan_task.AUDIT_DECODED`, with the
-        cluster of each row's broker) or replayed (:data:`replay.replicas.REPLAY_TABLES`)."""
+        cluster of each row's broker; of ``topics`` only, if given) or replayed
+        (:data:`replay.replicas.REPLAY_TABLES`)."""
 
     def later(self, name: str, build: Callable[[], DataFrame], first: bool = False
               ) -> Callable[[], DataFrame]:  # fmt: skip
@@ -212,10 +213,11 @@ class Audit:
         self.spark, self.config, self.scan = spark, config, scan
         self.tasks = stage_tasks(spark, scan.dump_bytes)
 
-    def decoded(self, table: str) -> DataFrame:
-        """A decoded table with the cluster of its broker directory ("" for none), broker
-        first and cluster last (the column order the written tables keep)."""
-        df = self.scan.table(table)
+    def decoded(self, table: str, topics: list[str] | None = None) -> DataFrame:
+        """A decoded table (of ``topics`` only, if given) with the cluster of its broker
+        directory ("" for none), broker first and cluster last (the column order the written
+        tables keep)."""
+        df = self.scan.table(table, topics)
         cluster = F.coalesce(F.col(CLUSTER), F.lit("")).alias(CLUSTER)
         others = [c for c in df.columns if c not in ("broker", CLUSTER)]
         return df.select("broker", *others, cluster)
@@ -263,7 +265,7 @@ class Audit:
             ]
             topics = replicated_topics(self.scan.replicas)  # where replicas can diverge
             if topics:
-                batches = self.decoded("batches").filter(F.col("topic").isin(*topics))
+                batches = self.decoded("batches", topics)
                 bounds = cleaned_bounds(self.scan.replicas)
                 cleaned = None
                 if bounds:

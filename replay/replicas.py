@@ -31,11 +31,14 @@ from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from replay.grouped import (
     COMMIT_COLUMNS,
     COORDINATOR_COLUMNS,
+    COORDINATOR_KINDS,
     COORDINATOR_SCHEMA,
+    GROUP_KINDS,
     GROUP_SCHEMA,
     LOG_ORDER,
     MARKER_COLUMNS,
     METADATA_COLUMNS,
+    PARTITION_KINDS,
     PARTITION_SCHEMA,
     TXN_LOG_ORDER,
     Facts,
@@ -70,6 +73,18 @@ REPLAY_TABLES = {
     "coordinated": pa.schema([*REPLICA_KEYS, *COORDINATOR_SCHEMA]),
     "grouped": pa.schema([*REPLICA_KEYS, *GROUP_SCHEMA]),
 }
+# the kinds of rows of each (their ``out``) and the columns each kind's rows fill
+REPLAY_KINDS = {"replayed": PARTITION_KINDS, "coordinated": COORDINATOR_KINDS,
+                "grouped": GROUP_KINDS}  # fmt: skip
+
+
+def kind_columns(table: str, kind: str) -> list[str]:
+    """The columns the rows of ``kind`` of the replay table ``table`` fill (:data:`REPLAY_KINDS`):
+    the replica's keys and the kind's own, in the table's order; ``out`` is the kind."""
+    own = {*(f.name for f in REPLICA_KEYS), *REPLAY_KINDS[table][kind].names}
+    return [f.name for f in REPLAY_TABLES[table] if f.name in own]
+
+
 # batch columns a replica's replay holds in memory; more go to a local spill file (_Spill)
 HOLD_BYTES = 64 << 20
 # the decoded tables of an internal topic's records the replay holds, and the columns it reads

@@ -6,7 +6,10 @@ jobs' scan all the same (:class:`replay.scan_task.ScanTask`: every file decoded 
 replica replayed in the task that reads it), run with ``mapInArrow``; what a task gives, its
 tables' batches and its report, leaves it as rows of (table, Arrow IPC stream) that Spark
 keeps in its cache (memory, then disk), and each table is read back from there by a
-``mapInArrow`` that opens the streams. So the session and the jobs replay alike, with the same
+``mapInArrow`` that opens the streams. A replay table's streams hold one kind of its rows
+each, with that kind's columns (:func:`replay.replicas.kind_columns`), and each kind is opened
+and kept on its own when a query first reads it: the stages after read a few of the kinds
+(the transactions, not the LSO changes), and a query of one kind converts only its rows. So the session and the jobs replay alike, with the same
 tasks, and a session's audit costs what the job's does rather than a plan of grouped replays
 over a data source.
 """
@@ -18,12 +21,14 @@ import json
 import queue
 import threading
 from collections.abc import Callable, Iterator
+from functools import reduce
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay.replicas import REPLAY_TABLES, ReplaySpec, ReplicaRow
+from replay.replicas import REPLAY_KINDS, REPLAY_TABLES, ReplaySpec, ReplicaRow, kind_columns
 from replay.scan_task import (
     DecodeOptions,
     ScanTask,
@@ -37,6 +42,7 @@ from replay.settings import AuditConfig
 from replay.tables import clusters_of, with_cluster
 
 REPORT = ""  # the ``table`` of a task's report row (its ``data``: the report as JSON)
+KIND_MARK = "/"  # between a replay table's name and a kind of its rows, in ``table``
 ROWS_SCHEMA = "table string, data binary"
 # a task's batches of one table wait for these many rows or bytes, then leave as one stream
 FLUSH_ROWS = 65_536
@@ -69,14 +75,46 @@ def parallelism(spark: SparkSession) -> int:
         return int(spark.conf.get("spark.default.parallelism", "0") or 0) or 2
 
 
-def spark_schemas(table: str):
-    """(Spark schema, its Arrow form as Spark exchanges it) of a table of an audit's scan."""
+def spark_schemas(table: str, kind: str | None = None):
+    """(Spark schema, its Arrow form as Spark exchanges it) of a table of an audit's scan, or
+    of its rows of one ``kind`` (a replay table's: :func:`replay.replicas.kind_columns`)."""
     from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
 
     from decoders.spark import _struct
 
     struct = _struct(audit_schema(table))
+    if kind is not None:
+        own = set(kind_columns(table, kind))
+        struct = StructType([f for f in struct.fields if f.name in own])
     return struct, to_arrow_schema(struct, timezone="UTC")
+
+
+def stream_keys(tables) -> dict[str, tuple[str, str | None]]:
+    """The ``table`` of each kind of stream a scan task gives: a decoded table's name, or a
+    replay table's and one kind of its rows -> (table, kind or None)."""
+    keys: dict[str, tuple[str, str | None]] = {}
+    for table in tables:
+        if table in REPLAY_KINDS:
+            keys.update({f"{table}{KIND_MARK}{k}": (table, k) for k in REPLAY_KINDS[table]})
+        else:
+            keys[table] = (table, None)
+    return keys
+
+
+def by_kind(table: str, batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """A batch a scan task gives, as (stream key, batch): a replay table's rows of each kind
+    with that kind's columns; a decoded table's as it is."""
+    kinds = REPLAY_KINDS.get(table)
+    if kinds is None:
+        yield table, batch
+        return
+    out = batch.column("out")
+    for kind in pc.unique(out).to_pylist():
+        if kind not in kinds:  # a replay gives no other: its rows would have no table
+            raise ValueError(f"rows of kind {kind!r} in the replay table {table}")
+        rows = batch.filter(pc.equal(out, kind))
+        yield f"{table}{KIND_MARK}{kind}", rows.select(kind_columns(table, kind))
 
 
 class CachedScan:
@@ -95,6 +133,7 @@ class CachedScan:
         self.spark, self.cached, self.spec = spark, [], spec
         self.background, self.pending = None, []
         self.opened: dict[str, DataFrame] = {}
+        self.opening = threading.Lock()
         files = decoders.discover(paths)
         self.dump_bytes = sum(f.size for f in files)
         left_out = [f for f in files if f.path in skip]
@@ -102,7 +141,9 @@ class CachedScan:
         opts = audit_options(files, config, spec)
         tasks = replica_tasks(files, config.range_bytes, 2 * parallelism(spark))
         self.schemas = {t: spark_schemas(t) for t in opts.tables}
-        arrow = {t: s[1] for t, s in self.schemas.items()}
+        streams = {key: spark_schemas(*of) for key, of in stream_keys(opts.tables).items()}
+        arrow = {key: s[1] for key, s in streams.items()}
+        self.streams = streams
 
         def scan(batches):  # no hints: Spark infers its UDF type from them
             settled()
@@ -122,31 +163,53 @@ class CachedScan:
         self.partitions = stage_tasks(spark, self.dump_bytes)
         self.extra = self._left_out(left_out, skip, spec)
 
-    def table(self, name: str) -> DataFrame:
-        """A table of the scan. The replays' tables, which the stages after read several
-        times each, are opened once and kept: every later read is Spark's own; a decoded table
-        is read once."""
+    def table(self, name: str, topics: list[str] | None = None) -> DataFrame:
+        """A table of the scan (of ``topics`` only, if given). The replays' tables, which the
+        stages after read several times each, are opened a kind of rows at a time when first
+        read, and kept: every later read is Spark's own; a decoded table is read once."""
         if name not in REPLAY_TABLES:
-            return self._open(name)
-        if name not in self.opened:
-            self.opened[name] = self._keep(self._open(name))
-        return self.opened[name]
+            return self._open(name, topics)
+        if topics is not None:
+            raise ValueError(f"{name} is read whole")
+        with self.opening:
+            if name not in self.opened:
+                kinds = [self._kind(name, kind) for kind in REPLAY_KINDS[name]]
+                self.opened[name] = reduce(DataFrame.unionByName, kinds)
+            return self.opened[name]
 
-    def _open(self, name: str) -> DataFrame:
-        struct, arrow = self.schemas[name]
+    def _kind(self, table: str, kind: str) -> DataFrame:
+        """A replay table's rows of one kind, kept when first read, in the table's columns: the
+        kind's own, ``out`` and null others as literals, so that a query of another kind
+        (``out = ...``) leaves them out before reading anything."""
+        kept = self._keep(self._open(f"{table}{KIND_MARK}{kind}"))
+        own = set(kept.columns)
+        return kept.select(*[
+            F.col(f.name) if f.name in own
+            else (F.lit(kind) if f.name == "out" else F.lit(None)).cast(f.dataType).alias(f.name)
+            for f in self.schemas[table][0].fields
+        ])  # fmt: skip
+
+    def _open(self, key: str, topics: list[str] | None = None) -> DataFrame:
+        struct, arrow = self.streams[key]
+        wanted = None if topics is None else pa.array(sorted(set(topics)), pa.string())
 
         def opened(batches):  # no hints: Spark infers its UDF type from them
             settled()
             for b in batches:
                 for data in b.column(0).to_pylist():
-                    yield from pa.ipc.open_stream(data)
+                    for batch in pa.ipc.open_stream(data):
+                        if wanted is not None:  # before Spark converts the rows
+                            batch = batch.filter(pc.is_in(batch.column("topic"), wanted))
+                        yield batch
 
-        rows = self.rows.filter(F.col("table") == name).select("data")
+        rows = self.rows.filter(F.col("table") == key).select("data")
         # as many partitions as the stages after run tasks (the scan's tasks keep the cores
         # busy; a table of a few rows per partition need not be read by as many)
         df = rows.coalesce(self.partitions).mapInArrow(opened, struct)
-        if name in self.extra:
-            df = df.unionByName(self.extra[name])
+        if key in self.extra:
+            df = df.unionByName(self.extra[key])
+            if topics is not None:
+                df = df.filter(F.col("topic").isin(*topics))
         return df
 
     def later(self, name: str, build: Callable[[], DataFrame], first: bool = False
@@ -203,32 +266,36 @@ class CachedScan:
 
 def task_rows(ranges, opts: DecodeOptions, arrow: dict[str, pa.Schema]) -> Iterator[pa.RecordBatch]:
     """One scan task's output as rows of (table, Arrow IPC stream): its tables' batches
-    gathered per table into streams of up to :data:`FLUSH_ROWS` rows or :data:`FLUSH_BYTES`,
-    then its report. The task runs on a thread of its own and hands its batches over in
+    gathered per table (a replay table's per kind of rows: :func:`by_kind`) into streams of up
+    to :data:`FLUSH_ROWS` rows or :data:`FLUSH_BYTES`, then its report; ``arrow``: each
+    stream's schema by key. The task runs on a thread of its own and hands its batches over in
     chunks through a queue (:func:`_handed_over`), so that what it holds is bounded however
     long the replays' output (the replays hand their rows on through a callback, a block at a
     time)."""
     pending: dict[str, list[pa.RecordBatch]] = {}
     held: dict[str, list[int]] = {}
+    tables: dict[str, str] = {}  # stream key -> its table
 
-    def stream(table: str) -> pa.RecordBatch:
-        rows = spark_rows(pending.pop(table), table, arrow[table])
-        held.pop(table)
+    def stream(key: str) -> pa.RecordBatch:
+        rows = spark_rows(pending.pop(key), tables[key], arrow[key])
+        held.pop(key)
         sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, arrow[table]) as w:
+        with pa.ipc.new_stream(sink, arrow[key]) as w:
             w.write_table(rows)
-        return _row(table, sink.getvalue().to_pybytes())
+        return _row(key, sink.getvalue().to_pybytes())
 
     report: list[TaskReport] = []
-    for table, batch in _handed_over(lambda give: report.append(ScanTask(opts, give).run(ranges))):
-        pending.setdefault(table, []).append(batch)
-        n = held.setdefault(table, [0, 0])
-        n[0] += batch.num_rows
-        n[1] += batch.get_total_buffer_size()
-        if n[0] >= FLUSH_ROWS or n[1] >= FLUSH_BYTES:
-            yield stream(table)
-    for table in list(pending):
-        yield stream(table)
+    for table, given in _handed_over(lambda give: report.append(ScanTask(opts, give).run(ranges))):
+        for key, batch in by_kind(table, given):
+            tables[key] = table
+            pending.setdefault(key, []).append(batch)
+            n = held.setdefault(key, [0, 0])
+            n[0] += batch.num_rows
+            n[1] += batch.get_total_buffer_size()
+            if n[0] >= FLUSH_ROWS or n[1] >= FLUSH_BYTES:
+                yield stream(key)
+    for key in list(pending):
+        yield stream(key)
     yield _row(REPORT, json.dumps(report[0].to_json()).encode())
 
 
