@@ -380,10 +380,21 @@ class Scratch:
             df = df.filter(F.col("topic").isin(*topics))
         return df.select(*self.opts.schemas[name][0].fieldNames())  # partition column in place
 
-    def later(self, name: str, build, first: bool = False):
+    def rows(self, table: str, kind: str):
+        """A replay table's rows of one kind (the scan wrote each kind's as row groups of
+        their own, which Spark's pushed-down filter skips to)."""
+        from pyspark.sql import functions as F
+
+        from replay.replicas import kind_columns
+
+        df = self.table(table).filter(F.col("out") == kind)
+        return df.select(*kind_columns(table, kind))
+
+    def later(self, name: str, build, first: bool = False, findings: bool = True):
         """``build()`` written under ``stash/<name>/`` on a background thread and read back;
         gives what waits for it. ``first``: its jobs in the pool that goes first
-        (:data:`jobs.session.POOLS`)."""
+        (:data:`jobs.session.POOLS`); ``findings`` does not matter: the job writes every
+        table."""
         from concurrent.futures import ThreadPoolExecutor
 
         from jobs.session import FIRST_POOL, STASH_POOL

@@ -61,9 +61,8 @@ from replay.leakage import OFFSET as LEAK_OFFSET
 from replay.leakage import TXN_COLUMNS as LEAK_TXN_COLUMNS
 from replay.remediation import target_of
 from replay.replicas import (
-    REPLAY_TABLES,
+    REPLAY_KINDS,
     REPLICA_BROKER,
-    REPLICA_KEYS,
     ReplaySpec,
     ReplicaRow,
     chosen_replicas,
@@ -90,15 +89,19 @@ class ScanOutput(Protocol):
     spec: ReplaySpec  # what the replay knew of the dump (its layout: replay.dumpinfo)
 
     def table(self, name: str, topics: list[str] | None = None) -> DataFrame:
-        """A table the scan gave: decoded (:data:`replay.scan_task.AUDIT_DECODED`, with the
-        cluster of each row's broker; of ``topics`` only, if given) or replayed
-        (:data:`replay.replicas.REPLAY_TABLES`)."""
+        """A decoded table the scan gave (:data:`replay.scan_task.AUDIT_DECODED`, with the
+        cluster of each row's broker), of ``topics`` only if given."""
 
-    def later(self, name: str, build: Callable[[], DataFrame], first: bool = False
-              ) -> Callable[[], DataFrame]:  # fmt: skip
+    def rows(self, table: str, kind: str) -> DataFrame:
+        """A replayed table's rows of one kind (:data:`replay.replicas.REPLAY_KINDS`): the
+        replica's keys and the kind's columns (:func:`replay.replicas.kind_columns`)."""
+
+    def later(self, name: str, build: Callable[[], DataFrame], first: bool = False,
+              findings: bool = True) -> Callable[[], DataFrame]:  # fmt: skip
         """An intermediate table several outputs read, computed once (written and read back,
         or cached); gives what waits for it. ``first``: the longest chain of the tables after
-        it, whose stages go before any other where the scheduler allows."""
+        it, whose stages go before any other where the scheduler allows; ``findings``: whether
+        the findings read it (a caller that may read only them need not compute it at once)."""
 
     def release(self) -> None:
         """Let go of what the scan and its intermediate tables hold."""
@@ -222,11 +225,12 @@ class Audit:
         others = [c for c in df.columns if c not in ("broker", CLUSTER)]
         return df.select("broker", *others, cluster)
 
-    def replayed(self, table: str, kept: tuple[tuple[str, ...], bool] | None) -> DataFrame:
-        """The rows the scan's tasks replayed into ``table`` (:data:`REPLAY_TABLES`), of the
-        chosen replicas only (``kept``, :func:`replica_filter`): filtered by a literal list,
-        where a join would add a broadcast job to every stage that reads them."""
-        rows = self.scan.table(table)
+    def replayed(self, table: str, kind: str, kept: tuple[tuple[str, ...], bool] | None
+                 ) -> DataFrame:  # fmt: skip
+        """The rows of ``kind`` the scan's tasks replayed into ``table`` (:data:`REPLAY_KINDS`),
+        of the chosen replicas only (``kept``, :func:`replica_filter`): filtered by a literal
+        list, where a join would add a broadcast job to every stage that reads them."""
+        rows = self.scan.rows(table, kind)
         if kept is not None:
             listed, excluded = kept
             key = F.concat_ws(
@@ -234,18 +238,25 @@ class Audit:
                 REPLICA_BROKER,
             )  # fmt: skip
             rows = rows.filter(~key.isin(*listed) if excluded else key.isin(*listed))
-        return rows.select(CLUSTER, *[f.name for f in REPLAY_TABLES[table]][len(REPLICA_KEYS) :])
+        return rows.select(CLUSTER, *REPLAY_KINDS[table][kind].names)
 
     # -- the plan ---------------------------------------------------------------------------------
     def run(self) -> Tables:
         kept = replica_filter(self.scan.replicas, chosen_replicas(self.scan.replicas))
-        part = self.replayed("replayed", kept)
-        coord = self.replayed("coordinated", kept)
-        groups = self.replayed("grouped", kept)
-        transactions = _split(part, "transaction", T.TRANSACTIONS)
-        partitions = _split(part, "partition", T.PARTITIONS)
-        coord_txns = _split(coord, "coord_txn", T.COORDINATOR_TXNS)
-        timeline = _split(groups, "timeline", T.TIMELINE)
+
+        def part(kind: str) -> DataFrame:  # a partition replay's rows of one kind
+            return self.replayed("replayed", kind, kept)
+
+        def coord(kind: str) -> DataFrame:  # the coordinators'
+            return self.replayed("coordinated", kind, kept)
+
+        def groups(kind: str) -> DataFrame:  # the groups'
+            return self.replayed("grouped", kind, kept)
+
+        transactions = part("transaction")
+        partitions = part("partition")
+        coord_txns = coord("coord_txn")
+        timeline = groups("timeline")
         # one task per producer id: a long-lived producer's judgement is the audit's longest chain
         cross = self.scan.later(
             "cross", lambda: self._cross_log(transactions, coord_txns, partitions), first=True
@@ -255,9 +266,9 @@ class Audit:
 
         def findings() -> DataFrame:
             found = [
-                _split(part, "finding", T.FINDINGS),
-                _split(coord, "finding", T.FINDINGS),
-                _split(groups, "finding", T.FINDINGS),
+                part("finding"),
+                coord("finding"),
+                groups("finding"),
                 _split(cross(), "finding", T.FINDINGS),
                 checks.integrity(self.decoded("errors")),
                 leaks(),
@@ -285,8 +296,9 @@ class Audit:
         all_counts = self.scan.later(
             "counts",
             lambda: self._counts(
-                part, cross(), routing, self._leakage_counts(transactions, routed)
+                part("count"), cross(), routing, self._leakage_counts(transactions, routed)
             ),
+            findings=False,
         )
 
         def counts() -> DataFrame:
@@ -298,13 +310,11 @@ class Audit:
         return Tables(
             {
                 "transactions": stamped(lambda: self._with_txn_ids(transactions, coord_txns)),
-                "producer_states": stamped(
-                    lambda: _split(part, "producer_state", T.PRODUCER_STATES)
-                ),
-                "lso_changes": stamped(lambda: _split(part, "lso", T.LSO_CHANGES)),
+                "producer_states": stamped(lambda: part("producer_state")),
+                "lso_changes": stamped(lambda: part("lso")),
                 "partitions": stamped(lambda: partitions),
                 "coordinator_transactions": stamped(lambda: coord_txns),
-                "group_generations": stamped(lambda: _split(groups, "generation", T.GENERATIONS)),
+                "group_generations": stamped(lambda: groups("generation")),
                 "offset_timeline": stamped(lambda: timeline),
                 # the decoding accounting, for the gate's data expectations: one row per file,
                 # one per rejected byte range
@@ -352,15 +362,15 @@ class Audit:
         check = F.when(F.col("_seen") > 0, F.lit(C.LEAKAGE_JUDGED)).otherwise(C.LEAKAGE_NO_COMMITS)
         return per.select(*keys, check.alias("check"), F.col("count").cast("long"))
 
-    def _counts(self, part: DataFrame, cross: DataFrame, routing: DataFrame | None,
+    def _counts(self, counted: DataFrame, cross: DataFrame, routing: DataFrame | None,
                 leakage: DataFrame) -> DataFrame:  # fmt: skip
-        """Every check count (the replays', the cross-log judge's, the commits' routing to a
-        re-created topic's incarnations, the layout's and the replicas' made on the driver), by
+        """Every check count (the replays' ``counted``, the cross-log judge's, the commits'
+        routing to a re-created topic's incarnations, the layout's and the replicas' made on the driver), by
         cluster, partition and check."""
         from replay.coverage import replica_counts
 
         driver = self._layout().counts + replica_counts(self.scan.replicas)
-        found = [_split(part, "count", T.CHECK_COUNTS), _split(cross, "count", T.CHECK_COUNTS)]
+        found = [counted, _split(cross, "count", T.CHECK_COUNTS)]
         found.append(leakage)
         if routing is not None:
             found.append(routing)

@@ -8,8 +8,8 @@ tables' batches and its report, leaves it as rows of (table, Arrow IPC stream) t
 keeps in its cache (memory, then disk), and each table is read back from there by a
 ``mapInArrow`` that opens the streams. A replay table's streams hold one kind of its rows
 each, with that kind's columns (:func:`replay.replicas.kind_columns`), and each kind is opened
-and kept on its own when a query first reads it: the stages after read a few of the kinds
-(the transactions, not the LSO changes), and a query of one kind converts only its rows. So the session and the jobs replay alike, with the same
+and kept on its own when the plan first asks for it: counting the findings converts the
+transactions, never the LSO changes. So the session and the jobs replay alike, with the same
 tasks, and a session's audit costs what the job's does rather than a plan of grouped replays
 over a data source.
 """
@@ -21,7 +21,6 @@ import json
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from functools import reduce
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -152,10 +151,10 @@ class CachedScan:
                     yield from task_rows(tasks[i], opts, arrow)
 
         n = max(len(tasks), 1)
-        self.rows = self._keep(spark.range(0, len(tasks), 1, n).mapInArrow(scan, ROWS_SCHEMA))
+        self.output = self._keep(spark.range(0, len(tasks), 1, n).mapInArrow(scan, ROWS_SCHEMA))
         reports = [
             TaskReport.from_json(json.loads(r["data"]))
-            for r in self.rows.filter(F.col("table") == REPORT).select("data").collect()
+            for r in self.output.filter(F.col("table") == REPORT).select("data").collect()
         ]
         self.replicas: list[ReplicaRow] = [row for r in reports for row in r.replicas]
         from replay.plan import stage_tasks
@@ -164,30 +163,19 @@ class CachedScan:
         self.extra = self._left_out(left_out, skip, spec)
 
     def table(self, name: str, topics: list[str] | None = None) -> DataFrame:
-        """A table of the scan (of ``topics`` only, if given). The replays' tables, which the
-        stages after read several times each, are opened a kind of rows at a time when first
-        read, and kept: every later read is Spark's own; a decoded table is read once."""
-        if name not in REPLAY_TABLES:
-            return self._open(name, topics)
-        if topics is not None:
-            raise ValueError(f"{name} is read whole")
-        with self.opening:
-            if name not in self.opened:
-                kinds = [self._kind(name, kind) for kind in REPLAY_KINDS[name]]
-                self.opened[name] = reduce(DataFrame.unionByName, kinds)
-            return self.opened[name]
+        """A decoded table of the scan (of ``topics`` only, if given), read once."""
+        if name in REPLAY_TABLES:
+            raise ValueError(f"{name} is read a kind of rows at a time (rows)")
+        return self._open(name, topics)
 
-    def _kind(self, table: str, kind: str) -> DataFrame:
-        """A replay table's rows of one kind, kept when first read, in the table's columns: the
-        kind's own, ``out`` and null others as literals, so that a query of another kind
-        (``out = ...``) leaves them out before reading anything."""
-        kept = self._keep(self._open(f"{table}{KIND_MARK}{kind}"))
-        own = set(kept.columns)
-        return kept.select(*[
-            F.col(f.name) if f.name in own
-            else (F.lit(kind) if f.name == "out" else F.lit(None)).cast(f.dataType).alias(f.name)
-            for f in self.schemas[table][0].fields
-        ])  # fmt: skip
+    def rows(self, table: str, kind: str) -> DataFrame:
+        """A replay table's rows of one kind, opened when first asked for and kept: the
+        stages after read each several times, and every later read is Spark's own."""
+        key = f"{table}{KIND_MARK}{kind}"
+        with self.opening:  # the background builds ask too
+            if key not in self.opened:
+                self.opened[key] = self._keep(self._open(key))
+            return self.opened[key]
 
     def _open(self, key: str, topics: list[str] | None = None) -> DataFrame:
         struct, arrow = self.streams[key]
@@ -202,7 +190,7 @@ class CachedScan:
                             batch = batch.filter(pc.is_in(batch.column("topic"), wanted))
                         yield batch
 
-        rows = self.rows.filter(F.col("table") == key).select("data")
+        rows = self.output.filter(F.col("table") == key).select("data")
         # as many partitions as the stages after run tasks (the scan's tasks keep the cores
         # busy; a table of a few rows per partition need not be read by as many)
         df = rows.coalesce(self.partitions).mapInArrow(opened, struct)
@@ -212,16 +200,21 @@ class CachedScan:
                 df = df.filter(F.col("topic").isin(*topics))
         return df
 
-    def later(self, name: str, build: Callable[[], DataFrame], first: bool = False
-              ) -> Callable[[], DataFrame]:  # fmt: skip
-        """``build()`` kept, and computed at once on a background thread of the driver: the
-        cross-log and leakage stages run side by side with each other and with the planning
-        of the tables that read them, as the job's do (a small dump's Spark jobs are mostly
-        latency); a query that reads it meanwhile waits for its cached pieces."""
+    def later(self, name: str, build: Callable[[], DataFrame], first: bool = False,
+              findings: bool = True) -> Callable[[], DataFrame]:  # fmt: skip
+        """``build()`` kept, and computed at once on a background thread of the driver if the
+        findings read it: the cross-log and leakage stages run side by side with each other
+        and with the planning of the tables that read them, as the job's do (a small dump's
+        Spark jobs are mostly latency); a query that reads it meanwhile waits for its cached
+        pieces. What only other tables read (the checks' counts) is planned and kept when
+        one of them is first asked for: a caller that counts the findings pays nothing for
+        it."""
         from concurrent.futures import ThreadPoolExecutor
 
         from pyspark.util import inheritable_thread_target
 
+        if not findings:
+            return _once(lambda: self._keep(build()))
         df = self._keep(build())
         if self.background is None:
             self.background = ThreadPoolExecutor(2, thread_name_prefix="logreplay-later")
@@ -262,6 +255,19 @@ class CachedScan:
             made = spark_rows(t.to_batches(), table, self.schemas[table][1])
             out[table] = self.spark.createDataFrame(made)
         return out
+
+
+def _once(make: Callable[[], DataFrame]) -> Callable[[], DataFrame]:
+    """``make`` called by the first caller only (whichever thread), its result given to all."""
+    lock, made = threading.Lock(), []
+
+    def get() -> DataFrame:
+        with lock:
+            if not made:
+                made.append(make())
+            return made[0]
+
+    return get
 
 
 def task_rows(ranges, opts: DecodeOptions, arrow: dict[str, pa.Schema]) -> Iterator[pa.RecordBatch]:
