@@ -26,7 +26,7 @@ from replay.findings import finding
 from replay.groups import GroupsReplay
 from replay.partition import Config, PartitionReplay
 
-# each replay's kinds of rows (the ``out`` of each row) and the table each kind's rows are
+# each replay's kinds of rows (a row's ``out``) and the table the rows of each kind belong to
 PARTITION_KINDS = {
     "finding": T.FINDINGS, "transaction": T.TRANSACTIONS, "producer_state": T.PRODUCER_STATES,
     "lso": T.LSO_CHANGES, "partition": T.PARTITIONS, "count": T.CHECK_COUNTS,

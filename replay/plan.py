@@ -365,8 +365,8 @@ class Audit:
     def _counts(self, counted: DataFrame, cross: DataFrame, routing: DataFrame | None,
                 leakage: DataFrame) -> DataFrame:  # fmt: skip
         """Every check count (the replays' ``counted``, the cross-log judge's, the commits'
-        routing to a re-created topic's incarnations, the layout's and the replicas' made on the driver), by
-        cluster, partition and check."""
+        routing to a re-created topic's incarnations, the layout's and the replicas' made on
+        the driver), by cluster, partition and check."""
         from replay.coverage import replica_counts
 
         driver = self._layout().counts + replica_counts(self.scan.replicas)
