@@ -271,6 +271,16 @@ def _basename(fs, p: str) -> str:
 
 
 def _relpath(fs, p: str, start: str) -> str:
+    """``p`` relative to ``start``, as ``os.path.relpath`` (``posixpath.relpath`` on a
+    filesystem) gives it. A listing's paths are its root joined with normalised names: their
+    remainder is the answer, without relpath's two absolute paths per call (43,000 files of a
+    dump took 0.8 s)."""
+    sep = os.sep if fs is None else "/"
+    if start and p.startswith(start) and p[len(start) : len(start) + 1] == sep:
+        rest = p[len(start) + 1 :]
+        norm = os.path.normpath(rest) if fs is None else posixpath.normpath(rest)
+        if rest and norm == rest and rest != ".." and not rest.startswith(".." + sep):
+            return rest
     return os.path.relpath(p, start) if fs is None else posixpath.relpath(p, start or "/")
 
 

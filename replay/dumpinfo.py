@@ -42,9 +42,10 @@ class LayoutFacts:
 
 
 def layout_facts(paths: list[str], explicit: str | None = None,
-                 mapping: dict[str, str] | None = None) -> LayoutFacts:  # fmt: skip
-    """The layout of the dump at ``paths``, with the configuration's cluster names."""
-    files, layout = dump_layout(paths)
+                 mapping: dict[str, str] | None = None, listed=None) -> LayoutFacts:  # fmt: skip
+    """The layout of the dump at ``paths``, with the configuration's cluster names;
+    ``listed``: what ``decoders.layout.dump_layout(paths)`` gave, if the caller has it."""
+    files, layout = listed if listed is not None else dump_layout(paths)
     renamed = _configured(files, layout, explicit, mapping or {})
     clusters = {f.info.broker: renamed(f) for f in files if f.info.broker is not None}
     described = layout.describe()
@@ -121,11 +122,12 @@ def _stale_findings(layout: Layout, renamed, files: list[DumpFile]) -> list[dict
     return out
 
 
-def cleaner_checkpoints(paths: list[str]) -> dict[str, int]:
+def cleaner_checkpoints(paths: list[str], files=None) -> dict[str, int]:
     """`cleaner-offset-checkpoint` of every log dir: how far the cleaner has been, per replica
-    (docs/formats.md 10.8), as ``"broker|topic|partition" -> offset``. A few short text files."""
+    (docs/formats.md 10.8), as ``"broker|topic|partition" -> offset``. A few short text files;
+    ``files``: the dump's files, if the caller has listed them."""
     out = {}
-    for f in discover(paths):
+    for f in discover(paths) if files is None else files:
         if not f.path.endswith("cleaner-offset-checkpoint"):
             continue
         try:

@@ -154,12 +154,14 @@ class ReplicaRow:
 def replay_spec(paths: list[str], config) -> ReplaySpec:
     """What the scan's tasks need to replay the replicas they read, from the configuration
     (a :class:`replay.settings.AuditConfig`) and the small files read on the driver."""
+    from decoders.layout import dump_layout
     from replay.dumpinfo import cleaner_checkpoints, layout_facts
 
-    layout = layout_facts(paths, config.cluster, config.clusters)
+    listed = dump_layout(paths)  # listed once: a dump of 10,000 partitions is 40,000 files
+    layout = layout_facts(paths, config.cluster, config.clusters, listed)
     return ReplaySpec(
         facts=config.facts(),
-        cleaned=cleaner_checkpoints(paths),
+        cleaned=cleaner_checkpoints(paths, listed[0]),
         compacted=frozenset(config.compacted_topics()),
         clusters=layout.clusters,
         broadcast=frozenset(config.declared_broadcast()),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import uuid
 
 import pytest
@@ -283,3 +284,23 @@ def test_production_layouts_over_ten_seeds(tmp_path):
             found += len(res["found"])
             false += len([f for f in result["findings"] if at_least(f["severity"], "warning")]) - len(res["found"])  # fmt: skip
     assert false == 0 and found == 30
+
+
+@pytest.mark.parametrize(
+    "start", ["/d/dump", "/d/dump/", "dump", "./dump", "/", "/d/x/../dump", ""]
+)
+@pytest.mark.parametrize(
+    "rest", ["b-1/t-0/0.log", "b-1//t-0/0.log", "b-1/./t-0", "../t-0/0.log", "..", "b/../c", "x"]
+)
+def test_a_listed_path_is_made_relative_as_relpath_makes_it(start, rest):
+    """decoders.layout._relpath's shortcut (a listing's root joined with its names) gives what
+    os.path.relpath and posixpath.relpath give, whatever the root and the names."""
+    import posixpath
+
+    from decoders.layout import _relpath
+
+    if not start:
+        return  # relpath refuses an empty start; the listing never passes one
+    p = start + rest if start.endswith("/") else f"{start}/{rest}"
+    assert _relpath(None, p, start) == os.path.relpath(p, start)
+    assert _relpath(object(), p, start) == posixpath.relpath(p, start)
