@@ -209,7 +209,7 @@ def _keys(t):
 def row_groups_of(file, out: str | None) -> list[int]:
     """The row groups of a scratch file that may hold rows of kind ``out`` (all of them for
     None): the scan writes each kind of a replay table's rows as row groups of their own
-    (jobs.scan.by_kind), whose statistics say so."""
+    (replay.replicas.kinds_apart), whose statistics say so."""
     meta = file.metadata
     every = list(range(meta.num_row_groups))
     if out is None or "out" not in file.schema_arrow.names:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from decoders.planning import SPLITTABLE, ByteRange, pack, split
-from replay.replicas import REPLAY_TABLES
+from replay.replicas import REPLAY_TABLES, kinds_apart
 from replay.scan_task import (
     ByteTotals,
     DecodeOptions,
@@ -189,7 +189,8 @@ class TaskTables:
             self.sinks[table] = _TaskFiles(self.base, table, self.task, self.attempt, self.key,
                                            arrow, self.opts.partition_by[table])  # fmt: skip
         converted = _converted(batches, table, self.opts)
-        for rows in by_kind(converted) if table in REPLAY_TABLES else (converted,):
+        kinds = kinds_apart(converted) if table in REPLAY_TABLES else [(None, converted)]
+        for _, rows in kinds:
             self.sinks[table].write(rows)
         if first and self.kill:
             from decoders import seams
@@ -225,19 +226,6 @@ def scan_ranges(ranges, opts: ScanOptions, base: str, key: str, task: int, attem
         raise
     report.files = out.close()
     return report
-
-
-def by_kind(rows):
-    """A replay table's rows, each kind (its ``out`` column: the output table they belong to)
-    apart, in their order: written as row groups of one kind each, whose statistics let a
-    reader of one kind (Spark's pushed-down filter, jobs.copies) skip the others' row groups
-    (a long-lived producer's partition replay gives two LSO changes per transaction)."""
-    import pyarrow.compute as pc
-
-    kinds = pc.unique(rows.column("out")).to_pylist()
-    if len(kinds) == 1:
-        return [rows]
-    return [rows.filter(pc.equal(rows.column("out"), kind)) for kind in sorted(kinds)]
 
 
 def _converted(batches: list, table: str, opts: ScanOptions):

@@ -85,6 +85,18 @@ def kind_columns(table: str, kind: str) -> list[str]:
     return [f.name for f in REPLAY_TABLES[table] if f.name in own]
 
 
+def kinds_apart(rows):
+    """A replay table's rows (a table or a batch) as ``[(kind, its rows)]``, each kind (its
+    ``out``) apart, kinds in sorted order and each kind's rows in their order: the job's scan
+    writes each as row groups of their own (jobs.scan), a session's as streams of their own
+    (replay.session_scan), so that a reader of one kind skips the others."""
+    out = rows.column("out")
+    kinds = sorted(pc.unique(out).to_pylist())
+    if len(kinds) == 1:
+        return [(kinds[0], rows)]
+    return [(kind, rows.filter(pc.equal(out, kind))) for kind in kinds]
+
+
 # batch columns a replica's replay holds in memory; more go to a local spill file (_Spill)
 HOLD_BYTES = 64 << 20
 # the decoded tables of an internal topic's records the replay holds, and the columns it reads

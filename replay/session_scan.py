@@ -27,7 +27,14 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from replay.replicas import REPLAY_KINDS, REPLAY_TABLES, ReplaySpec, ReplicaRow, kind_columns
+from replay.replicas import (
+    REPLAY_KINDS,
+    REPLAY_TABLES,
+    ReplaySpec,
+    ReplicaRow,
+    kind_columns,
+    kinds_apart,
+)
 from replay.scan_task import (
     DecodeOptions,
     ScanTask,
@@ -108,11 +115,9 @@ def by_kind(table: str, batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordB
     if kinds is None:
         yield table, batch
         return
-    out = batch.column("out")
-    for kind in pc.unique(out).to_pylist():
+    for kind, rows in kinds_apart(batch):
         if kind not in kinds:  # a replay gives no other: its rows would have no table
             raise ValueError(f"rows of kind {kind!r} in the replay table {table}")
-        rows = batch.filter(pc.equal(out, kind))
         yield f"{table}{KIND_MARK}{kind}", rows.select(kind_columns(table, kind))
 
 
@@ -132,17 +137,17 @@ class CachedScan:
         self.spark, self.cached, self.spec = spark, [], spec
         self.background, self.pending = None, []
         self.opened: dict[str, DataFrame] = {}
-        self.opening = threading.Lock()
+        self.opening = threading.Lock()  # the background builds open kinds of rows too
         files = decoders.discover(paths)
         self.dump_bytes = sum(f.size for f in files)
         left_out = [f for f in files if f.path in skip]
         files = [f for f in files if f.path not in skip]
         opts = audit_options(files, config, spec)
         tasks = replica_tasks(files, config.range_bytes, 2 * parallelism(spark))
-        self.schemas = {t: spark_schemas(t) for t in opts.tables}
-        streams = {key: spark_schemas(*of) for key, of in stream_keys(opts.tables).items()}
-        arrow = {key: s[1] for key, s in streams.items()}
-        self.streams = streams
+        # each stream's (Spark schema, Arrow schema), by key: a decoded table's name, or a
+        # replay table's and a kind of its rows
+        self.streams = {key: spark_schemas(*of) for key, of in stream_keys(opts.tables).items()}
+        arrow = {key: s[1] for key, s in self.streams.items()}
 
         def scan(batches):  # no hints: Spark infers its UDF type from them
             settled()
@@ -252,7 +257,7 @@ class CachedScan:
                 continue
             t = from_rows(table, rows)
             t = with_cluster(t, clusters_of(t.column("broker"), spec.clusters))
-            made = spark_rows(t.to_batches(), table, self.schemas[table][1])
+            made = spark_rows(t.to_batches(), table, self.streams[table][1])
             out[table] = self.spark.createDataFrame(made)
         return out
 

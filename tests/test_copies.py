@@ -143,17 +143,17 @@ def test_a_copy_joins_its_lookup_by_cluster_and_producer_in_the_rows_order(tmp_p
 
 def test_a_copy_reads_only_the_row_groups_of_its_kind(tmp_path):
     """The scan writes each kind of a replay table's rows as row groups of their own
-    (jobs.scan.by_kind, each kind in its rows' order): a copy of one kind reads its row groups
+    (replay.replicas.kinds_apart, each kind in its rows' order): a copy of one kind reads its row groups
     only, and a file written before (kinds mixed in a row group) is read whole."""
     from jobs.copies import row_groups_of
-    from jobs.scan import by_kind
+    from replay.replicas import kinds_apart
 
     rows = [_row("1", out, pid) for out, pid in
             [("lso", 1), ("producer_state", 2), ("lso", 3), ("producer_state", 4)]]  # fmt: skip
     mixed = pa.Table.from_batches([_replayed(rows)])
     path = tmp_path / "p0.parquet"
     with pq.ParquetWriter(path, mixed.schema) as w:
-        for piece in by_kind(mixed):
+        for _, piece in kinds_apart(mixed):
             w.write_table(piece)
     file = pq.ParquetFile(path)
     assert file.metadata.num_row_groups == 2
