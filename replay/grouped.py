@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from replay import coverage as C
 from replay import tables as T
+from replay.carried import carried_row
 from replay.coordinator import CoordinatorReplay
 from replay.crosslog import Anchor, Bounds
 from replay.findings import finding
@@ -30,6 +31,7 @@ from replay.partition import Config, PartitionReplay
 PARTITION_KINDS = {
     "finding": T.FINDINGS, "transaction": T.TRANSACTIONS, "producer_state": T.PRODUCER_STATES,
     "lso": T.LSO_CHANGES, "partition": T.PARTITIONS, "count": T.CHECK_COUNTS,
+    "carried": T.REPLAY_STATES,
 }  # fmt: skip
 COORDINATOR_KINDS = {"finding": T.FINDINGS, "coord_txn": T.COORDINATOR_TXNS}
 GROUP_KINDS = {"finding": T.FINDINGS, "generation": T.GENERATIONS, "timeline": T.TIMELINE}
@@ -127,7 +129,9 @@ def replay_partition(
         "last_timestamp": r.last_timestamp, "complete_from": r.complete_from(),
         "copy_end_timestamp": r.copy_end_timestamp(),
     }  # fmt: skip
-    for kind, these in (("finding", findings), ("partition", [summary]), ("count", counts)):
+    carried = carried_row(r, broker)
+    for kind, these in (("finding", findings), ("partition", [summary]), ("count", counts),
+                        ("carried", [carried])):  # fmt: skip
         for row in these:
             rows.add(kind, row)
     rows.close()

@@ -99,7 +99,8 @@ def _plain(table: pa.Table) -> list[dict]:
 
 def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dict[str, list[dict]]:
     """Replay a dump in this process; rows by table name (findings, transactions, partitions,
-    coordinator_transactions, offset_timeline, checks), each row with its ``cluster``."""
+    coordinator_transactions, offset_timeline, replay_states, checks), each row with its
+    ``cluster``."""
     config = AuditConfig.of(conf)
     spec = replay_spec(paths, config)
     tables, chosen, replicas = scanned(paths, config, spec)
@@ -133,6 +134,7 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
         "partitions": partitions,
         "coordinator_transactions": coord_txns,
         "offset_timeline": timeline,
+        "replay_states": _rows(part, "carried", T.REPLAY_STATES),
         "checks": checks,
         "coverage": _coverage(checks, replicas),
         "layout": spec.layout.described,

@@ -49,9 +49,12 @@ BATCH_COLUMNS = (
     "topic", "partition", "base_offset", "last_offset", "producer_id", "producer_epoch",
     "base_sequence", "last_sequence", "record_count", "is_transactional", "is_control",
     "control_type", "coordinator_epoch", "max_timestamp", "magic", "crc_valid",
-    "has_delete_horizon", "file", "position",
+    "has_delete_horizon", "file", "position", "crc",
 )  # fmt: skip
 
+
+# (highest offset, file, position, base offset, stored CRC) of the batch that reaches it
+Highest = tuple[int, str | None, int | None, int | None, int | None]
 
 OVERLAPS_REPORTED = 20  # offset_overlap findings per partition; the rest only counted
 
@@ -151,8 +154,10 @@ class PartitionReplay:
         # coverage's "transactions" family counts them as judged by what the cleaner left
         self.cleaned_markers = [0, 0]
         self.first_timestamp: int | None = None  # of the first piece (its earliest batches)
-        # the highest offset of the CRC-valid batches so far (in offset order), and where it is
-        self.highest: tuple[int, str | None, int | None] = (-1, None, None)
+        # the highest offset of the CRC-valid batches so far (in offset order), and the batch
+        # that reaches it: its file, position, base offset and stored CRC (where a later run
+        # goes on from: replay.carried)
+        self.highest: Highest = (-1, None, None, None, None)
         self.overlaps = 0  # batches reusing offsets a batch before them holds
 
     # -- the walk ---------------------------------------------------------------------------------
@@ -252,7 +257,8 @@ class PartitionReplay:
         top = int(np.argmax(np.maximum(last, base)))
         if int(reach[-1]) > self.highest[0]:
             r = t.slice(int(rows[top]), 1).to_pylist()[0]
-            self.highest = (int(reach[-1]), r.get("file"), r.get("position"))
+            self.highest = (int(reach[-1]), r.get("file"), r.get("position"), r["base_offset"],
+                            r.get("crc"))  # fmt: skip
 
     def _report_overlaps(self, t: pa.Table, rows, bad, before) -> None:
         for i in bad.tolist():

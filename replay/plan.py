@@ -316,6 +316,9 @@ class Audit:
                 "coordinator_transactions": stamped(lambda: coord_txns),
                 "group_generations": stamped(lambda: groups("generation")),
                 "offset_timeline": stamped(lambda: timeline),
+                # where each partition's replay ended, and its state: what a later run goes
+                # on from (replay.carried)
+                "replay_states": lambda: part("carried"),
                 # the decoding accounting, for the gate's data expectations: one row per file,
                 # one per rejected byte range
                 "segments": lambda: self.decoded("segments"),
@@ -629,6 +632,7 @@ def _copies(kept: tuple[tuple[str, ...], bool] | None) -> dict[str, Copied]:
         ("coordinator_transactions", "coordinated", "coord_txn", T.COORDINATOR_TXNS),
         ("group_generations", "grouped", "generation", T.GENERATIONS),
         ("offset_timeline", "grouped", "timeline", T.TIMELINE),
+        ("replay_states", "replayed", "carried", T.REPLAY_STATES),
     ):
         columns = [CLUSTER, *schema.names]
         copies[name] = Copied(source, _copied_schema(source, columns), out, kept)

@@ -160,6 +160,25 @@ PARTITIONS = _schema(
     """
 )
 
+REPLAY_STATES = _schema(
+    """
+    topic                str       topic
+    partition            i32       partition
+    broker               str       the replica replayed (the most complete one)
+    log_end_offset       i64       last offset + 1: a later run goes on from here
+    last_batch_offset    i64       base offset of the batch that reaches the log end offset
+    last_batch_crc       i64       its stored CRC: a later copy holds the same batch there, or
+                                   the log changed below the point (truncation, a restore)
+    segment_base_offset  i64       base offset of the segment holding that batch (its file name)
+    segment_position     i64       the batch's byte position in that segment
+    state_version        i32       layout of ``state`` (replay.carried.STATE_VERSION)
+    state                str       JSON: what the partition's replay goes on from: per producer
+                                   its epoch, last five batches, recent sequence ranges,
+                                   coordinator epoch and open transaction; the log's start, end,
+                                   holes, cleaned range and latest timestamps (replay.carried)
+    """
+)
+
 COORDINATOR_TXNS = _schema(
     """
     transactional_id     str       transactional id
@@ -258,6 +277,7 @@ DERIVED = {
     "coordinator_transactions": COORDINATOR_TXNS,
     "group_generations": GENERATIONS,
     "offset_timeline": TIMELINE,
+    "replay_states": REPLAY_STATES,
 }
 
 TIMESTAMP_COLUMNS = {

@@ -1,0 +1,257 @@
+"""A partition replay's state at a point of its log, carried from one run to the next.
+
+A broker never replays a partition from its first batch: it loads the producer state of its
+latest snapshot and replays what follows (``ProducerStateManager.loadFromSnapshot``, then
+``UnifiedLog.rebuildProducerState`` from the snapshot's offset). A scheduled audit that reads
+only the bytes a previous run did not has to do the same, and needs more than Kafka's snapshot
+holds: a snapshot keeps each producer's last batch, where the replay also keeps the last five
+(to tell a resent batch from a gap, as ``ProducerStateEntry.batchMetadata`` does in memory) and
+its recent sequence ranges (``replay.producer_state.RecentRanges``), the open transaction's
+data so far (records, batches, first timestamp, what it pins behind the LSO), and what the
+partition's rules read of the log before (its start and end, holes, the cleaner's reach, the
+latest timestamps, the highest offset seen, the coverage counts).
+
+:func:`carry` gives all of that as one JSON-safe document; :func:`resume` makes a replay that
+goes on from it. Replaying a log whole, or its first part, carrying the state through JSON and
+replaying the rest from it, gives the same findings, transactions, LSO changes, open
+transactions, producer states and summary (``tests/test_carried_state.py``, over every
+simulated scenario and production-shaped traffic, cut at random points).
+
+What is not carried, and why:
+
+- the rows already handed on (findings, transactions, LSO changes): the run that judged them
+  published them;
+- the ABORTs kept for the aborted-transaction index check (9.3) and the producer states at
+  snapshot offsets: both are checked against the files of the run that reads them;
+- the run's configuration: the next run's applies (a state made under another
+  ``producer_id_expiration_ms`` is refused by the run, not here).
+
+What the state holds grows with the producers the partition has seen (each with at most
+:data:`replay.producer_state.RECENT_RANGES` sequence ranges), as the replay's own memory
+does within a run: never with the number of batches or transactions.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import posixpath
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from decoders.layout import DumpFile, classify
+from decoders.planning import ByteRange
+from replay.partition import Config, PartitionReplay
+from replay.producer_state import NUM_BATCHES_TO_RETAIN, Producer, RecentRanges
+
+# the layout of a carried state: a run refuses a state of another layout
+STATE_VERSION = 1
+
+# what a partition replay reads of the log before the point it goes on from
+PARTITION_FIELDS = (
+    "log_start", "log_end", "last_timestamp", "data_records", "cleaned_upto", "hole_end",
+    "last_marker_timestamp", "last_batch_timestamp", "first_timestamp", "overlaps",
+)  # fmt: skip
+# the open transaction's fields (replay.partition.PartitionReplay._data)
+TXN_FIELDS = (
+    "producer_epoch", "first_offset", "last_offset", "record_count", "batches",
+    "first_timestamp", "records_before", "bound_timestamp",
+)  # fmt: skip
+
+
+def carry(replay: PartitionReplay) -> dict[str, Any]:
+    """The replay's state after the last batch it was given, as plain JSON values."""
+    return {
+        "version": STATE_VERSION,
+        "topic": replay.topic,
+        "partition": replay.partition,
+        **{name: getattr(replay, name) for name in PARTITION_FIELDS},
+        "sequence_batches": list(replay.sequence_batches),
+        "cleaned_markers": list(replay.cleaned_markers),
+        "highest": list(replay.highest),
+        "producers": [_producer(pid, p) for pid, p in sorted(replay.producers.items())],
+    }
+
+
+def carried_row(replay: PartitionReplay, broker: str | None) -> dict[str, Any]:
+    """The ``replay_states`` row (replay.tables.REPLAY_STATES) of a replica's replay at its
+    end: where a later run goes on from (the batch that reaches the log end: its segment,
+    position and CRC, which that run finds again in its own copy of the log) and the state."""
+    _reach, file, position, base_offset, crc = replay.highest
+    segment = None
+    if file is not None:
+        kind, segment = classify(posixpath.basename(str(file).replace("\\", "/")))
+        segment = segment if kind == "log" else None
+    return {
+        "topic": replay.topic,
+        "partition": replay.partition,
+        "broker": broker,
+        "log_end_offset": replay.log_end,
+        "last_batch_offset": base_offset,
+        "last_batch_crc": crc,
+        "segment_base_offset": segment,
+        "segment_position": position,
+        "state_version": STATE_VERSION,
+        "state": json.dumps(carry(replay), separators=(",", ":")),
+    }
+
+
+def resume(
+    state: dict[str, Any],
+    config: Config | None = None,
+    emit: Callable[[str, dict], None] | None = None,
+    emit_table: Callable[[str, pa.Table], None] | None = None,
+    cleaned_upto: int = 0,
+) -> PartitionReplay:
+    """A replay of ``state``'s partition that goes on from it: give it the batches after the
+    state's log end (:meth:`PartitionReplay.run_in_order`); ``cleaned_upto``: where the
+    cleaner's leftovers among them end (:func:`replay.partition.cleaner_leftovers_end`), if
+    above the state's."""
+    if state.get("version") != STATE_VERSION:
+        raise ValueError(
+            f"a carried partition state of layout {state.get('version')!r}, "
+            f"not {STATE_VERSION}: replay the partition from its log start"
+        )
+    replay = PartitionReplay(state["topic"], state["partition"], config, 0, emit, emit_table)
+    for name in PARTITION_FIELDS:
+        setattr(replay, name, state[name])
+    replay.cleaned_upto = max(state["cleaned_upto"], cleaned_upto)
+    replay.sequence_batches = list(state["sequence_batches"])
+    replay.cleaned_markers = list(state["cleaned_markers"])
+    replay.highest = tuple(state["highest"])
+    replay.producers = {e["producer_id"]: _producer_of(e) for e in state["producers"]}
+    return replay
+
+
+def _producer(pid: int, p: Producer) -> dict[str, Any]:
+    return {
+        "producer_id": pid,
+        "epoch": p.epoch,
+        "batches": [list(b) for b in p.batches],
+        "recent": [[first, last, offset] for (first, last), offset in p.recent.ranges.items()],
+        "recent_highest": p.recent.highest,
+        "coordinator_epoch": p.coordinator_epoch,
+        "txn": None if p.txn is None else {k: p.txn.get(k) for k in TXN_FIELDS},
+        "last_timestamp": p.last_timestamp,
+        "sequences_known": p.sequences_known,
+    }
+
+
+def _producer_of(e: dict[str, Any]) -> Producer:
+    recent = RecentRanges()
+    recent.ranges = collections.OrderedDict(((f, last), o) for f, last, o in e["recent"])
+    recent.highest = e["recent_highest"]
+    return Producer(
+        epoch=e["epoch"],
+        batches=collections.deque((tuple(b) for b in e["batches"]), maxlen=NUM_BATCHES_TO_RETAIN),
+        recent=recent,
+        coordinator_epoch=e["coordinator_epoch"],
+        txn=None if e["txn"] is None else dict(e["txn"]),
+        last_timestamp=e["last_timestamp"],
+        sequences_known=e["sequences_known"],
+    )
+
+
+@dataclass
+class Resumed:
+    """Where a replica's replay goes on in a later copy of its log, from a ``replay_states``
+    row: the byte ranges to read (the batches after the carried point, in offset order),
+    whether the carried state holds there (``carried``; else the replica is replayed from its
+    log start) and, when the log changed below or at the point, what happened (``reason``)."""
+
+    ranges: list[ByteRange] = field(default_factory=list)
+    carried: bool = True
+    reason: str | None = None
+
+
+def resume_from(row: dict[str, Any], logs: list[DumpFile]) -> Resumed:
+    """Find a ``replay_states`` row's point in a later copy of the replica's log (``logs``: its
+    `.log` segments), the way a broker finds a snapshot's offset in its log: the same batch at
+    the same place (segment, byte position, base offset, stored CRC) and the rest read from
+    after it. A log changes between two copies as logs do (docs/incremental.md):
+
+    - segments rolled after the point: read in full;
+    - retention deleted the segment of the point: the log goes on from the first batch at or
+      after the carried log end; offsets between the two that no copy read are a hole, as in
+      any copy whose log misses offsets (the replay's own rule);
+    - the cleaner rewrote the segment (the batch at the point changed, the log still reaches
+      past it): headers read to the first batch at or after the carried log end;
+    - the log ends below the carried log end (truncated: an unclean election, a restore): the
+      carried state does not hold; the replica is replayed from its log start.
+
+    Only batch headers are read to find the point, never a deep decode of older bytes."""
+    segments = sorted((f for f in logs if f.kind == "log"), key=lambda f: f.info.base_offset)
+    end = row["log_end_offset"]
+    at = next((f for f in segments if f.info.base_offset == row["segment_base_offset"]), None)
+    if at is not None and row["segment_position"] is not None:
+        first = _first_batch(at, row["segment_position"])
+        if first is not None and (first["base_offset"], first["crc"]) == (
+            row["last_batch_offset"],
+            row["last_batch_crc"],
+        ):
+            later = [f for f in segments if f.info.base_offset > at.info.base_offset]
+            start = row["segment_position"] + first["size"]
+            return Resumed([ByteRange(at, start, at.size), *_whole(later)])
+    # the point is gone: the first batch at or after the carried log end, if the log reaches it
+    for i, f in enumerate(segments):
+        nxt = segments[i + 1].info.base_offset if i + 1 < len(segments) else None
+        if nxt is not None and nxt <= end:
+            continue  # every offset of this segment lies below the carried end
+        found = _first_from(f, end)
+        if found is None:
+            continue
+        position, base = found
+        why = "the segment of the carried point is gone (retention)" if at is None else (
+            "the batch at the carried point changed (the log cleaner rewrote its segment)"
+        )  # fmt: skip
+        if base > end:
+            why += f"; offsets {end}..{base - 1} were gone before a run read them"
+        return Resumed([ByteRange(f, position, f.size), *_whole(segments[i + 1 :])], True, why)
+    if _log_end(segments) >= end:
+        return Resumed([], True, None)  # nothing after the carried point yet
+    return Resumed(_whole(segments), False,
+                   f"the log ends below the carried log end {end} (truncated): replayed from its start")  # fmt: skip
+
+
+def _whole(files: list[DumpFile]) -> list[ByteRange]:
+    return [ByteRange(f, 0, f.size) for f in files]
+
+
+def _headers(f: DumpFile, start: int = 0):
+    import decoders
+
+    for table, batch in decoders.iter_file(f, ["batches"], deep=False, start=start):
+        if table == "batches":
+            yield from batch.select(["base_offset", "last_offset", "crc", "size", "position",
+                                     "crc_valid"]).to_pylist()  # fmt: skip
+
+
+def _first_batch(f: DumpFile, position: int) -> dict | None:
+    """The batch whose entry starts at ``position`` of ``f``, if one does."""
+    if position >= f.size:
+        return None
+    first = next(_headers(f, position), None)
+    return first if first is not None and first["position"] == position else None
+
+
+def _first_from(f: DumpFile, offset: int) -> tuple[int, int] | None:
+    """(position, base offset) of the first CRC-valid batch of ``f`` starting at ``offset``
+    or later: a batch that starts below it was judged by the run that carried the state."""
+    for b in _headers(f):
+        if b["crc_valid"] is not False and b["base_offset"] >= offset:
+            return b["position"], b["base_offset"]
+    return None
+
+
+def _log_end(segments: list[DumpFile]) -> int:
+    """One past the last offset of the last segment holding a batch (-1: none)."""
+    for f in reversed(segments):
+        last = -1
+        for b in _headers(f):
+            last = max(last, b["last_offset"])
+        if last >= 0:
+            return last + 1
+    return -1

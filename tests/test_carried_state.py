@@ -1,0 +1,306 @@
+"""A partition replay's state carried through JSON (replay.carried) loses nothing: replaying a
+log whole, or its first part, carrying the state and replaying the rest from it, gives the same
+findings, transactions and LSO changes (the two parts' together), and the same open
+transactions, producer states and summary at the end. Over production-shaped traffic, every
+simulated scenario and the same batches damaged at random, each cut at random points (inside
+transactions, runs of plain batches, stretches of one transactional producer). No Spark."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from decoders.planning import ByteRange
+from replay.carried import STATE_VERSION, carry, resume
+from replay.partition import Config, PartitionReplay, _replay_columns, cleaner_leftovers_end
+from tests.test_partition_runs import _damaged, _partitions, _table
+from tests.whole_tables import production_dump
+
+CONFIG = Config(producer_id_expiration_ms=86_400_000)
+
+
+@pytest.fixture(scope="module")
+def production(tmp_path_factory):
+    return production_dump(tmp_path_factory, seed=6)
+
+
+def _ordered(bt: pa.Table) -> pa.Table:
+    t = _replay_columns(bt)
+    return t.take(pc.sort_indices(t, [("base_offset", "ascending")]))  # stable, as run()
+
+
+def _summary(r: PartitionReplay) -> dict:
+    """What a replay gives at the end besides the rows it handed on."""
+    return {
+        "open": r.open_transactions(),
+        "states": r.states(),
+        "complete_from": r.complete_from(),
+        "copy_end": r.copy_end_timestamp(),
+        "lso": r.lso(),
+        **{k: getattr(r, k) for k in ("log_start", "log_end", "data_records", "first_timestamp",
+                                      "sequence_batches", "cleaned_markers", "overlaps")},
+        # the batch that reaches the log end, but its file: the path as a run names it
+        "highest": tuple(v for i, v in enumerate(r.highest) if i != 1),
+    }  # fmt: skip
+
+
+def _rows(*replays: PartitionReplay) -> dict[str, list[dict]]:
+    return {
+        kind: [row for r in replays for row in getattr(r, kind)]
+        for kind in ("findings", "transactions", "lso_changes")
+    }
+
+
+def _same_when_carried(topic: str, partition: int, t: pa.Table, cuts: list[int]) -> None:
+    cleaned = cleaner_leftovers_end(t)
+    for k in cuts:
+        # the same two pieces in one replay: a replica's first piece (its first segment read)
+        # gives its first timestamp
+        pieces = [t.slice(0, k), t.slice(k)]
+        whole = PartitionReplay(topic, partition, CONFIG, cleaned).run_in_order(pieces)
+        first = PartitionReplay(topic, partition, CONFIG, cleaned).run_in_order([t.slice(0, k)])
+        state = json.loads(json.dumps(carry(first)))
+        rest = resume(state, CONFIG).run_in_order([t.slice(k)])
+        where = (topic, partition, k, t.num_rows)
+        assert _rows(first, rest) == _rows(whole), where
+        assert _summary(rest) == _summary(whole), where
+
+
+def _cuts(n: int, rng: random.Random, most: int = 4) -> list[int]:
+    return sorted(rng.sample(range(1, n), min(most, n - 1))) if n > 1 else []
+
+
+def _check_dump(root: str, rng: random.Random) -> int:
+    checked = 0
+    for (_broker, topic, partition), (bt, _side) in sorted(_partitions(root).items()):
+        t = _ordered(bt)
+        _same_when_carried(topic, partition, t, _cuts(t.num_rows, rng))
+        checked += t.num_rows > 1
+    return checked
+
+
+def test_production_shaped_partitions_carry_their_state(production):
+    assert _check_dump(production, random.Random(1)) > 10
+
+
+@pytest.mark.sweep  # every scenario: in ./dev test, not the inner loop
+def test_every_scenario_s_partitions_carry_their_state(sim_all):
+    rng = random.Random(2)
+    checked = sum(_check_dump(str(d), rng) for d in sorted(sim_all.iterdir()) if d.is_dir())
+    assert checked > 100
+
+
+def test_damaged_partitions_carry_their_state(production):
+    rng = random.Random(3)
+    parts = _partitions(production)
+    keys = sorted(k for k, (bt, _) in parts.items() if bt.num_rows > 20)
+    for n in range(40):
+        key = keys[n % len(keys)]
+        rows = _damaged(parts[key][0].to_pylist(), rng)
+        t = _ordered(_table(rows))
+        _same_when_carried(key[1], key[2], t, _cuts(t.num_rows, rng, 2))
+
+
+def test_a_state_of_another_layout_is_refused():
+    state = carry(PartitionReplay("t", 0, CONFIG))
+    assert resume(json.loads(json.dumps(state)), CONFIG).producers == {}
+    with pytest.raises(ValueError, match="layout"):
+        resume({**state, "version": STATE_VERSION + 1}, CONFIG)
+
+
+# -- a later copy of the same logs goes on from the state a run published --------------------------
+
+
+def _headers(f) -> list[dict]:
+    import decoders
+
+    rows = []
+    for table, b in decoders.iter_file(f, ["batches"], deep=False):
+        if table == "batches":
+            rows += b.select(["base_offset", "position"]).to_pylist()
+    return rows
+
+
+def _earlier_copy(later: str, earlier: str, rng: random.Random) -> None:
+    """``earlier``: the same dump as ``later`` copied at an earlier moment: each partition's
+    log cut at a random batch (the segment that held it ends there, later segments and the cut
+    segment's indexes are not there yet)."""
+    import os
+    import shutil
+
+    import decoders
+
+    shutil.copytree(later, earlier)
+    logs: dict[tuple, list] = {}
+    for f in decoders.discover([later]):
+        if f.kind == "log" and f.info.topic is not None:
+            logs.setdefault((f.log_dir, f.info.topic, f.info.partition), []).append(f)
+    for segments in logs.values():
+        segments.sort(key=lambda f: f.info.base_offset)
+        batches = [(f, h["position"]) for f in segments for h in _headers(f)]
+        if len(batches) < 4:
+            continue
+        f, position = batches[rng.randrange(len(batches) // 3, len(batches))]
+        mine = os.path.join(earlier, os.path.relpath(f.path, later))
+        os.truncate(mine, position)
+        stem = mine[: -len(".log")]
+        for ext in (".index", ".timeindex", ".txnindex"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(stem + ext)
+        for g in segments:
+            if g.info.base_offset > f.info.base_offset:
+                gone = os.path.join(earlier, os.path.relpath(g.path, later))[: -len(".log")]
+                for ext in (".log", ".index", ".timeindex", ".txnindex"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(gone + ext)
+
+
+def _batches_in(ranges) -> pa.Table:
+    import decoders
+    from tests.test_partition_runs import _millis
+
+    parts = [
+        b
+        for r in ranges
+        for table, b in decoders.iter_file(
+            r.file, ["batches"], deep=False, start=r.start, stop=r.stop
+        )  # fmt: skip
+        if table == "batches"
+    ]
+    if not parts:
+        return None
+    return _ordered(_millis(pa.Table.from_batches(parts)))
+
+
+def test_a_later_copy_goes_on_from_the_state_a_run_published(production, tmp_path):
+    import decoders
+    from replay.carried import resume_from
+    from replay.local import audit_local
+
+    earlier = str(tmp_path / "earlier")
+    _earlier_copy(production, earlier, random.Random(4))
+    states = audit_local([earlier])["replay_states"]
+    before, after = _partitions(earlier), _partitions(production)
+    files = decoders.discover([production])
+    went_on = 0
+    for row in states:
+        key = (row["broker"], row["topic"], row["partition"])
+        logs = [f for f in files if f.kind == "log" and (f.info.broker, f.info.topic,
+                                                          f.info.partition) == key]  # fmt: skip
+        where = resume_from(row, logs)
+        assert where.carried and where.reason is None, (key, where.reason)
+        first = _ordered(before[key][0])
+        whole = _ordered(after[key][0])
+        new = _batches_in(where.ranges)
+        # what the later copy holds past the published point, and nothing else
+        assert (new.num_rows if new is not None else 0) == whole.num_rows - first.num_rows, key
+        cleaned = cleaner_leftovers_end(whole)
+        topic, partition = row["topic"], row["partition"]
+        judged = PartitionReplay(topic, partition, CONFIG, cleaned).run_in_order([first])
+        rest = resume(json.loads(row["state"]), CONFIG, cleaned_upto=cleaned)
+        if new is not None:
+            rest.run_in_order([new])
+            went_on += 1
+        full = PartitionReplay(topic, partition, CONFIG, cleaned).run_in_order(
+            [whole.slice(0, first.num_rows), whole.slice(first.num_rows)]
+        )
+        assert _rows(judged, rest) == _rows(full), key
+        assert _summary(rest) == _summary(full), key
+    assert went_on > 10
+
+
+# -- the log changed between the two copies ---------------------------------------------------------
+
+
+def _log(root, n: int = 24) -> None:
+    """One idempotent producer's ``n`` batches in segments of about five batches."""
+    from simulator.writer import PartitionWriter, Record, build_batch
+
+    w = PartitionWriter(str(root), "t", 0, segment_bytes=5 * 90)
+    for i in range(n):
+        recs = [Record(b"k", b"v" * 8, timestamp=1_000 + i)]
+        w.append(build_batch(recs, producer_id=7, producer_epoch=0, base_sequence=i))
+    w.close()
+
+
+def _segments(root) -> list:
+    import decoders
+
+    return sorted((f for f in decoders.discover([str(root)]) if f.kind == "log"),
+                  key=lambda f: f.info.base_offset)  # fmt: skip
+
+
+def _published(root, upto: int) -> dict:
+    """The replay_states row of a run that read the log's first ``upto`` batches."""
+    from replay.carried import carried_row
+
+    t = _batches_in([ByteRange(f, 0, f.size) for f in _segments(root)]).slice(0, upto)
+    return carried_row(PartitionReplay("t", 0, CONFIG).run_in_order([t]), None)
+
+
+def _offsets(where) -> list[int]:
+    t = _batches_in(where.ranges)
+    return [] if t is None else t.column("base_offset").to_pylist()
+
+
+def test_the_log_rolled_on_after_the_point(tmp_path):
+    from replay.carried import resume_from
+
+    _log(tmp_path)
+    row = _published(tmp_path, 7)
+    where = resume_from(row, _segments(tmp_path))
+    assert (where.carried, where.reason) == (True, None)
+    assert _offsets(where) == list(range(7, 24))
+    nothing_new = resume_from(_published(tmp_path, 24), _segments(tmp_path))
+    assert (nothing_new.carried, nothing_new.reason, _offsets(nothing_new)) == (True, None, [])
+
+
+def test_retention_deleted_the_segment_of_the_point(tmp_path):
+    import os
+
+    from replay.carried import resume_from
+
+    _log(tmp_path)
+    row = _published(tmp_path, 7)
+    segments = _segments(tmp_path)
+    at = next(f for f in segments if f.info.base_offset == row["segment_base_offset"])
+    for f in segments:
+        if f.info.base_offset <= at.info.base_offset:
+            os.remove(f.path)
+    where = resume_from(row, _segments(tmp_path))
+    assert where.carried and "retention" in where.reason
+    following = min(f.info.base_offset for f in _segments(tmp_path))
+    assert _offsets(where) == list(range(following, 24))
+    if following > 7:  # offsets no run read: said, and a hole for the replay
+        assert f"offsets 7..{following - 1}" in where.reason
+
+
+def test_the_cleaner_rewrote_the_segment_of_the_point(tmp_path):
+    from replay.carried import resume_from
+
+    _log(tmp_path)
+    row = {**_published(tmp_path, 7), "last_batch_crc": 12345}  # the batch there differs
+    where = resume_from(row, _segments(tmp_path))
+    assert where.carried and "cleaner" in where.reason
+    assert _offsets(where) == list(range(7, 24))
+
+
+def test_a_log_truncated_below_the_point_is_replayed_from_its_start(tmp_path):
+    import os
+
+    from replay.carried import resume_from
+
+    _log(tmp_path)
+    row = _published(tmp_path, 20)
+    segments = _segments(tmp_path)
+    for f in segments:
+        if f.info.base_offset > 10:
+            os.remove(f.path)
+    where = resume_from(row, _segments(tmp_path))
+    assert not where.carried and "truncated" in where.reason
+    assert _offsets(where)[0] == 0
