@@ -44,6 +44,9 @@ import pyarrow as pa
 
 from decoders.layout import DumpFile, classify
 from decoders.planning import ByteRange
+from replay.coordinator import CoordinatorReplay, _Id
+from replay.group_blocks import PENDING_COLUMNS
+from replay.groups import GroupReplay, GroupsReplay, _Tp
 from replay.partition import Config, PartitionReplay
 from replay.producer_state import NUM_BATCHES_TO_RETAIN, Producer, RecentRanges
 
@@ -95,8 +98,14 @@ def carried_row(replay: PartitionReplay, broker: str | None) -> dict[str, Any]:
         "segment_base_offset": segment,
         "segment_position": position,
         "state_version": STATE_VERSION,
-        "state": json.dumps(carry(replay), separators=(",", ":")),
+        "state": state_text(carry(replay)),
+        "records_state": None,
     }
+
+
+def state_text(state: dict[str, Any]) -> str:
+    """A carried state as the ``replay_states`` table holds it: compact JSON."""
+    return json.dumps(state, separators=(",", ":"))
 
 
 def resume(
@@ -110,11 +119,7 @@ def resume(
     state's log end (:meth:`PartitionReplay.run_in_order`); ``cleaned_upto``: where the
     cleaner's leftovers among them end (:func:`replay.partition.cleaner_leftovers_end`), if
     above the state's."""
-    if state.get("version") != STATE_VERSION:
-        raise ValueError(
-            f"a carried partition state of layout {state.get('version')!r}, "
-            f"not {STATE_VERSION}: replay the partition from its log start"
-        )
+    _check_version(state)
     replay = PartitionReplay(state["topic"], state["partition"], config, 0, emit, emit_table)
     for name in PARTITION_FIELDS:
         setattr(replay, name, state[name])
@@ -124,6 +129,155 @@ def resume(
     replay.highest = tuple(state["highest"])
     replay.producers = {e["producer_id"]: _producer_of(e) for e in state["producers"]}
     return replay
+
+
+# -- the coordinator: `__transaction_state`, every transactional id of a partition -----------------
+
+# what the coordinator's replay reads again of a record it keeps (the last one of an id, each
+# producer id's first): where it lies (whole or cleaned history) and how a producer id started
+RECORD_FIELDS = (
+    "transactional_id", "producer_id", "producer_epoch", "state", "previous_producer_id",
+    "log_partition", "log_offset",
+)  # fmt: skip
+
+
+def carry_coordinator(replay: CoordinatorReplay) -> dict[str, Any]:
+    """A `__transaction_state` partition's replay state after its last record, as plain JSON
+    values: per transactional id its state, last record, the transaction in flight and each
+    producer id's first record; where the partition's whole history starts, and each
+    producer's highest epoch so far (what a later run's transactions report as latest)."""
+    return {
+        "version": STATE_VERSION,
+        "complete_from": sorted([p, o] for p, o in replay.complete_from.items()),
+        "latest_epoch": sorted([t, p, e] for (t, p), e in replay.latest_epoch.items()),
+        "ids": [_transactional_id(tid, s) for tid, s in sorted(replay.ids.items())],
+    }
+
+
+def resume_coordinator(
+    state: dict[str, Any],
+    latest_epoch: dict[tuple[str, int], int],
+    emit: Callable[[str, dict], None],
+    emit_table: Callable[[str, pa.Table], None] | None = None,
+) -> CoordinatorReplay:
+    """A coordinator replay that goes on from ``state`` over the records after it;
+    ``latest_epoch``: the highest epochs of those records (:func:`replay.grouped.
+    txn_latest_epochs`), merged with the carried ones. Its history starts where the carried
+    one did: a later copy's compaction below the point changes nothing already judged."""
+    _check_version(state)
+    latest = {(t, p): e for t, p, e in state["latest_epoch"]}
+    for key, epoch in latest_epoch.items():
+        latest[key] = max(latest.get(key, -1), epoch)
+    replay = CoordinatorReplay({p: o for p, o in state["complete_from"]}, latest, emit,
+                               emit_table)  # fmt: skip
+    for e in state["ids"]:
+        s = replay.ids[e["transactional_id"]] = _Id()
+        s.state, s.previous = e["state"], e["previous"]
+        s.first_of = {pid: r for pid, r in e["first_of"]}
+        s.current = None if e["current"] is None else {
+            **e["current"], "partitions": {(t, p) for t, p in e["current"]["partitions"]},
+        }  # fmt: skip
+    return replay
+
+
+def _transactional_id(tid: str, s: _Id) -> dict[str, Any]:
+    current = None
+    if s.current is not None:
+        current = {**s.current, "partitions": sorted([t, p] for t, p in s.current["partitions"])}
+    return {
+        "transactional_id": tid,
+        "state": s.state,
+        "previous": _record(s.previous),
+        "first_of": [[pid, _record(r)] for pid, r in sorted(s.first_of.items())],
+        "current": current,
+    }
+
+
+def _record(r: dict | None) -> dict | None:
+    return None if r is None else {k: r.get(k) for k in RECORD_FIELDS}
+
+
+# -- the groups: every group of a `__consumer_offsets` partition ------------------------------------
+
+# what judging a partition's commit timeline keeps (replay.groups._Tp)
+TIMELINE_FIELDS = ("run", "longest", "overwrites", "reread", "committers", "examples", "lowest",
+                   "highest")  # fmt: skip
+
+
+def carry_groups(replay: GroupsReplay) -> dict[str, Any]:
+    """A `__consumer_offsets` partition's replay state after its last event, as plain JSON
+    values: per group its generation (state, broadcast or not, who is assigned what), its
+    committed offsets, the transactional commits waiting for their producer's marker and what
+    judging each partition's commit timeline keeps (the run of overwrites in broadcast
+    generations)."""
+    return {
+        "version": STATE_VERSION,
+        "groups": [_group(g) for _, g in sorted(replay.groups.items())],
+    }
+
+
+def resume_groups(
+    state: dict[str, Any],
+    broadcast: frozenset[str] | set[str],
+    emit: Callable[[str, dict], None],
+    emit_table: Callable[[str, pa.Table], None] | None = None,
+) -> GroupsReplay:
+    """A groups replay that goes on from ``state`` over the events after it; ``broadcast``:
+    the groups the (next run's) configuration declares broadcast-style."""
+    _check_version(state)
+    replay = GroupsReplay(broadcast, emit, emit_table)
+    for e in state["groups"]:
+        g = replay.groups[e["group_id"]] = replay.new_group(e["group_id"])
+        gen = e["generation"]
+        g.gen = {**gen, "owners": {(t, p): ms for t, p, ms in gen["owners"]}}
+        g.offsets = {(t, p): o for t, p, o in e["offsets"]}
+        g.pending = {pid: list(commits) for pid, commits in e["pending"]}
+        for pid in g.pending:
+            replay.waiting.setdefault(pid, set()).add(g.group_id)
+        for t, p, fields in e["timelines"]:
+            st = g.judge.tps[(t, p)] = _Tp()
+            for name in TIMELINE_FIELDS:
+                setattr(st, name, fields[name])
+            st.generations = set(fields["generations"])
+    return replay
+
+
+def _group(g: GroupReplay) -> dict[str, Any]:
+    gen = g.gen
+    return {
+        "group_id": g.group_id,
+        "generation": {
+            **{k: v for k, v in gen.items() if k != "owners"},
+            "owners": sorted([t, p, ms] for (t, p), ms in gen["owners"].items()),
+        },
+        "offsets": sorted([t, p, o] for (t, p), o in g.offsets.items()),
+        "pending": [
+            [pid, [{k: c.get(k) for k in PENDING_COLUMNS} for c in commits]]
+            for pid, commits in sorted(g.pending.items())
+        ],  # fmt: skip
+        "timelines": [
+            [
+                t,
+                p,
+                {
+                    **{name: getattr(st, name) for name in TIMELINE_FIELDS},
+                    "generations": sorted(st.generations, key=lambda x: (x is not None, x)),
+                },
+            ]
+            for (t, p), st in sorted(g.judge.tps.items())
+        ],  # fmt: skip
+    }
+
+
+def _check_version(state: dict[str, Any]) -> None:
+    if state.get("version") != STATE_VERSION:
+        raise ValueError(
+            f"a carried state of layout {state.get('version')!r}, not {STATE_VERSION}: "
+            "replay the partition from its log start"
+        )
+
+
+# -- partitions: the producers' state ---------------------------------------------------------------
 
 
 def _producer(pid: int, p: Producer) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from replay import coverage as C
 from replay import tables as T
-from replay.carried import carried_row
+from replay.carried import carried_row, carry_coordinator, carry_groups
 from replay.coordinator import CoordinatorReplay
 from replay.crosslog import Anchor, Bounds
 from replay.findings import finding
@@ -80,11 +80,15 @@ def replay_partition(
     facts: Facts,
     cleaned_upto: int,
     flush: Callable[[pa.Table], None],
+    carried: Callable[[dict], None] | None = None,
 ) -> dict:
     """Replay one partition's batches (a table in any order with a ``broker`` column, or
     :class:`InOrder` pieces); compare with the newest `.snapshot` and with the
     `.txnindex` files that exist. ``side``: rows of ``_row`` snapshot (producer snapshot
     entries), txnindex_file (an existing `.txnindex`, by its path) and aborted (its entries).
+    The partition's ``replay_states`` row (where the replay ended, its state:
+    :func:`replay.carried.carried_row`) goes to ``carried`` if given (the caller adds the state
+    of the partition's records, an internal topic's), else out with the other rows.
     The rows (:data:`PARTITION_SCHEMA`) leave through ``flush`` a block at a time as the replay
     goes (a partition's transactions and LSO changes grow with its history); returns the
     partition's summary row."""
@@ -129,12 +133,14 @@ def replay_partition(
         "last_timestamp": r.last_timestamp, "complete_from": r.complete_from(),
         "copy_end_timestamp": r.copy_end_timestamp(),
     }  # fmt: skip
-    carried = carried_row(r, broker)
+    state = carried_row(r, broker)
     for kind, these in (("finding", findings), ("partition", [summary]), ("count", counts),
-                        ("carried", [carried])):  # fmt: skip
+                        ("carried", [] if carried else [state])):  # fmt: skip
         for row in these:
             rows.add(kind, row)
     rows.close()
+    if carried:
+        carried(state)
     return summary
 
 
@@ -290,24 +296,33 @@ def replay_coordinator(
     complete_from: dict[int, int],
     latest_epoch: dict[tuple[str, int], int],
     flush: Callable[[pa.Table], None],
-) -> None:
+) -> dict:
     """A `__transaction_state` partition's records as consecutive pieces in log order, every
     transactional id at once (:class:`replay.coordinator.CoordinatorReplay`); ``latest_epoch``
     from :func:`txn_latest_epochs` over all of them. A block at a time: over columns where its
     records keep to the usual course, else as Python rows; the rows
     (:data:`COORDINATOR_SCHEMA`) leave through ``flush`` a block at a time: an id that commits
-    every 100 ms writes ~2.6 M records a day."""
+    every 100 ms writes ~2.6 M records a day. Returns the state it ended with, before the
+    transactions still open are handed on (:func:`replay.carried.carry_coordinator`)."""
     rows = T.RowBlocks(COORDINATOR_SCHEMA, flush)
     replay = CoordinatorReplay(complete_from, latest_epoch, rows.add, rows.add_table)
+    for block in txn_log_blocks(pieces):
+        replay.block(block)
+    state = carry_coordinator(replay)
+    replay.finish()
+    rows.close()
+    return state
+
+
+def txn_log_blocks(pieces: Iterable[pa.Table]) -> Iterator[pa.RecordBatch]:
+    """`__transaction_state` records in log order as the coordinator's replay takes them: of a
+    transactional id, timestamps filled with -1, :data:`replay.tables.BLOCK_ROWS` at a time."""
     for piece in pieces:
         piece = piece.filter(pc.is_valid(piece.column("transactional_id")))
         for c in ("start_timestamp", "last_update_timestamp"):  # none: -1
             i = piece.schema.get_field_index(c)
             piece = piece.set_column(i, c, pc.fill_null(piece.column(i), -1))
-        for block in piece.to_batches(max_chunksize=T.BLOCK_ROWS):
-            replay.block(block)
-    replay.finish()
-    rows.close()
+        yield from piece.to_batches(max_chunksize=T.BLOCK_ROWS)
 
 
 def txn_latest_epochs(t: pa.Table | pa.RecordBatch) -> dict[tuple[str, int], int]:
@@ -364,14 +379,17 @@ def replay_groups(
     of one kind of event) as consecutive pieces in log order, every group at once
     (:class:`replay.groups.GroupsReplay`), a block at a time: over columns where the block
     allows it, else as Python rows; the rows (:data:`GROUP_SCHEMA`) leave through ``flush`` a
-    block at a time: an exactly-once app's group commits with every transaction."""
+    block at a time: an exactly-once app's group commits with every transaction. Returns the
+    state it ended with (:func:`replay.carried.carry_groups`)."""
     rows = T.RowBlocks(GROUP_SCHEMA, flush)
     replay = GroupsReplay(broadcast, rows.add, rows.add_table)
     for piece in pieces:
         for block in piece.to_batches(max_chunksize=T.BLOCK_ROWS):
             replay.block(block)
+    state = carry_groups(replay)
     replay.finish()
     rows.close()
+    return state
 
 
 def _events(t: pa.Table, event: str, order: int) -> pa.Table:

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from decoders.columns import const, outside_spark_range
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from replay.carried import state_text
 from replay.grouped import (
     COMMIT_COLUMNS,
     COORDINATOR_COLUMNS,
@@ -55,7 +56,7 @@ from replay.grouped import (
 )
 from replay.partition import BATCH_COLUMNS, cleaner_leftovers_end
 from replay.spill import local_dir, remove_file
-from replay.tables import CLUSTER
+from replay.tables import CLUSTER, rows_table
 
 # the replica a replayed row comes from: the audit keeps the rows of the chosen one
 REPLICA_BROKER = "replica_broker"
@@ -367,19 +368,24 @@ class ReplicaReplay:
         else:  # out of order (a damaged log): all of it, sorted by the replay
             bt = pa.concat_tables([_plain_files(p) for p in self.batches.pieces()])
             source = bt.append_column("broker", pa.array([self.broker] * bt.num_rows, pa.string()))
-        summary = replay_partition(
-            self.topic, self.partition, source, self.side, self.spec.facts, upto, to("replayed")
-        )
+        carried: list[dict] = []
+        summary = replay_partition(self.topic, self.partition, source, self.side,
+                                   self.spec.facts, upto, to("replayed"), carried.append)  # fmt: skip
+        records_state = None
         if self.topic == TRANSACTION_STATE_TOPIC:
             # where this partition's whole history starts: its own replay's summary
-            replay_coordinator(
+            records_state = replay_coordinator(
                 self._in_log_order(self.records["txn_log"], TXN_LOG_ORDER),
                 {self.partition: summary["complete_from"]},
                 self.latest_epoch,
                 to("coordinated"),
             )
         elif self.topic == CONSUMER_OFFSETS_TOPIC:
-            replay_groups(self._group_events(), self.spec.broadcast, to("grouped"))
+            records_state = replay_groups(self._group_events(), self.spec.broadcast, to("grouped"))
+        # the partition's state and, of an internal topic, its records' (replay.carried)
+        for row in carried:
+            row["records_state"] = None if records_state is None else state_text(records_state)
+            to("replayed")(rows_table(PARTITION_SCHEMA, "carried", [row]))
         return ReplicaRow(self.cluster, self.topic, self.partition, self.broker, end,
                           self.crc_valid, int(summary.get("cleaned_upto") or 0),
                           self.log_bytes)  # fmt: skip

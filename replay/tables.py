@@ -176,6 +176,9 @@ REPLAY_STATES = _schema(
                                    its epoch, last five batches, recent sequence ranges,
                                    coordinator epoch and open transaction; the log's start, end,
                                    holes, cleaned range and latest timestamps (replay.carried)
+    records_state        str       JSON, of an internal topic's partition: the coordinator's
+                                   state of every transactional id (`__transaction_state`) or
+                                   every group's (`__consumer_offsets`); null otherwise
     """
 )
 

@@ -15,8 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+import decoders
 from decoders.planning import ByteRange
 from replay.carried import STATE_VERSION, carry, resume
+from replay.grouped import COORDINATOR_COLUMNS
 from replay.partition import Config, PartitionReplay, _replay_columns, cleaner_leftovers_end
 from tests.test_partition_runs import _damaged, _partitions, _table
 from tests.whole_tables import production_dump
@@ -117,8 +119,6 @@ def test_a_state_of_another_layout_is_refused():
 
 
 def _headers(f) -> list[dict]:
-    import decoders
-
     rows = []
     for table, b in decoders.iter_file(f, ["batches"], deep=False):
         if table == "batches":
@@ -132,8 +132,6 @@ def _earlier_copy(later: str, earlier: str, rng: random.Random) -> None:
     segment's indexes are not there yet)."""
     import os
     import shutil
-
-    import decoders
 
     shutil.copytree(later, earlier)
     logs: dict[tuple, list] = {}
@@ -161,7 +159,6 @@ def _earlier_copy(later: str, earlier: str, rng: random.Random) -> None:
 
 
 def _batches_in(ranges) -> pa.Table:
-    import decoders
     from tests.test_partition_runs import _millis
 
     parts = [
@@ -178,7 +175,6 @@ def _batches_in(ranges) -> pa.Table:
 
 
 def test_a_later_copy_goes_on_from_the_state_a_run_published(production, tmp_path):
-    import decoders
     from replay.carried import resume_from
     from replay.local import audit_local
 
@@ -187,7 +183,7 @@ def test_a_later_copy_goes_on_from_the_state_a_run_published(production, tmp_pat
     states = audit_local([earlier])["replay_states"]
     before, after = _partitions(earlier), _partitions(production)
     files = decoders.discover([production])
-    went_on = 0
+    went_on = internal = 0
     for row in states:
         key = (row["broker"], row["topic"], row["partition"])
         logs = [f for f in files if f.kind == "log" and (f.info.broker, f.info.topic,
@@ -211,7 +207,116 @@ def test_a_later_copy_goes_on_from_the_state_a_run_published(production, tmp_pat
         )
         assert _rows(judged, rest) == _rows(full), key
         assert _summary(rest) == _summary(full), key
+        if row["topic"] in ("__transaction_state", "__consumer_offsets"):
+            internal += _records_went_on(row, earlier, production, where.ranges)
+        else:
+            assert row["records_state"] is None
     assert went_on > 10
+    assert internal > 0
+
+
+def _decoded(ranges, tables: list[str]) -> dict[str, pa.Table]:
+    """The decoded tables of byte ranges (deep)."""
+    parts: dict[str, list] = {t: [] for t in tables}
+    for r in ranges:
+        for table, b in decoders.iter_file(r.file, tables, start=r.start, stop=r.stop):
+            if table in parts:
+                parts[table].append(b)
+    return {t: pa.Table.from_batches(b, schema=decoders.TABLES[t]) for t, b in parts.items()}
+
+
+def _records_went_on(row: dict, earlier: str, later: str, ranges) -> int:
+    """An internal topic's partition: the coordinator's (or the groups') replay goes on from
+    the state the run published, over the records past the point in the later copy, to the
+    rows a replay of the later copy's records gives past those the earlier copy's gave (its
+    replay without handing on what was still open at its end)."""
+
+    from replay.carried import resume_coordinator, resume_groups
+    from replay.coordinator import CoordinatorReplay
+    from replay.grouped import (
+        LOG_ORDER,
+        commit_events,
+        marker_events,
+        metadata_events,
+        txn_latest_epochs,
+        txn_log_blocks,
+    )
+    from replay.groups import GroupsReplay
+    from tests.test_group_blocks import _of_dump, of_tables
+    from tests.test_partition_runs import _millis
+
+    state = json.loads(row["records_state"])
+    key = (row["broker"], row["partition"])
+    runs: list[dict[str, list]] = []
+
+    def emit(kind, r):
+        runs[-1].setdefault(kind, []).append(r)
+
+    def emit_table(kind, t):
+        runs[-1].setdefault(kind, []).extend(t.to_pylist())
+
+    def fed(replay, blocks, finish: bool) -> dict:
+        runs.append({})
+        for block in blocks:
+            replay.block(block)
+        if finish:
+            replay.finish()
+        return runs[-1]
+
+    if row["topic"] == "__transaction_state":
+
+        def mine(root):
+            t = _millis(decoders.read_dump([root], ["txn_log"])["txn_log"])
+            t = t.filter(pc.and_(pc.equal(t.column("broker"), key[0]),
+                                 pc.equal(t.column("log_partition"), key[1])))  # fmt: skip
+            return t.select(list(COORDINATOR_COLUMNS)) if t.num_rows else None
+
+        before, whole = mine(earlier), mine(later)
+        new = _millis(_decoded(ranges, ["txn_log"])["txn_log"]).select(list(COORDINATOR_COLUMNS))
+        if whole is None:
+            return 0
+        latest = txn_latest_epochs(whole)
+        complete_from = {p: o for p, o in state["complete_from"]}
+        full = fed(CoordinatorReplay(complete_from, latest, emit, emit_table),
+                   txn_log_blocks([whole]), True)  # fmt: skip
+        first = fed(CoordinatorReplay(complete_from, latest, emit, emit_table),
+                    [] if before is None else txn_log_blocks([before]), False)  # fmt: skip
+        rest = fed(resume_coordinator(state, txn_latest_epochs(new), emit, emit_table),
+                   txn_log_blocks([new]), True)  # fmt: skip
+    else:
+
+        def events(parts):
+            if not parts:
+                return None
+            part, commits, metadata, markers = parts[0]
+            t = pa.concat_tables([commit_events(commits), metadata_events(metadata),
+                                  marker_events(part, markers)], promote_options="permissive")  # fmt: skip
+            return t.take(pc.sort_indices(t, LOG_ORDER))
+
+        def mine(parts):
+            return [p for p in parts if p[0] == row["partition"]]
+
+        before = events(mine(_of_dump(earlier)))
+        whole = events(mine(_of_dump(later)))
+        decoded = _decoded(ranges, ["offset_commits", "group_metadata", "batches"])
+        new = events(mine(of_tables(decoded)))
+        if whole is None:
+            return 0
+
+        def blocks(t):
+            import replay.tables as T
+
+            return [] if t is None else t.to_batches(max_chunksize=T.BLOCK_ROWS)
+
+        groups = {"broadcast-app"}
+        full = fed(GroupsReplay(groups, emit, emit_table), blocks(whole), True)
+        first = fed(GroupsReplay(groups, emit, emit_table), blocks(before), False)
+        rest = fed(resume_groups(state, groups, emit, emit_table), blocks(new), True)
+    for kind in set(full) | set(first) | set(rest):
+        n = len(first.get(kind, []))
+        assert first.get(kind, []) == full.get(kind, [])[:n], (key, kind)
+        assert rest.get(kind, []) == full.get(kind, [])[n:], (key, kind)
+    return 1
 
 
 # -- the log changed between the two copies ---------------------------------------------------------
@@ -229,8 +334,6 @@ def _log(root, n: int = 24) -> None:
 
 
 def _segments(root) -> list:
-    import decoders
-
     return sorted((f for f in decoders.discover([str(root)]) if f.kind == "log"),
                   key=lambda f: f.info.base_offset)  # fmt: skip
 
@@ -304,3 +407,164 @@ def test_a_log_truncated_below_the_point_is_replayed_from_its_start(tmp_path):
     where = resume_from(row, _segments(tmp_path))
     assert not where.carried and "truncated" in where.reason
     assert _offsets(where)[0] == 0
+
+
+# -- the coordinator's state: every transactional id of a `__transaction_state` partition -----------
+
+
+def _coordinator_rows(records: pa.Table, complete_from: dict, cut: int | None
+                      ) -> tuple[dict, dict]:  # fmt: skip
+    """The coordinator replay's rows (by table, in order) of the records whole; or those of a
+    run that read the first ``cut`` records (its producers' latest epochs: of those) and those
+    of a run that goes on from its state, carried through JSON, over the rest."""
+    from replay.carried import carry_coordinator, resume_coordinator
+    from replay.coordinator import CoordinatorReplay
+    from replay.grouped import txn_latest_epochs, txn_log_blocks
+
+    records = records.select(list(COORDINATOR_COLUMNS))
+    runs: list[dict[str, list]] = [{}, {}]
+
+    def emit(kind, row):
+        runs[-1].setdefault(kind, []).append(row)
+
+    def emit_table(kind, t):
+        runs[-1].setdefault(kind, []).extend(t.to_pylist())
+
+    first = records if cut is None else records.slice(0, cut)
+    replay = CoordinatorReplay(complete_from, txn_latest_epochs(first), emit, emit_table)
+    if cut is not None:
+        for block in txn_log_blocks([first]):
+            replay.block(block)
+        runs.append({})
+        state = json.loads(json.dumps(carry_coordinator(replay)))
+        records = records.slice(cut)
+        replay = resume_coordinator(state, txn_latest_epochs(records), emit, emit_table)
+    for block in txn_log_blocks([records]):
+        replay.block(block)
+    replay.finish()
+    for rows in runs:
+        for row in rows.get("coord_txn", []):
+            row["partitions"] = [(p["topic"], p["partition"]) for p in row["partitions"] or []]
+    return runs[-2], runs[-1]
+
+
+def _coordinator_carried(records: pa.Table, complete_from: dict, cuts: list[int]) -> None:
+    """The two runs give the whole replay's rows; the first run's transactions report the
+    latest epochs it knew, the second's the latest of both."""
+    whole = _coordinator_rows(records, complete_from, None)[1]
+    for k in cuts:
+        before, after = _coordinator_rows(records, complete_from, k)
+        for kind in ("coord_txn", "finding"):
+            n = len(before.get(kind, []))
+            known = [{**r, "latest_epoch": None} for r in before.get(kind, [])]
+            assert known == [{**r, "latest_epoch": None} for r in whole.get(kind, [])[:n]], k
+            assert after.get(kind, []) == whole.get(kind, [])[n:], (k, kind)
+
+
+def test_the_coordinator_carries_its_state(production, monkeypatch):
+    import replay.tables as T
+    from tests.test_coordinator_blocks import _txn_logs
+
+    monkeypatch.setattr(T, "BLOCK_ROWS", 53)  # transactions across blocks and cuts
+    rng = random.Random(5)
+    logs = _txn_logs(production)
+    assert logs
+    for records in logs:
+        half = {p: int(pc.max(records.column("log_offset")).as_py()) // 2
+                for p in set(records.column("log_partition").to_pylist())}  # fmt: skip
+        for complete_from in ({}, half):
+            _coordinator_carried(records, complete_from, _cuts(records.num_rows, rng))
+
+
+def test_random_coordinator_histories_carry_their_state(monkeypatch):
+    import replay.tables as T
+    from tests.test_coordinator_blocks import _damaged as damaged
+    from tests.test_coordinator_blocks import _table as table
+    from tests.test_coordinator_blocks import history
+
+    monkeypatch.setattr(T, "BLOCK_ROWS", 41)
+    rng = random.Random(29)
+    for n in range(30):
+        rows = history(rng, rng.randint(100, 800), rng.randint(1, 5))
+        rows = damaged(rows, rng) if n % 3 else rows
+        cleaned = {3: rng.randrange(len(rows))} if n % 4 == 0 else {}
+        _coordinator_carried(table(rows), cleaned, _cuts(len(rows), rng, 3))
+
+
+# -- the groups' state: every group of a `__consumer_offsets` partition -----------------------------
+
+
+def _group_runs(events: pa.Table, cut: int | None) -> tuple[dict, dict]:
+    """The groups replay's rows (by table, in order) of the events whole; or those of a run
+    that read the first ``cut`` events and those of a run that goes on from its state, carried
+    through JSON, over the rest."""
+    from replay.carried import carry_groups, resume_groups
+    from replay.groups import GroupsReplay
+
+    broadcast = {"broadcast-app"}
+    runs: list[dict[str, list]] = [{}, {}]
+
+    def emit(kind, row):
+        runs[-1].setdefault(kind, []).append(row)
+
+    def emit_table(kind, t):
+        runs[-1].setdefault(kind, []).extend(t.to_pylist())
+
+    def feed(replay, t):
+        import replay.tables as T
+
+        for block in t.to_batches(max_chunksize=T.BLOCK_ROWS):
+            replay.block(block)
+
+    replay = GroupsReplay(broadcast, emit, emit_table)
+    if cut is not None:
+        feed(replay, events.slice(0, cut))
+        runs.append({})
+        replay = resume_groups(json.loads(json.dumps(carry_groups(replay))), broadcast, emit,
+                               emit_table)  # fmt: skip
+        events = events.slice(cut)
+    feed(replay, events)
+    replay.finish()
+    return runs[-2], runs[-1]
+
+
+def _groups_carried(partition: int, commits, metadata, markers, cuts: list[int]) -> None:
+    from replay.grouped import LOG_ORDER, commit_events, marker_events, metadata_events
+
+    events = pa.concat_tables(
+        [commit_events(commits), metadata_events(metadata), marker_events(partition, markers)],
+        promote_options="permissive",
+    )
+    events = events.take(pc.sort_indices(events, LOG_ORDER))
+    whole = _group_runs(events, None)[1]
+    for k in cuts:
+        before, after = _group_runs(events, k)
+        for kind in ("generation", "timeline", "finding"):
+            n = len(before.get(kind, []))
+            assert before.get(kind, []) == whole.get(kind, [])[:n], (k, kind)
+            assert after.get(kind, []) == whole.get(kind, [])[n:], (k, kind)
+
+
+def test_the_groups_carry_their_state(production, monkeypatch):
+    import replay.tables as T
+    from tests.test_group_blocks import _of_dump
+
+    monkeypatch.setattr(T, "BLOCK_ROWS", 59)
+    rng = random.Random(6)
+    parts = _of_dump(production)
+    assert parts
+    for part, commits, metadata, markers in parts:
+        n = commits.num_rows + metadata.num_rows + markers.num_rows
+        _groups_carried(part, commits, metadata, markers, _cuts(n, rng))
+
+
+def test_random_group_histories_carry_their_state(monkeypatch):
+    import replay.tables as T
+    from tests.test_group_blocks import history
+
+    monkeypatch.setattr(T, "BLOCK_ROWS", 43)
+    rng = random.Random(31)
+    for n in range(24):
+        commits, metadata, markers = history(rng, rng.randint(200, 1500), broken=n % 2 == 1)
+        total = commits.num_rows + metadata.num_rows + markers.num_rows
+        _groups_carried(5, commits, metadata, markers, _cuts(total, rng, 3))

@@ -55,7 +55,12 @@ def _both(partition, commits, metadata, markers, broadcast, monkeypatch) -> int:
 def _of_dump(root: str):
     """Each `__consumer_offsets` partition's commits, group metadata and markers of a dump
     (each broker's copy)."""
-    t = decoders.read_dump([root], ["offset_commits", "group_metadata", "batches"])
+    return of_tables(decoders.read_dump([root], ["offset_commits", "group_metadata", "batches"]))
+
+
+def of_tables(t: dict[str, pa.Table]):
+    """Each `__consumer_offsets` partition's commits, group metadata and markers of decoded
+    tables (each broker's copy)."""
     t = {k: _millis(v) for k, v in t.items()}
     b = t["batches"]
     b = b.filter(pc.and_(pc.equal(b.column("topic"), "__consumer_offsets"),
