@@ -81,6 +81,12 @@ def run(args) -> int:
     except ValueError as e:  # history.Refused
         print(f"logreplay audit: --since refused: {e}", file=sys.stderr)
         return USAGE
+    if previous is not None:  # the scan's tasks find where its replays ended (replay.carried)
+        from dataclasses import replace
+
+        from jobs.history import points_of
+
+        spec = replace(spec, points=points_of(previous))
     progress.total_bytes(sum(f.size for f in files))
     progress.phase("starting Spark")
     started = start_run(args, conf, "logreplay-audit", SUMMARY)
@@ -207,7 +213,12 @@ def audited(
         clusters = {r[CLUSTER] for r in read_rows(out, entries["partitions"], [CLUSTER])}
         coverage = read_rows(out, entries["coverage"], ["family", "judged", "reason", "unit", "count"])  # fmt: skip
         layout = spec.layout.described if spec.layout is not None else None
-        return {n: entries[n] for n in tables}, summary_of(checks, clusters, coverage, layout)
+        summary = summary_of(checks, clusters, coverage, layout)
+        if spec.points:  # --since: how each log went on from the previous run's point
+            from replay.carried import since_summary
+
+            summary["since_points"] = since_summary(scratch.replicas, spec.points)
+        return {n: entries[n] for n in tables}, summary
 
 
 def write_tables(spark, tables, scratch, out, key: str, spread: int) -> dict:
@@ -376,6 +387,24 @@ def print_layout(described: dict) -> None:
         console.print(f"  - {len(stale)} stale replica(s) kept apart (stale_replica findings)", markup=False)  # fmt: skip
 
 
+def since_line(points: dict) -> str:
+    """The console's line on how the logs went on since the previous run's points."""
+    mb = 1 << 20
+    line = (f"since the previous run: {points['went_on']} of {points['points']} partitions went "
+            f"on from where its replay ended ({points['bytes_after'] / mb:.1f} MB past those "
+            f"points of {points['log_bytes'] / mb:.1f} MB)")  # fmt: skip
+    changes = points.get("changes") or {}
+    if changes:
+        line += "; changed below the point: " + ", ".join(f"{k} {v}" for k, v in changes.items())
+    if points.get("truncated"):
+        line += "; truncated below it (an unclean election, a restore?): " + ", ".join(
+            points["truncated"]
+        )
+    if points.get("points_without_replica"):
+        line += f"; {points['points_without_replica']} partitions of it not in this dump"
+    return line
+
+
 def _print(summary: dict, top) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -395,6 +424,9 @@ def _print(summary: dict, top) -> None:
             )
             c.add_row(family, share, f"{f['seen']} {f['unit']}", reasons)
         console.print(c)
+    points = summary.get("since_points")
+    if points:
+        console.print(since_line(points), markup=False, soft_wrap=True)
     title = f"findings: {summary['findings']['total']}"
     status = summary["findings"].get("by_status")
     if status is not None:  # --since: what the previous run did not find comes first

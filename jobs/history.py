@@ -53,6 +53,20 @@ class Previous:
     day: str
 
 
+def points_of(previous: Previous | None) -> dict:
+    """Where the previous run's replays ended (its ``replay_states`` rows without their
+    states), by replica (cluster, topic, partition, broker): one small row per partition,
+    read on the driver; empty for an output without them (an older run's)."""
+    from jobs.output import OutputDir, read_rows
+    from replay.carried import POINT_COLUMNS
+
+    entry = ((previous.doc.get("tables") or {}) if previous else {}).get("replay_states")
+    if not entry:
+        return {}
+    rows = read_rows(OutputDir(previous.uri), entry, list(POINT_COLUMNS))
+    return {(r["cluster"], r["topic"], r["partition"], r["broker"]): r for r in rows}
+
+
 def verdict_config(conf) -> str:
     """A hash of the configuration keys that affect verdicts (:data:`VERDICT_KEYS`)."""
     chosen = {k: conf.get(k) for k in VERDICT_KEYS}

@@ -319,6 +319,11 @@ class Resumed:
     ranges: list[ByteRange] = field(default_factory=list)
     carried: bool = True
     reason: str | None = None
+    change: str | None = None  # retention, rewritten or truncated (:data:`CHANGES`)
+
+
+# how a log changed below or at a previous run's point (what :func:`resume_from` tells apart)
+CHANGES = ("retention", "rewritten", "truncated", "state_layout")
 
 
 def resume_from(row: dict[str, Any], logs: list[DumpFile]) -> Resumed:
@@ -363,21 +368,85 @@ def resume_from(row: dict[str, Any], logs: list[DumpFile]) -> Resumed:
         )  # fmt: skip
         if base > end:
             why += f"; offsets {end}..{base - 1} were gone before a run read them"
-        return Resumed([ByteRange(f, position, f.size), *_whole(segments[i + 1 :])], True, why)
+        change = "retention" if at is None else "rewritten"
+        return Resumed([ByteRange(f, position, f.size), *_whole(segments[i + 1 :])], True, why,
+                       change)  # fmt: skip
     if _log_end(segments) >= end:
         return Resumed([], True, None)  # nothing after the carried point yet
     return Resumed(_whole(segments), False,
-                   f"the log ends below the carried log end {end} (truncated): replayed from its start")  # fmt: skip
+                   f"the log ends below the carried log end {end} (truncated): replayed from its start",
+                   "truncated")  # fmt: skip
+
+
+# the columns of a replay_states row that say where a replay ended (its point)
+POINT_COLUMNS = (
+    "cluster", "topic", "partition", "broker", "log_end_offset", "last_batch_offset",
+    "last_batch_crc", "segment_base_offset", "segment_position", "state_version",
+)  # fmt: skip
+
+
+def since_point(point: dict[str, Any], logs: list[DumpFile]) -> dict[str, Any]:
+    """What a replica's log did since a previous run's replay ended at ``point`` (a
+    ``replay_states`` row's :data:`POINT_COLUMNS`), as a scan task reports it: whether the
+    carried state holds, the bytes past the point out of the log's, and how the log changed
+    (:func:`resume_from`)."""
+    log_bytes = sum(f.size for f in logs if f.kind == "log")
+    if point.get("state_version") != STATE_VERSION:
+        return {"carried": False, "reason": f"a state of layout {point.get('state_version')}",
+                "change": "state_layout", "bytes_after": log_bytes, "log_bytes": log_bytes}  # fmt: skip
+    found = resume_from(point, logs)
+    return {
+        "carried": found.carried,
+        "reason": found.reason,
+        "change": found.change,
+        "bytes_after": sum(r.size for r in found.ranges),
+        "log_bytes": log_bytes,
+    }
+
+
+# partitions named in a summary's list of those whose log was truncated below the point
+NAMED = 20
+
+
+def since_summary(replicas, points: dict) -> dict[str, Any]:
+    """What the replicas a scan replayed (:class:`replay.replicas.ReplicaRow`, with ``since``)
+    did since the previous run's points (``points``: :attr:`ReplaySpec.points`): how many went
+    on from their point, the bytes past the points out of their logs', how many logs changed
+    below their point and how, the truncated ones by name, and the points no replica of this
+    copy has (a partition, broker or log dir gone, or its replica not kept)."""
+    seen = {r.key for r in replicas}
+    since = [r for r in replicas if r.since is not None]
+    changes = dict.fromkeys(CHANGES, 0)
+    for r in since:
+        if r.since["change"]:
+            changes[r.since["change"]] += 1
+    truncated = sorted(f"{r.topic}-{r.partition} (broker {r.broker})" for r in since
+                       if r.since["change"] == "truncated")  # fmt: skip
+    return {
+        "points": len(points),
+        "went_on": sum(1 for r in since if r.since["carried"]),
+        "bytes_after": sum(r.since["bytes_after"] for r in since),
+        "log_bytes": sum(r.since["log_bytes"] for r in since),
+        "changes": {k: v for k, v in changes.items() if v},
+        "truncated": truncated[:NAMED],
+        "points_without_replica": sum(1 for key in points if key not in seen),
+    }
 
 
 def _whole(files: list[DumpFile]) -> list[ByteRange]:
     return [ByteRange(f, 0, f.size) for f in files]
 
 
-def _headers(f: DumpFile, start: int = 0):
+# bytes read at a time to find a point: a batch header, not a segment's worth
+POINT_WINDOW = 1 << 16
+
+
+def _headers(f: DumpFile, start: int = 0, stop: int | None = None):
     import decoders
 
-    for table, batch in decoders.iter_file(f, ["batches"], deep=False, start=start):
+    window = POINT_WINDOW if stop is not None else None
+    for table, batch in decoders.iter_file(f, ["batches"], deep=False, start=start, stop=stop,
+                                           window_bytes=window):  # fmt: skip
         if table == "batches":
             yield from batch.select(["base_offset", "last_offset", "crc", "size", "position",
                                      "crc_valid"]).to_pylist()  # fmt: skip
@@ -387,7 +456,7 @@ def _first_batch(f: DumpFile, position: int) -> dict | None:
     """The batch whose entry starts at ``position`` of ``f``, if one does."""
     if position >= f.size:
         return None
-    first = next(_headers(f, position), None)
+    first = next(_headers(f, position, position + 1), None)
     return first if first is not None and first["position"] == position else None
 
 

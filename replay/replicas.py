@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from decoders.columns import const, outside_spark_range
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from replay.carried import state_text
+from replay.carried import since_point, state_text
 from replay.grouped import (
     COMMIT_COLUMNS,
     COORDINATOR_COLUMNS,
@@ -135,6 +135,9 @@ class ReplaySpec:
     # how the layout was read (replay.dumpinfo.LayoutFacts): the driver's, for the summary,
     # the coverage and the stale replicas' findings
     layout: object = field(default=None, compare=False, repr=False)
+    # where a previous run's replays ended, by replica (cluster, topic, partition, broker):
+    # its replay_states rows without their states (`--since`; replay.carried.resume_from)
+    points: dict = field(default_factory=dict, compare=False, repr=False)
 
     def cluster_of(self, broker: str) -> str:
         """The cluster of a broker directory ("" for none)."""
@@ -154,6 +157,9 @@ class ReplicaRow:
     crc_valid_batches: int
     cleaned_upto: int = 0  # below: the log cleaner's leftovers in this replica
     log_bytes: int = 0  # the bytes of its segment files (the coverage's unit of size)
+    # where a previous run's replay of it ended, found again in this copy (replay.carried.
+    # since_point): whether its state holds, the bytes past the point, how the log changed
+    since: dict | None = None
 
     @property
     def partition_key(self) -> tuple[str, str, int]:
@@ -221,6 +227,7 @@ class ReplicaReplay:
     def __init__(self, spec: ReplaySpec, broker: str, topic: str, partition: int) -> None:
         self.spec, self.broker, self.topic, self.partition = spec, broker, topic, partition
         self.key = (broker, topic, partition)
+        self.logs: list = []  # its segment files (DumpFile), for the point of a previous run
         self.side: list[dict] = []
         self.batches = _Stream()  # the batch columns the partition's replay reads
         self.records = {t: _Stream() for t in HELD_RECORDS}  # an internal topic's
@@ -386,9 +393,11 @@ class ReplicaReplay:
         for row in carried:
             row["records_state"] = None if records_state is None else state_text(records_state)
             to("replayed")(rows_table(PARTITION_SCHEMA, "carried", [row]))
+        point = self.spec.points.get((self.cluster, self.topic, self.partition, self.broker))
+        since = None if point is None else since_point(point, self.logs)
         return ReplicaRow(self.cluster, self.topic, self.partition, self.broker, end,
                           self.crc_valid, int(summary.get("cleaned_upto") or 0),
-                          self.log_bytes)  # fmt: skip
+                          self.log_bytes, since)  # fmt: skip
 
     def _in_log_order(self, stream: _Stream, order) -> Iterator[pa.Table]:
         """A stream's pieces in log order: as read, or (records out of order: a damaged log)

@@ -260,6 +260,8 @@ class ScanTask:
                     self._replay(replica)
                     replica = None if home is None else ReplicaReplay(self.opts.replay, *home)
                     recovery = Recovery(files_of[home])
+                    if replica is not None:
+                        replica.logs = [f for f in files_of[home] if f.kind == "log"]
             self._decode(r, replica, recovery)
         self._replay(replica)
         return self.report

@@ -139,3 +139,49 @@ def test_a_previous_output_that_cannot_be_built_on_is_refused(spark, dumps, tmp_
     assert _audit(dumps / "same", lone, "2026-11-21", "--since", "auto") == 0
     assert "--since auto: no committed output before 2026-11-21" in capsys.readouterr().err
     assert {r["status"] for r in _history(lone).values()} == {"new"}
+
+
+def test_a_run_since_the_previous_finds_where_each_replay_ended(spark, tmp_path, capsys):
+    """The previous run's `replay_states` points found again in a later copy of the same logs
+    (replay.carried.resume_from, in the scan's tasks): every partition goes on from its point,
+    the bytes past the points are the bytes the later copy added; a log truncated below its
+    point is said, by name, in the summary and on the console."""
+    import os
+    import random
+
+    import decoders
+    from tests.test_carried_state import _earlier_copy
+
+    later, earlier = tmp_path / "later", tmp_path / "earlier"
+    synth("transaction_faults", str(later), seed=7)
+    _earlier_copy(str(later), str(earlier), random.Random(8))
+    days = tmp_path / "audits"
+    assert _audit(earlier, days / "2026-11-20", "2026-11-20") in (0, 1)
+    states = pq.read_table(days / "2026-11-20" / "replay_states").to_pylist()
+
+    def log_bytes(root):
+        return sum(f.size for f in decoders.discover([str(root)]) if f.kind == "log")
+
+    assert _audit(later, days / "2026-11-21", "2026-11-21", "--since",
+                  str(days / "2026-11-20")) in (0, 1)  # fmt: skip
+    since = _summary(days / "2026-11-21")["since_points"]
+    assert since["points"] == len(states) > 5
+    assert since["went_on"] == since["points"] and since["changes"] == {}
+    assert since["bytes_after"] == log_bytes(later) - log_bytes(earlier) > 0
+    assert since["points_without_replica"] == 0
+
+    # one partition's log cut below where the previous run's replay ended
+    cut = tmp_path / "cut"
+    shutil.copytree(earlier, cut)
+    row = next(r for r in states if r["topic"] == "ledger" and r["segment_position"])
+    seg = cut / "broker-1" / f"ledger-{row['partition']}" / f"{row['segment_base_offset']:020d}.log"
+    os.truncate(seg, row["segment_position"])
+    capsys.readouterr()
+    assert _audit(cut, days / "2026-11-22", "2026-11-22", "--since",
+                  str(days / "2026-11-20")) in (0, 1)  # fmt: skip
+    since = _summary(days / "2026-11-22")["since_points"]
+    assert since["changes"] == {"truncated": 1}
+    assert since["truncated"] == [f"ledger-{row['partition']} (broker {row['broker']})"]
+    assert f"truncated below it (an unclean election, a restore?): ledger-{row['partition']}" in (
+        capsys.readouterr().err
+    )
