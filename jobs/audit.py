@@ -215,7 +215,7 @@ def audited(
         layout = spec.layout.described if spec.layout is not None else None
         summary = summary_of(checks, clusters, coverage, layout)
         if spec.points:  # --since: how each log went on from the previous run's point
-            from replay.carried import since_summary
+            from replay.points import since_summary
 
             summary["since_points"] = since_summary(scratch.replicas, spec.points)
         return {n: entries[n] for n in tables}, summary

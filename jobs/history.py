@@ -58,7 +58,7 @@ def points_of(previous: Previous | None) -> dict:
     states), by replica (cluster, topic, partition, broker): one small row per partition,
     read on the driver; empty for an output without them (an older run's)."""
     from jobs.output import OutputDir, read_rows
-    from replay.carried import POINT_COLUMNS
+    from replay.points import POINT_COLUMNS
 
     entry = ((previous.doc.get("tables") or {}) if previous else {}).get("replay_states")
     if not entry:

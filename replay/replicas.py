@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from decoders.columns import const, outside_spark_range
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from replay.carried import since_point, state_text
+from replay.carried import state_text
 from replay.grouped import (
     COMMIT_COLUMNS,
     COORDINATOR_COLUMNS,
@@ -55,6 +55,7 @@ from replay.grouped import (
     txn_latest_epochs,
 )
 from replay.partition import BATCH_COLUMNS, cleaner_leftovers_end
+from replay.points import since_point
 from replay.spill import local_dir, remove_file
 from replay.tables import CLUSTER, rows_table
 
@@ -136,7 +137,7 @@ class ReplaySpec:
     # the coverage and the stale replicas' findings
     layout: object = field(default=None, compare=False, repr=False)
     # where a previous run's replays ended, by replica (cluster, topic, partition, broker):
-    # its replay_states rows without their states (`--since`; replay.carried.resume_from)
+    # its replay_states rows without their states (`--since`; replay.points.resume_from)
     points: dict = field(default_factory=dict, compare=False, repr=False)
 
     def cluster_of(self, broker: str) -> str:

@@ -175,8 +175,8 @@ def _batches_in(ranges) -> pa.Table:
 
 
 def test_a_later_copy_goes_on_from_the_state_a_run_published(production, tmp_path):
-    from replay.carried import resume_from
     from replay.local import audit_local
+    from replay.points import resume_from
 
     earlier = str(tmp_path / "earlier")
     _earlier_copy(production, earlier, random.Random(4))
@@ -352,7 +352,7 @@ def _offsets(where) -> list[int]:
 
 
 def test_the_log_rolled_on_after_the_point(tmp_path):
-    from replay.carried import resume_from
+    from replay.points import resume_from
 
     _log(tmp_path)
     row = _published(tmp_path, 7)
@@ -366,7 +366,7 @@ def test_the_log_rolled_on_after_the_point(tmp_path):
 def test_retention_deleted_the_segment_of_the_point(tmp_path):
     import os
 
-    from replay.carried import resume_from
+    from replay.points import resume_from
 
     _log(tmp_path)
     row = _published(tmp_path, 7)
@@ -384,7 +384,7 @@ def test_retention_deleted_the_segment_of_the_point(tmp_path):
 
 
 def test_the_cleaner_rewrote_the_segment_of_the_point(tmp_path):
-    from replay.carried import resume_from
+    from replay.points import resume_from
 
     _log(tmp_path)
     row = {**_published(tmp_path, 7), "last_batch_crc": 12345}  # the batch there differs
@@ -396,7 +396,7 @@ def test_the_cleaner_rewrote_the_segment_of_the_point(tmp_path):
 def test_a_log_truncated_below_the_point_is_replayed_from_its_start(tmp_path):
     import os
 
-    from replay.carried import resume_from
+    from replay.points import resume_from
 
     _log(tmp_path)
     row = _published(tmp_path, 20)

@@ -143,7 +143,7 @@ def test_a_previous_output_that_cannot_be_built_on_is_refused(spark, dumps, tmp_
 
 def test_a_run_since_the_previous_finds_where_each_replay_ended(spark, tmp_path, capsys):
     """The previous run's `replay_states` points found again in a later copy of the same logs
-    (replay.carried.resume_from, in the scan's tasks): every partition goes on from its point,
+    (replay.points.resume_from, in the scan's tasks): every partition goes on from its point,
     the bytes past the points are the bytes the later copy added; a log truncated below its
     point is said, by name, in the summary and on the console."""
     import os

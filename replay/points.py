@@ -1,0 +1,189 @@
+"""Where a previous run's replay of a partition ended, found again in a later copy of its log.
+
+A run publishes each partition's point (``replay_states``: the batch that reaches the log end,
+its segment, byte position and stored CRC; :func:`replay.carried.carried_row`); a later run
+finds it in its own copy the way a broker finds a snapshot's offset in its log, reading batch
+headers only, and follows how the log changed in between (docs/incremental.md): segments
+rolled after the point, retention that deleted the point's segment, the cleaner that rewrote
+it, a truncation below it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from decoders.layout import DumpFile
+from decoders.planning import ByteRange
+from replay.carried import STATE_VERSION
+
+
+@dataclass
+class Resumed:
+    """Where a replica's replay goes on in a later copy of its log, from a ``replay_states``
+    row: the byte ranges to read (the batches after the carried point, in offset order),
+    whether the carried state holds there (``carried``; else the replica is replayed from its
+    log start) and, when the log changed below or at the point, what happened (``reason``)."""
+
+    ranges: list[ByteRange] = field(default_factory=list)
+    carried: bool = True
+    reason: str | None = None
+    change: str | None = None  # retention, rewritten or truncated (:data:`CHANGES`)
+
+
+# how a log changed below or at a previous run's point (what :func:`resume_from` tells apart)
+CHANGES = ("retention", "rewritten", "truncated", "state_layout")
+
+
+def resume_from(row: dict[str, Any], logs: list[DumpFile]) -> Resumed:
+    """Find a ``replay_states`` row's point in a later copy of the replica's log (``logs``: its
+    `.log` segments), the way a broker finds a snapshot's offset in its log: the same batch at
+    the same place (segment, byte position, base offset, stored CRC) and the rest read from
+    after it. A log changes between two copies as logs do (docs/incremental.md):
+
+    - segments rolled after the point: read in full;
+    - retention deleted the segment of the point: the log goes on from the first batch at or
+      after the carried log end; offsets between the two that no copy read are a hole, as in
+      any copy whose log misses offsets (the replay's own rule);
+    - the cleaner rewrote the segment (the batch at the point changed, the log still reaches
+      past it): headers read to the first batch at or after the carried log end;
+    - the log ends below the carried log end (truncated: an unclean election, a restore): the
+      carried state does not hold; the replica is replayed from its log start.
+
+    Only batch headers are read to find the point, never a deep decode of older bytes."""
+    segments = sorted((f for f in logs if f.kind == "log"), key=lambda f: f.info.base_offset)
+    end = row["log_end_offset"]
+    at = next((f for f in segments if f.info.base_offset == row["segment_base_offset"]), None)
+    if at is not None and row["segment_position"] is not None:
+        first = _first_batch(at, row["segment_position"])
+        if first is not None and (first["base_offset"], first["crc"]) == (
+            row["last_batch_offset"],
+            row["last_batch_crc"],
+        ):
+            later = [f for f in segments if f.info.base_offset > at.info.base_offset]
+            start = row["segment_position"] + first["size"]
+            return Resumed([ByteRange(at, start, at.size), *_whole(later)])
+    # the point is gone: the first batch at or after the carried log end, if the log reaches it
+    for i, f in enumerate(segments):
+        nxt = segments[i + 1].info.base_offset if i + 1 < len(segments) else None
+        if nxt is not None and nxt <= end:
+            continue  # every offset of this segment lies below the carried end
+        found = _first_from(f, end)
+        if found is None:
+            continue
+        position, base = found
+        why = "the segment of the carried point is gone (retention)" if at is None else (
+            "the batch at the carried point changed (the log cleaner rewrote its segment)"
+        )  # fmt: skip
+        if base > end:
+            why += f"; offsets {end}..{base - 1} were gone before a run read them"
+        change = "retention" if at is None else "rewritten"
+        return Resumed([ByteRange(f, position, f.size), *_whole(segments[i + 1 :])], True, why,
+                       change)  # fmt: skip
+    if _log_end(segments) >= end:
+        return Resumed([], True, None)  # nothing after the carried point yet
+    return Resumed(_whole(segments), False,
+                   f"the log ends below the carried log end {end} (truncated): replayed from its start",
+                   "truncated")  # fmt: skip
+
+
+# the columns of a replay_states row that say where a replay ended (its point)
+POINT_COLUMNS = (
+    "cluster", "topic", "partition", "broker", "log_end_offset", "last_batch_offset",
+    "last_batch_crc", "segment_base_offset", "segment_position", "state_version",
+)  # fmt: skip
+
+
+def since_point(point: dict[str, Any], logs: list[DumpFile]) -> dict[str, Any]:
+    """What a replica's log did since a previous run's replay ended at ``point`` (a
+    ``replay_states`` row's :data:`POINT_COLUMNS`), as a scan task reports it: whether the
+    carried state holds, the bytes past the point out of the log's, and how the log changed
+    (:func:`resume_from`)."""
+    log_bytes = sum(f.size for f in logs if f.kind == "log")
+    if point.get("state_version") != STATE_VERSION:
+        return {"carried": False, "reason": f"a state of layout {point.get('state_version')}",
+                "change": "state_layout", "bytes_after": log_bytes, "log_bytes": log_bytes}  # fmt: skip
+    found = resume_from(point, logs)
+    return {
+        "carried": found.carried,
+        "reason": found.reason,
+        "change": found.change,
+        "bytes_after": sum(r.size for r in found.ranges),
+        "log_bytes": log_bytes,
+    }
+
+
+# partitions named in a summary's list of those whose log was truncated below the point
+NAMED = 20
+
+
+def since_summary(replicas, points: dict) -> dict[str, Any]:
+    """What the replicas a scan replayed (:class:`replay.replicas.ReplicaRow`, with ``since``)
+    did since the previous run's points (``points``: :attr:`ReplaySpec.points`): how many went
+    on from their point, the bytes past the points out of their logs', how many logs changed
+    below their point and how, the truncated ones by name, and the points no replica of this
+    copy has (a partition, broker or log dir gone, or its replica not kept)."""
+    seen = {r.key for r in replicas}
+    since = [r for r in replicas if r.since is not None]
+    changes = dict.fromkeys(CHANGES, 0)
+    for r in since:
+        if r.since["change"]:
+            changes[r.since["change"]] += 1
+    truncated = sorted(f"{r.topic}-{r.partition} (broker {r.broker})" for r in since
+                       if r.since["change"] == "truncated")  # fmt: skip
+    return {
+        "points": len(points),
+        "went_on": sum(1 for r in since if r.since["carried"]),
+        "bytes_after": sum(r.since["bytes_after"] for r in since),
+        "log_bytes": sum(r.since["log_bytes"] for r in since),
+        "changes": {k: v for k, v in changes.items() if v},
+        "truncated": truncated[:NAMED],
+        "points_without_replica": sum(1 for key in points if key not in seen),
+    }
+
+
+def _whole(files: list[DumpFile]) -> list[ByteRange]:
+    return [ByteRange(f, 0, f.size) for f in files]
+
+
+# bytes read at a time to find a point: a batch header, not a segment's worth
+POINT_WINDOW = 1 << 16
+
+
+def _headers(f: DumpFile, start: int = 0, stop: int | None = None):
+    import decoders
+
+    window = POINT_WINDOW if stop is not None else None
+    for table, batch in decoders.iter_file(f, ["batches"], deep=False, start=start, stop=stop,
+                                           window_bytes=window):  # fmt: skip
+        if table == "batches":
+            yield from batch.select(["base_offset", "last_offset", "crc", "size", "position",
+                                     "crc_valid"]).to_pylist()  # fmt: skip
+
+
+def _first_batch(f: DumpFile, position: int) -> dict | None:
+    """The batch whose entry starts at ``position`` of ``f``, if one does."""
+    if position >= f.size:
+        return None
+    first = next(_headers(f, position, position + 1), None)
+    return first if first is not None and first["position"] == position else None
+
+
+def _first_from(f: DumpFile, offset: int) -> tuple[int, int] | None:
+    """(position, base offset) of the first CRC-valid batch of ``f`` starting at ``offset``
+    or later: a batch that starts below it was judged by the run that carried the state."""
+    for b in _headers(f):
+        if b["crc_valid"] is not False and b["base_offset"] >= offset:
+            return b["position"], b["base_offset"]
+    return None
+
+
+def _log_end(segments: list[DumpFile]) -> int:
+    """One past the last offset of the last segment holding a batch (-1: none)."""
+    for f in reversed(segments):
+        last = -1
+        for b in _headers(f):
+            last = max(last, b["last_offset"])
+        if last >= 0:
+            return last + 1
+    return -1
