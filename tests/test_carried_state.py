@@ -20,7 +20,7 @@ from decoders.planning import ByteRange
 from replay.carried import STATE_VERSION, carry, resume
 from replay.grouped import COORDINATOR_COLUMNS
 from replay.partition import Config, PartitionReplay, _replay_columns, cleaner_leftovers_end
-from tests.test_partition_runs import _damaged, _partitions, _table
+from tests.test_partition_runs import SAME_PARTITIONS, _damaged, _partitions, _table
 from tests.whole_tables import production_dump
 
 CONFIG = Config(producer_id_expiration_ms=86_400_000)
@@ -93,7 +93,8 @@ def test_production_shaped_partitions_carry_their_state(production):
 @pytest.mark.sweep  # every scenario: in ./dev test, not the inner loop
 def test_every_scenario_s_partitions_carry_their_state(sim_all):
     rng = random.Random(2)
-    checked = sum(_check_dump(str(d), rng) for d in sorted(sim_all.iterdir()) if d.is_dir())
+    checked = sum(_check_dump(str(d), rng) for d in sorted(sim_all.iterdir())
+                  if d.is_dir() and d.name not in SAME_PARTITIONS)  # fmt: skip
     assert checked > 100
 
 
