@@ -83,7 +83,8 @@ def carry(replay: PartitionReplay) -> dict[str, Any]:
     }
 
 
-def carried_row(replay: PartitionReplay, broker: str | None) -> dict[str, Any]:
+def carried_row(replay: PartitionReplay, broker: str | None, topic_id: str | None = None
+                ) -> dict[str, Any]:  # fmt: skip
     """The ``replay_states`` row (replay.tables.REPLAY_STATES) of a replica's replay at its
     end: where a later run goes on from (the batch that reaches the log end: its segment,
     position and CRC, which that run finds again in its own copy of the log) and the state."""
@@ -96,6 +97,7 @@ def carried_row(replay: PartitionReplay, broker: str | None) -> dict[str, Any]:
         "topic": replay.topic,
         "partition": replay.partition,
         "broker": broker,
+        "topic_id": topic_id,
         "log_end_offset": replay.log_end,
         "last_batch_offset": base_offset,
         "last_batch_crc": crc,

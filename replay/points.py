@@ -32,7 +32,7 @@ class Resumed:
 
 
 # how a log changed below or at a previous run's point (what :func:`resume_from` tells apart)
-CHANGES = ("retention", "rewritten", "truncated", "state_layout")
+CHANGES = ("retention", "rewritten", "truncated", "recreated", "state_layout")
 
 
 def resume_from(row: dict[str, Any], logs: list[DumpFile]) -> Resumed:
@@ -89,17 +89,25 @@ def resume_from(row: dict[str, Any], logs: list[DumpFile]) -> Resumed:
 
 # the columns of a replay_states row that say where a replay ended (its point)
 POINT_COLUMNS = (
-    "cluster", "topic", "partition", "broker", "log_end_offset", "last_batch_offset",
+    "cluster", "topic", "partition", "broker", "topic_id", "log_end_offset", "last_batch_offset",
     "last_batch_crc", "segment_base_offset", "segment_position", "state_version",
 )  # fmt: skip
 
 
-def since_point(point: dict[str, Any], logs: list[DumpFile]) -> dict[str, Any]:
+def since_point(point: dict[str, Any], logs: list[DumpFile], topic_id: str | None = None
+                ) -> dict[str, Any]:  # fmt: skip
     """What a replica's log did since a previous run's replay ended at ``point`` (a
     ``replay_states`` row's :data:`POINT_COLUMNS`), as a scan task reports it: whether the
     carried state holds, the bytes past the point out of the log's, and how the log changed
-    (:func:`resume_from`)."""
+    (:func:`resume_from`). ``topic_id``: the replica's now; where both runs know theirs and they
+    differ, the topic was deleted and created again: its log starts anew, nothing carries over
+    and nothing of it was truncated."""
     log_bytes = sum(f.size for f in logs if f.kind == "log")
+    before = point.get("topic_id")
+    if before and topic_id and before != topic_id:
+        return {"carried": False, "change": "recreated", "bytes_after": log_bytes,
+                "log_bytes": log_bytes,
+                "reason": f"the topic was deleted and created again (topic id {topic_id}, was {before})"}  # fmt: skip
     if point.get("state_version") != STATE_VERSION:
         return {"carried": False, "reason": f"a state of layout {point.get('state_version')}",
                 "change": "state_layout", "bytes_after": log_bytes, "log_bytes": log_bytes}  # fmt: skip

@@ -229,6 +229,7 @@ class ReplicaReplay:
         self.spec, self.broker, self.topic, self.partition = spec, broker, topic, partition
         self.key = (broker, topic, partition)
         self.logs: list = []  # its segment files (DumpFile), for the point of a previous run
+        self.topic_id: str | None = None  # its partition.metadata's: a re-created topic's differs
         self.side: list[dict] = []
         self.batches = _Stream()  # the batch columns the partition's replay reads
         self.records = {t: _Stream() for t in HELD_RECORDS}  # an internal topic's
@@ -382,7 +383,7 @@ class ReplicaReplay:
         internal = self.topic in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC)
         summary = replay_partition(self.topic, self.partition, source, self.side,
                                    self.spec.facts, upto, to("replayed"),
-                                   carried.append if internal else None)  # fmt: skip
+                                   carried.append if internal else None, self.topic_id)  # fmt: skip
         records_state = None
         if self.topic == TRANSACTION_STATE_TOPIC:
             # where this partition's whole history starts: its own replay's summary
@@ -399,7 +400,7 @@ class ReplicaReplay:
             row["records_state"] = state_text(records_state)
             to("replayed")(rows_table(PARTITION_SCHEMA, "carried", [row]))
         point = self.spec.points.get((self.cluster, self.topic, self.partition, self.broker))
-        since = None if point is None else since_point(point, self.logs)
+        since = None if point is None else since_point(point, self.logs, self.topic_id)
         return ReplicaRow(self.cluster, self.topic, self.partition, self.broker, end,
                           self.crc_valid, int(summary.get("cleaned_upto") or 0),
                           self.log_bytes, since)  # fmt: skip

@@ -138,6 +138,27 @@ def replica_of(f) -> tuple[str, str, int] | None:
     return (f.info.broker or "", f.info.topic, f.info.partition)
 
 
+def topic_id_of(files) -> str | None:
+    """The topic id a partition directory's `partition.metadata` names (None: no such file, or
+    one that does not parse: the errors table says so)."""
+    from decoders.checkpoints import MAX_TEXT_BYTES, partition_metadata
+    from decoders.errors import DecodeError
+
+    for f in files:
+        if f.kind == "partition_metadata":
+            try:
+                src = f.open()
+                try:
+                    return partition_metadata(src.read_at(0, min(src.size, MAX_TEXT_BYTES)))[
+                        "topic_uuid"
+                    ]
+                finally:
+                    src.close()
+            except (OSError, DecodeError, KeyError):
+                return None
+    return None
+
+
 def replica_units(files) -> list[list[ByteRange]]:
     """The dump's files as units a task reads whole: every file of one partition directory
     together, in the order discovered (logs by base offset); each other file alone."""
@@ -262,6 +283,7 @@ class ScanTask:
                     recovery = Recovery(files_of[home])
                     if replica is not None:
                         replica.logs = [f for f in files_of[home] if f.kind == "log"]
+                        replica.topic_id = topic_id_of(files_of[home])
             self._decode(r, replica, recovery)
         self._replay(replica)
         return self.report

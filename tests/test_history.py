@@ -185,3 +185,19 @@ def test_a_run_since_the_previous_finds_where_each_replay_ended(spark, tmp_path,
     assert f"truncated below it (an unclean election, a restore?): ledger-{row['partition']}" in (
         capsys.readouterr().err
     )
+
+    # the same, its topic deleted and created again (another topic id): not a truncation
+    import uuid
+
+    from simulator.writer import partition_metadata_text
+
+    again = tmp_path / "again"
+    shutil.copytree(cut, again)
+    for meta in (again / "broker-1").glob("ledger-*/partition.metadata"):
+        if meta.parent.name.removeprefix("ledger-").isdigit():  # not ledger-ok's
+            meta.write_text(partition_metadata_text(uuid.UUID(int=7)))
+    assert _audit(again, days / "2026-11-23", "2026-11-23", "--since",
+                  str(days / "2026-11-20")) in (0, 1)  # fmt: skip
+    since = _summary(days / "2026-11-23")["since_points"]
+    ledger = sum(1 for r in states if r["topic"] == "ledger")
+    assert since["changes"] == {"recreated": ledger} and since["truncated"] == []
