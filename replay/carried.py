@@ -43,6 +43,7 @@ import collections
 import json
 import posixpath
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -83,7 +84,18 @@ def carry(replay: PartitionReplay) -> dict[str, Any]:
     }
 
 
-def carried_row(replay: PartitionReplay, broker: str | None, topic_id: str | None = None
+@dataclass(frozen=True)
+class ReplicaIds:
+    """What a ``replay_states`` row keeps of its replica beyond the replay: the topic id of
+    its partition.metadata (a topic deleted and created again under its name has another) and
+    its high watermark at its broker's last replication-offset-checkpoint (offsets below it
+    were committed: a later copy whose log ends below it lost committed records)."""
+
+    topic_id: str | None = None
+    high_watermark: int | None = None
+
+
+def carried_row(replay: PartitionReplay, broker: str | None, ids: ReplicaIds | None = None
                 ) -> dict[str, Any]:  # fmt: skip
     """The ``replay_states`` row (replay.tables.REPLAY_STATES) of a replica's replay at its
     end: where a later run goes on from (the batch that reaches the log end: its segment,
@@ -97,7 +109,8 @@ def carried_row(replay: PartitionReplay, broker: str | None, topic_id: str | Non
         "topic": replay.topic,
         "partition": replay.partition,
         "broker": broker,
-        "topic_id": topic_id,
+        "topic_id": (ids or ReplicaIds()).topic_id,
+        "high_watermark": (ids or ReplicaIds()).high_watermark,
         "log_end_offset": replay.log_end,
         "last_batch_offset": base_offset,
         "last_batch_crc": crc,

@@ -122,13 +122,16 @@ def _stale_findings(layout: Layout, renamed, files: list[DumpFile]) -> list[dict
     return out
 
 
-def cleaner_checkpoints(paths: list[str], files=None) -> dict[str, int]:
+def cleaner_checkpoints(paths: list[str], files=None,
+                        name: str = "cleaner-offset-checkpoint") -> dict[str, int]:  # fmt: skip
     """`cleaner-offset-checkpoint` of every log dir: how far the cleaner has been, per replica
     (docs/formats.md 10.8), as ``"broker|topic|partition" -> offset``. A few short text files;
-    ``files``: the dump's files, if the caller has listed them."""
+    ``files``: the dump's files, if the caller has listed them. ``name``: another of the log
+    dirs' offset checkpoints read the same way (`replication-offset-checkpoint`: each
+    replica's high watermark when the broker last wrote it)."""
     out = {}
     for f in discover(paths) if files is None else files:
-        if not f.path.endswith("cleaner-offset-checkpoint"):
+        if not f.path.endswith(name):
             continue
         try:
             with contextlib.closing(f.open()) as src:

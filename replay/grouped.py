@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from replay import coverage as C
 from replay import tables as T
-from replay.carried import carried_row, carry_coordinator, carry_groups
+from replay.carried import ReplicaIds, carried_row, carry_coordinator, carry_groups
 from replay.coordinator import CoordinatorReplay
 from replay.crosslog import Anchor, Bounds
 from replay.findings import finding
@@ -81,7 +81,7 @@ def replay_partition(
     cleaned_upto: int,
     flush: Callable[[pa.Table], None],
     carried: Callable[[dict], None] | None = None,
-    topic_id: str | None = None,
+    ids: ReplicaIds | None = None,
 ) -> dict:
     """Replay one partition's batches (a table in any order with a ``broker`` column, or
     :class:`InOrder` pieces); compare with the newest `.snapshot` and with the
@@ -89,8 +89,8 @@ def replay_partition(
     entries), txnindex_file (an existing `.txnindex`, by its path) and aborted (its entries).
     The partition's ``replay_states`` row (where the replay ended, its state:
     :func:`replay.carried.carried_row`) goes to ``carried`` if given (the caller adds the state
-    of the partition's records, an internal topic's), else out with the other rows;
-    ``topic_id``: the replica's (its partition.metadata), which the row keeps.
+    of the partition's records, an internal topic's), else out with the other rows; ``ids``:
+    the replica's topic id and high watermark, which the row keeps.
     The rows (:data:`PARTITION_SCHEMA`) leave through ``flush`` a block at a time as the replay
     goes (a partition's transactions and LSO changes grow with its history); returns the
     partition's summary row."""
@@ -135,7 +135,7 @@ def replay_partition(
         "last_timestamp": r.last_timestamp, "complete_from": r.complete_from(),
         "copy_end_timestamp": r.copy_end_timestamp(),
     }  # fmt: skip
-    state = carried_row(r, broker, topic_id)
+    state = carried_row(r, broker, ids)
     for kind, these in (("finding", findings), ("partition", [summary]), ("count", counts),
                         ("carried", [] if carried else [state])):  # fmt: skip
         for row in these:

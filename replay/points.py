@@ -29,6 +29,7 @@ class Resumed:
     carried: bool = True
     reason: str | None = None
     change: str | None = None  # retention, rewritten or truncated (:data:`CHANGES`)
+    log_end: int | None = None  # truncated: where the log ends now
 
 
 # how a log changed below or at a previous run's point (what :func:`resume_from` tells apart)
@@ -80,16 +81,18 @@ def resume_from(row: dict[str, Any], logs: list[DumpFile]) -> Resumed:
         change = "retention" if at is None else "rewritten"
         return Resumed([ByteRange(f, position, f.size), *_whole(segments[i + 1 :])], True, why,
                        change)  # fmt: skip
-    if _log_end(segments) >= end:
+    now = _log_end(segments)
+    if now >= end:
         return Resumed([], True, None)  # nothing after the carried point yet
     return Resumed(_whole(segments), False,
-                   f"the log ends below the carried log end {end} (truncated): replayed from its start",
-                   "truncated")  # fmt: skip
+                   f"the log ends at {now}, below the carried log end {end} (truncated): "
+                   "replayed from its start", "truncated", now)  # fmt: skip
 
 
 # the columns of a replay_states row that say where a replay ended (its point)
 POINT_COLUMNS = (
-    "cluster", "topic", "partition", "broker", "topic_id", "log_end_offset", "last_batch_offset",
+    "cluster", "topic", "partition", "broker", "topic_id", "high_watermark", "log_end_offset",
+    "last_batch_offset",
     "last_batch_crc", "segment_base_offset", "segment_position", "state_version",
 )  # fmt: skip
 
@@ -118,7 +121,43 @@ def since_point(point: dict[str, Any], logs: list[DumpFile], topic_id: str | Non
         "change": found.change,
         "bytes_after": sum(r.size for r in found.ranges),
         "log_bytes": log_bytes,
+        "log_end_offset": found.log_end,
     }
+
+
+def truncation_finding(point: dict[str, Any], since: dict[str, Any], topic: str,
+                       partition: int) -> dict | None:  # fmt: skip
+    """A log that ends now below the high watermark its broker had checkpointed when the
+    previous run's copy was taken lost committed records: `committed_data_truncated`. A leader
+    acknowledges a record to an `acks=all` producer, and consumers read it, only once the
+    high watermark passes it (``Partition.maybeIncrementLeaderHW``); a leader's log also holds
+    records above the high watermark, which a leader change truncates as Kafka intends
+    (``UnifiedLog.truncateTo``, on becoming a follower). So only what lay below the
+    checkpointed high watermark counts (the checkpoint lags the true high watermark: a lower
+    bound). None where the log was not truncated below it, or no high watermark is known."""
+    from replay.findings import finding
+
+    hw, now = point.get("high_watermark"), since.get("log_end_offset")
+    if since.get("change") != "truncated" or hw is None or now is None or now >= hw:
+        return None
+    return finding(
+        "committed_data_truncated",
+        f"{topic}-{partition} ends at offset {now}, below the high watermark {hw} its broker "
+        f"had checkpointed when the previous audit's copy was taken: {hw - now} committed "
+        "offsets are gone",
+        {
+            "log_end_offset": now,
+            "previous_high_watermark": hw,
+            "previous_log_end_offset": point.get("log_end_offset"),
+            "previous_last_batch_offset": point.get("last_batch_offset"),
+            "previous_segment_base_offset": point.get("segment_base_offset"),
+            "previous_segment_position": point.get("segment_position"),
+        },  # fmt: skip
+        topic=topic,
+        partition=partition,
+        first_offset=now,
+        last_offset=hw - 1,
+    )
 
 
 # partitions named in a summary's list of those whose log was truncated below the point
@@ -187,11 +226,14 @@ def _first_from(f: DumpFile, offset: int) -> tuple[int, int] | None:
 
 
 def _log_end(segments: list[DumpFile]) -> int:
-    """One past the last offset of the last segment holding a batch (-1: none)."""
+    """The log's end offset: one past the last offset of the last segment holding a batch, or
+    the base offset of an empty segment after it (a rolled, still empty active segment: its
+    base offset is where the log ends, also once retention deleted every batch before it)."""
+    end = max((f.info.base_offset for f in segments), default=0)
     for f in reversed(segments):
         last = -1
         for b in _headers(f):
             last = max(last, b["last_offset"])
         if last >= 0:
-            return last + 1
-    return -1
+            return max(end, last + 1)
+    return end

@@ -227,6 +227,10 @@ BUILDERS: dict[str, Callable[[dict, dict, Target], str]] = {
 # every other kind: what to check next, in one sentence (tests/test_remediation.py holds it to
 # the vocabulary)
 NEXT_CHECK: dict[str, str] = {
+    "committed_data_truncated": "Look in the controller's log for an unclean leader election "
+    "of this partition (or a restore of its broker's disk): consumers whose committed offsets "
+    "lie above the new log end reset by auto.offset.reset, and the committed records between "
+    "are gone unless another copy (a replica not elected, a mirror) still holds them.",
     "offset_overlap": "Compare the two batches holding these offsets with `logreplay dump "
     "--deep` and with another replica's copy: a log never assigns an offset twice, so one of "
     "them was appended with a stale log end offset (consumers saw either, depending on when "

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from decoders.columns import const, outside_spark_range
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from replay.carried import state_text
+from replay.carried import ReplicaIds, state_text
 from replay.grouped import (
     COMMIT_COLUMNS,
     COORDINATOR_COLUMNS,
@@ -55,7 +55,7 @@ from replay.grouped import (
     txn_latest_epochs,
 )
 from replay.partition import BATCH_COLUMNS, cleaner_leftovers_end
-from replay.points import since_point
+from replay.points import since_point, truncation_finding
 from replay.spill import local_dir, remove_file
 from replay.tables import CLUSTER, rows_table
 
@@ -139,6 +139,9 @@ class ReplaySpec:
     # where a previous run's replays ended, by replica (cluster, topic, partition, broker):
     # its replay_states rows without their states (`--since`; replay.points.resume_from)
     points: dict = field(default_factory=dict, compare=False, repr=False)
+    # each replica's high watermark at its broker's last replication-offset-checkpoint, as
+    # ``"broker|topic|partition" -> offset`` (offsets below it were committed)
+    high_watermarks: dict[str, int] = field(default_factory=dict)
 
     def cluster_of(self, broker: str) -> str:
         """The cluster of a broker directory ("" for none)."""
@@ -171,6 +174,9 @@ class ReplicaRow:
         return (self.cluster, self.topic, self.partition, self.broker)
 
 
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+
+
 def replay_spec(paths: list[str], config) -> ReplaySpec:
     """What the scan's tasks need to replay the replicas they read, from the configuration
     (a :class:`replay.settings.AuditConfig`) and the small files read on the driver."""
@@ -182,6 +188,7 @@ def replay_spec(paths: list[str], config) -> ReplaySpec:
     return ReplaySpec(
         facts=config.facts(),
         cleaned=cleaner_checkpoints(paths, listed[0]),
+        high_watermarks=cleaner_checkpoints(paths, listed[0], HIGH_WATERMARK_CHECKPOINT),
         compacted=frozenset(config.compacted_topics()),
         clusters=layout.clusters,
         broadcast=frozenset(config.declared_broadcast()),
@@ -381,9 +388,11 @@ class ReplicaReplay:
         # out with the partition's other rows (one table: a quiet partition's cost is per table)
         carried: list[dict] = []
         internal = self.topic in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC)
+        hw = self.spec.high_watermarks.get(f"{self.broker}|{self.topic}|{self.partition}")
         summary = replay_partition(self.topic, self.partition, source, self.side,
                                    self.spec.facts, upto, to("replayed"),
-                                   carried.append if internal else None, self.topic_id)  # fmt: skip
+                                   carried.append if internal else None,
+                                   ReplicaIds(self.topic_id, hw))  # fmt: skip
         records_state = None
         if self.topic == TRANSACTION_STATE_TOPIC:
             # where this partition's whole history starts: its own replay's summary
@@ -401,6 +410,10 @@ class ReplicaReplay:
             to("replayed")(rows_table(PARTITION_SCHEMA, "carried", [row]))
         point = self.spec.points.get((self.cluster, self.topic, self.partition, self.broker))
         since = None if point is None else since_point(point, self.logs, self.topic_id)
+        lost = None if since is None else truncation_finding(point, since, self.topic,
+                                                             self.partition)  # fmt: skip
+        if lost is not None:
+            to("replayed")(rows_table(PARTITION_SCHEMA, "finding", [lost]))
         return ReplicaRow(self.cluster, self.topic, self.partition, self.broker, end,
                           self.crc_valid, int(summary.get("cleaned_upto") or 0),
                           self.log_bytes, since)  # fmt: skip

@@ -167,6 +167,9 @@ REPLAY_STATES = _schema(
     broker               str       the replica replayed (the most complete one)
     topic_id             str       the topic's id (partition.metadata), if the replica has one:
                                    a topic deleted and created again under its name has another
+    high_watermark       i64       the replica's high watermark at its broker's last
+                                   replication-offset-checkpoint, if its log dir has one:
+                                   offsets below it were committed
     log_end_offset       i64       last offset + 1: a later run goes on from here
     last_batch_offset    i64       base offset of the batch that reaches the log end offset
     last_batch_crc       i64       its stored CRC: a later copy holds the same batch there, or

@@ -569,3 +569,33 @@ def test_random_group_histories_carry_their_state(monkeypatch):
         commits, metadata, markers = history(rng, rng.randint(200, 1500), broken=n % 2 == 1)
         total = commits.num_rows + metadata.num_rows + markers.num_rows
         _groups_carried(5, commits, metadata, markers, _cuts(total, rng, 3))
+
+
+def test_retention_that_left_only_an_empty_active_segment_is_not_a_truncation(tmp_path):
+    import os
+
+    from replay.points import resume_from
+
+    _log(tmp_path)
+    row = _published(tmp_path, 24)  # the previous run saw the whole log: it ends at 24
+    for f in _segments(tmp_path):
+        os.remove(f.path)
+    (tmp_path / "t-0" / "00000000000000000024.log").write_bytes(b"")  # rolled, still empty
+    where = resume_from(row, _segments(tmp_path))
+    assert (where.carried, where.change, _offsets(where)) == (True, None, [])
+
+
+def test_only_a_truncation_below_the_checkpointed_high_watermark_is_a_finding():
+    from replay.points import truncation_finding
+
+    point = {"high_watermark": 100, "log_end_offset": 120, "last_batch_offset": 119}
+    below = {"change": "truncated", "log_end_offset": 90}
+    f = truncation_finding(point, below, "t", 3)
+    assert (f["kind"], f["severity"], f["first_offset"], f["last_offset"]) == (
+        "committed_data_truncated", "error", 90, 99)  # fmt: skip
+    # above the high watermark: records never acknowledged, truncated as Kafka intends
+    assert truncation_finding(point, {"change": "truncated", "log_end_offset": 105}, "t", 3) is None
+    # no checkpoint in the previous copy: cannot tell
+    assert truncation_finding({**point, "high_watermark": None}, below, "t", 3) is None
+    # not truncated (retention, the cleaner): no finding
+    assert truncation_finding(point, {**below, "change": "retention"}, "t", 3) is None

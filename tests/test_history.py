@@ -185,6 +185,16 @@ def test_a_run_since_the_previous_finds_where_each_replay_ended(spark, tmp_path,
     assert f"truncated below it (an unclean election, a restore?): ledger-{row['partition']}" in (
         capsys.readouterr().err
     )
+    # below the high watermark the broker had checkpointed in the earlier copy: committed
+    # records lost, a finding with its evidence
+    lost = [f for f in pq.read_table(days / "2026-11-22" / "findings").to_pylist()
+            if f["kind"] == "committed_data_truncated"]  # fmt: skip
+    assert row["high_watermark"] is not None and row["high_watermark"] > row["last_batch_offset"]
+    assert [(f["topic"], f["partition"], f["severity"]) for f in lost] == [
+        ("ledger", row["partition"], "error")]  # fmt: skip
+    evidence = json.loads(lost[0]["evidence"])
+    assert evidence["previous_high_watermark"] == row["high_watermark"]
+    assert evidence["log_end_offset"] == lost[0]["first_offset"] <= row["last_batch_offset"]
 
     # the same, its topic deleted and created again (another topic id): not a truncation
     import uuid
@@ -201,3 +211,6 @@ def test_a_run_since_the_previous_finds_where_each_replay_ended(spark, tmp_path,
     since = _summary(days / "2026-11-23")["since_points"]
     ledger = sum(1 for r in states if r["topic"] == "ledger")
     assert since["changes"] == {"recreated": ledger} and since["truncated"] == []
+    assert "committed_data_truncated" not in {
+        f["kind"] for f in pq.read_table(days / "2026-11-23" / "findings").to_pylist()
+    }
