@@ -81,7 +81,7 @@ def run(args) -> int:
     except ValueError as e:  # history.Refused
         print(f"logreplay audit: --since refused: {e}", file=sys.stderr)
         return USAGE
-    if previous is not None:  # the scan's tasks find where its replays ended (replay.carried)
+    if previous is not None:  # the scan's tasks find where its replays ended (replay.points)
         from dataclasses import replace
 
         from jobs.history import points_of

@@ -161,7 +161,7 @@ class ReplicaRow:
     crc_valid_batches: int
     cleaned_upto: int = 0  # below: the log cleaner's leftovers in this replica
     log_bytes: int = 0  # the bytes of its segment files (the coverage's unit of size)
-    # where a previous run's replay of it ended, found again in this copy (replay.carried.
+    # where a previous run's replay of it ended, found again in this copy (replay.points.
     # since_point): whether its state holds, the bytes past the point, how the log changed
     since: dict | None = None
 
