@@ -140,7 +140,8 @@ def test_extract_a_finding_from_the_s3_output_and_audit_the_slice(s3, s3_audit, 
 def test_audits_on_s3_build_on_the_previous_day_s(s3, remote_dump, s3_audit, capsys):  # noqa: F811
     """`--since auto` on the bucket: the next day's audit finds the day before beside its
     output (the DAG's `<out_root>/<ds>`), its findings are all known, its gate passes; and
-    `--since` naming the first audit explicitly gives the same."""
+    `--since` naming the first audit explicitly gives the same; every partition goes on from
+    where the first day's replays ended."""
     day2 = ["--run-id", "d2", "--logical-date", "2026-11-22"]
     first = s3.uri("daily/2026-11-21")
     assert main(["audit", remote_dump, "--out", first, "--since", "auto", *RUN]) == 0
@@ -151,6 +152,12 @@ def test_audits_on_s3_build_on_the_previous_day_s(s3, remote_dump, s3_audit, cap
     assert summary["since"] == first and summary["gate"]["success"] is True
     status = summary["findings"]["by_status"]
     assert status["new"] == 0 and status["still present"] == summary["findings"]["total"] > 0
+    # where the first day's replays ended (its replay_states, on the bucket), found again in
+    # the same dump (on the bucket too): every partition goes on from there, nothing past it
+    points = summary["since_points"]
+    assert points["points"] > 0 and points["went_on"] == points["points"]
+    assert points["bytes_after"] == 0 and points["log_bytes"] > 0 and points["changes"] == {}
+    assert points["points_without_replica"] == 0
     assert main(["audit", remote_dump, "--out", s3.uri("next"), "--since", s3.uri("audit"),
                  *day2]) == 0  # fmt: skip
     assert json.loads(s3.read("next/summary.json"))["findings"]["by_status"] == status
