@@ -50,6 +50,18 @@ def test_the_header_shows_what_the_audit_could_judge():
     assert coverage_panel({}) == ""
 
 
+def test_the_header_shows_how_the_logs_went_on_since_the_previous_run():
+    from jobs.report.page import since_panel
+
+    points = {"points": 12, "went_on": 11, "bytes_after": 2048, "log_bytes": 9000,
+              "changes": {"truncated": 1}, "truncated": ["orders-3 (broker 2)"],
+              "points_without_replica": 0}  # fmt: skip
+    html = since_panel({"since_points": points})
+    assert "11 of 12" in html and "2,048 of 9,000" in html
+    assert "truncated: 1" in html and "orders-3 (broker 2)" in html
+    assert since_panel({}) == ""
+
+
 def test_the_dump_command_names_the_segment_of_the_finding():
     row = {"topic": "t", "partition": 0, "first_offset": 50}
     cmd = dump_command(row, {"file": "broker-1/t-0/00000000000000000040.log"}, ["/d u/mp"], None)

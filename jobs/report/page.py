@@ -250,7 +250,8 @@ def header(summary: dict, inputs: dict, counts: dict[str, dict[str, int]], order
         head
         + gate_panel
         + waiver_panel
-        + f"<div class='grid'>{kinds}{inp}{acct}{coverage_panel(summary)}</div>"
+        + f"<div class='grid'>{kinds}{inp}{acct}{coverage_panel(summary)}"
+        f"{since_panel(summary)}</div>"
         f"{nav}<h2 id='overview'>Overview</h2>"
     )
 
@@ -286,6 +287,28 @@ def coverage_panel(summary: dict) -> str:
         "<tr><th>family</th><th>judged</th><th>of</th><th>not judged, largest reasons; judged by a weaker rule</th></tr>"
         f"{rows}</table><div class='note'>{_n(len(clusters))} cluster(s): "
         f"{_esc(', '.join(clusters))}</div>{f'<ul class=note>{why}</ul>' if why else ''}</div>"
+    )
+
+
+def since_panel(summary: dict) -> str:
+    """How the logs went on since the previous run's points (summary.json's `since_points`,
+    a run given --since; docs/incremental.md): what a later run would read, what changed
+    below the points, the logs truncated below them by name."""
+    p = summary.get("since_points")
+    if not p:
+        return ""
+    changes = ", ".join(f"{k}: {_n(v)}" for k, v in (p.get("changes") or {}).items()) or "none"
+    truncated = ", ".join(p.get("truncated") or []) or "none"
+    return (
+        "<div class='panel' id='since'><b>Since the previous run</b><table>"
+        f"<tr><td>partitions going on from its points</td><td>{_n(p['went_on'])} of "
+        f"{_n(p['points'])}</td></tr>"
+        f"<tr><td>bytes past the points</td><td>{_n(p['bytes_after'])} of {_n(p['log_bytes'])}"
+        "</td></tr>"
+        f"<tr><td>changed below the points</td><td>{_esc(changes)}</td></tr>"
+        f"<tr><td>truncated below them</td><td>{_esc(truncated)}</td></tr>"
+        f"<tr><td>points not in this dump</td><td>{_n(p['points_without_replica'])}</td></tr>"
+        "</table></div>"
     )
 
 
