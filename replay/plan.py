@@ -715,7 +715,8 @@ def audit_session(
 ) -> Iterator[Mapping[str, DataFrame]]:
     """Replay a dump in a user's session: DataFrames by table name (findings, transactions,
     producer_states, lso_changes, partitions, coordinator_transactions, group_generations,
-    offset_timeline, checks, plus the decoded segments and errors), for the ``with`` block;
+    offset_timeline, replay_states, checks, plus the decoded segments and errors), for the
+    ``with`` block;
     what the audit cached is released when the block ends, however it ends. ``skip``: files
     left out of the run, path -> reason (see jobs.resilience)."""
     scan = _cached_scan(spark, list(paths), _config(conf), skip)
