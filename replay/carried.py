@@ -102,15 +102,16 @@ def carried_row(replay: PartitionReplay, broker: str | None, ids: ReplicaIds | N
     position and CRC, which that run finds again in its own copy of the log) and the state."""
     _reach, file, position, base_offset, crc = replay.highest
     segment = None
-    if file is not None:
-        kind, segment = classify(posixpath.basename(str(file).replace("\\", "/")))
+    if file is not None:  # the segment's base offset, from its name (the path is the run's)
+        kind, segment = classify(posixpath.basename(str(file)))
         segment = segment if kind == "log" else None
+    ids = ids or ReplicaIds()
     return {
         "topic": replay.topic,
         "partition": replay.partition,
         "broker": broker,
-        "topic_id": (ids or ReplicaIds()).topic_id,
-        "high_watermark": (ids or ReplicaIds()).high_watermark,
+        "topic_id": ids.topic_id,
+        "high_watermark": ids.high_watermark,
         "log_end_offset": replay.log_end,
         "last_batch_offset": base_offset,
         "last_batch_crc": crc,

@@ -92,8 +92,8 @@ def resume_from(row: dict[str, Any], logs: list[DumpFile]) -> Resumed:
 # the columns of a replay_states row that say where a replay ended (its point)
 POINT_COLUMNS = (
     "cluster", "topic", "partition", "broker", "topic_id", "high_watermark", "log_end_offset",
-    "last_batch_offset",
-    "last_batch_crc", "segment_base_offset", "segment_position", "state_version",
+    "last_batch_offset", "last_batch_crc", "segment_base_offset", "segment_position",
+    "state_version",
 )  # fmt: skip
 
 

@@ -141,22 +141,19 @@ def replica_of(f) -> tuple[str, str, int] | None:
 def topic_id_of(files) -> str | None:
     """The topic id a partition directory's `partition.metadata` names (None: no such file, or
     one that does not parse: the errors table says so)."""
+    import contextlib
+
     from decoders.checkpoints import MAX_TEXT_BYTES, partition_metadata
     from decoders.errors import DecodeError
 
-    for f in files:
-        if f.kind == "partition_metadata":
-            try:
-                src = f.open()
-                try:
-                    return partition_metadata(src.read_at(0, min(src.size, MAX_TEXT_BYTES)))[
-                        "topic_uuid"
-                    ]
-                finally:
-                    src.close()
-            except (OSError, DecodeError, KeyError):
-                return None
-    return None
+    f = next((f for f in files if f.kind == "partition_metadata"), None)
+    if f is None:
+        return None
+    try:
+        with contextlib.closing(f.open()) as src:
+            return partition_metadata(src.read_at(0, min(src.size, MAX_TEXT_BYTES)))["topic_uuid"]
+    except (OSError, DecodeError, KeyError):
+        return None
 
 
 def replica_units(files) -> list[list[ByteRange]]:
