@@ -53,7 +53,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PREVIOUS_OUT",
         help="the previous run's output (or 'auto': the latest earlier day's beside --out): "
         "tell findings new, still present or gone (findings_history; the gate fails on new "
-        "ones by default)",
+        "ones by default); the run reads only the bytes past where the previous run's replays "
+        "ended, going on from the state it published (docs/incremental.md)",
+    )
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="with --since: read and replay the whole dump again (every byte verified anew), "
+        "the findings still told new, still present or gone against the previous run's",
     )
     from jobs.report import add_options as report_options
 
@@ -84,9 +91,10 @@ def run(args) -> int:
     if previous is not None:  # the scan's tasks find where its replays ended (replay.points)
         from dataclasses import replace
 
-        from jobs.history import points_of
+        from jobs.history import points_of, previous_tables
 
-        spec = replace(spec, points=points_of(previous))
+        tables = None if getattr(args, "full", False) else previous_tables(previous)
+        spec = replace(spec, points=points_of(previous), previous=tables)
     progress.total_bytes(sum(f.size for f in files))
     progress.phase("starting Spark")
     started = start_run(args, conf, "logreplay-audit", SUMMARY)
@@ -214,6 +222,9 @@ def audited(
         coverage = read_rows(out, entries["coverage"], ["family", "judged", "reason", "unit", "count"])  # fmt: skip
         layout = spec.layout.described if spec.layout is not None else None
         summary = summary_of(checks, clusters, coverage, layout)
+        # the bytes this run's scan read (a run going on from a previous one's points reads
+        # what is past them; the dump's whole size is the summary's "bytes")
+        summary["bytes_read"] = scratch.accounting["size"]
         if spec.points:  # --since: how each log went on from the previous run's point
             from replay.points import since_summary
 

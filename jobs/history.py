@@ -54,17 +54,26 @@ class Previous:
 
 
 def points_of(previous: Previous | None) -> dict:
-    """Where the previous run's replays ended (its ``replay_states`` rows without their
-    states), by replica (cluster, topic, partition, broker): one small row per partition,
-    read on the driver; empty for an output without them (an older run's)."""
+    """Where the previous run's replays ended (its ``replay_states`` rows, their states
+    included: a replica that goes on from its point is given its partition's), by replica
+    (cluster, topic, partition, broker): one row per partition, read on the driver; empty for
+    an output without them (an older run's)."""
     from jobs.output import OutputDir, read_rows
-    from replay.points import POINT_COLUMNS
 
     entry = ((previous.doc.get("tables") or {}) if previous else {}).get("replay_states")
     if not entry:
         return {}
-    rows = read_rows(OutputDir(previous.uri), entry, list(POINT_COLUMNS))
+    rows = read_rows(OutputDir(previous.uri), entry)
     return {(r["cluster"], r["topic"], r["partition"], r["broker"]): r for r in rows}
+
+
+def previous_tables(previous: Previous | None):
+    """The previous output's tables as the scan's tasks read them back (replay.previous)."""
+    from replay.previous import PreviousOutput
+
+    if previous is None:
+        return None
+    return PreviousOutput(previous.uri, dict(previous.doc.get("tables") or {}))
 
 
 def verdict_config(conf) -> str:

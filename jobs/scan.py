@@ -351,6 +351,7 @@ class Scratch:
         self.spark, self.area, self.key = spark, area, key
         self.entries, self.opts = scanned.tables, opts
         self.replicas = scanned.replicas  # one row per partition replica replayed
+        self.accounting = scanned.accounting  # the bytes the scan read (valid, corrupt...)
         self.spec = opts.decode.replay  # what the replay knew of the dump (its layout)
         self.dump_bytes = dump_bytes
         self.background = None

@@ -55,13 +55,15 @@ from replay.groups import GroupReplay, GroupsReplay, _Tp
 from replay.partition import Config, PartitionReplay
 from replay.producer_state import NUM_BATCHES_TO_RETAIN, Producer, RecentRanges
 
-# the layout of a carried state: a run refuses a state of another layout
-STATE_VERSION = 1
+# the layout of a carried state: a run refuses a state of another layout (2: the findings the
+# replays judged, by fingerprint, beside the state)
+STATE_VERSION = 2
 
 # what a partition replay reads of the log before the point it goes on from
 PARTITION_FIELDS = (
     "log_start", "log_end", "last_timestamp", "data_records", "cleaned_upto", "hole_end",
-    "last_marker_timestamp", "last_batch_timestamp", "first_timestamp", "overlaps",
+    "last_marker_timestamp", "last_batch_timestamp", "first_timestamp", "first_segment",
+    "overlaps",
 )  # fmt: skip
 # the open transaction's fields (replay.partition.PartitionReplay._data)
 TXN_FIELDS = (
@@ -93,13 +95,21 @@ class ReplicaIds:
 
     topic_id: str | None = None
     high_watermark: int | None = None
+    cluster: str = ""  # a finding's fingerprint names its cluster
+    # the fingerprints of the findings the replays judged before the point it went on from
+    findings: tuple[str, ...] = ()
+    # its batches with a valid CRC so far, carried too: the audit keeps, of a partition's
+    # replicas, the one with the most (replay.replicas.chosen_replicas) as over the whole log
+    crc_valid_batches: int = 0
 
 
-def carried_row(replay: PartitionReplay, broker: str | None, ids: ReplicaIds | None = None
-                ) -> dict[str, Any]:  # fmt: skip
+def carried_row(replay: PartitionReplay, broker: str | None, ids: ReplicaIds | None = None,
+                judged: list[dict] = ()) -> dict[str, Any]:  # fmt: skip
     """The ``replay_states`` row (replay.tables.REPLAY_STATES) of a replica's replay at its
     end: where a later run goes on from (the batch that reaches the log end: its segment,
-    position and CRC, which that run finds again in its own copy of the log) and the state."""
+    position and CRC, which that run finds again in its own copy of the log), the state, and
+    the fingerprints of the findings its replay judged (``judged``) and those carried to it: a
+    later run hands those on again (replay.previous)."""
     _reach, file, position, base_offset, crc = replay.highest
     segment = None
     if file is not None:  # the segment's base offset, from its name (the path is the run's)
@@ -118,9 +128,19 @@ def carried_row(replay: PartitionReplay, broker: str | None, ids: ReplicaIds | N
         "segment_base_offset": segment,
         "segment_position": position,
         "state_version": STATE_VERSION,
-        "state": state_text(carry(replay)),
+        "state": state_text({**carry(replay), "crc_valid_batches": ids.crc_valid_batches}),
         "records_state": None,
+        "findings": judged_prints(ids.findings, judged, ids.cluster),
     }
+
+
+def judged_prints(before, judged: list[dict], cluster: str) -> str:
+    """The fingerprints of findings judged before a point and of those judged since (rows of
+    the replay, before the audit adds their cluster), as ``replay_states.findings`` keeps them."""
+    from replay.remediation import fingerprint
+
+    prints = set(before) | {fingerprint({**f, "cluster": cluster}) for f in judged}
+    return json.dumps(sorted(prints), separators=(",", ":"))
 
 
 def state_text(state: dict[str, Any]) -> str:

@@ -58,15 +58,29 @@ def integrity(errors: DataFrame) -> DataFrame:
     return findings_frame(errors.withColumn("first_offset", F.col("offset")), INTEGRITY)
 
 
-def divergence(batches: DataFrame, cleaned: DataFrame | None = None) -> DataFrame:
+def divergence(batches: DataFrame | None, cleaned: DataFrame | None = None,
+               carried: DataFrame | None = None) -> DataFrame | None:  # fmt: skip
     """Replicas of one cluster disagreeing at the same offsets: batches starting at one
-    offset whose CRC, extent or validity differ between brokers.
+    offset whose CRC, extent or validity differ between brokers. One finding per partition,
+    also with ``carried`` (the divergence findings a previous run published about the bytes
+    before its points, replay.previous): one run of disagreement across the point is one
+    finding, as over the whole log.
 
     A numeric pass first keeps the offsets where two brokers' batches differ (min != max of a
     broker hash, of the CRC, of the last offset: plain hash aggregation, no sets of strings,
     which over every batch of a dump cost more than the rest of the findings); the exact
     comparison runs on those offsets' batches only (none, in a dump whose replicas agree)."""
     keys = [CLUSTER, "topic", "partition", "base_offset"]
+    earlier = None
+    if carried is not None:
+        brokers = F.from_json(F.get_json_object("evidence", "$.brokers"), "array<string>")
+        earlier = carried.select(
+            CLUSTER, "topic", "partition", "first_offset", "last_offset", "record_count",
+            F.get_json_object("evidence", "$.batches").cast("long").alias("_n"),
+            brokers.alias("broker_set"),
+        )  # fmt: skip
+    if batches is None:
+        return None if earlier is None else _divergence_findings(earlier)
     if cleaned is not None:  # (cluster, topic, partition, cleaned_upto): see CLEANED_IDENTITY
         batches = batches.join(F.broadcast(cleaned), keys[:3], "left")
         inside = F.col("base_offset") < F.coalesce(F.col("cleaned_upto"), F.lit(-1))
@@ -102,12 +116,21 @@ def divergence(batches: DataFrame, cleaned: DataFrame | None = None) -> DataFram
         )
         .filter("brokers > 1 AND variants > 1")
     )
-    agg = per_offset.groupBy(CLUSTER, "topic", "partition").agg(
-        F.min("base_offset").alias("first_offset"),
+    rows = per_offset.select(
+        CLUSTER, "topic", "partition", F.col("base_offset").alias("first_offset"),
+        "last_offset", "record_count", F.lit(1).cast("long").alias("_n"), "broker_set",
+    )  # fmt: skip
+    return _divergence_findings(rows if earlier is None else rows.unionByName(earlier))
+
+
+def _divergence_findings(rows: DataFrame) -> DataFrame:
+    """One finding per partition of its diverging batches' rows (``_n`` batches each)."""
+    agg = rows.groupBy(CLUSTER, "topic", "partition").agg(
+        F.min("first_offset").alias("first_offset"),
         F.max("last_offset").alias("last_offset"),
         F.sum("record_count").alias("record_count"),
-        F.count("*").alias("batches"),
-        F.array_distinct(F.flatten(F.collect_list("broker_set"))).alias("brokers"),
+        F.sum("_n").alias("batches"),
+        F.sort_array(F.array_distinct(F.flatten(F.collect_list("broker_set")))).alias("brokers"),
     )
     return findings_frame(agg, DIVERGENCE)
 

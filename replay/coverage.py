@@ -58,6 +58,7 @@ TXNINDEX_JUDGED = "aborted transactions checked against a .txnindex"
 TXNINDEX_ABSENT = "aborted transactions in segments without a .txnindex"
 SNAPSHOTS_BEYOND = "snapshots beyond the end of the log (not compared)"
 SNAPSHOTS_JUDGED = "snapshots compared with the replayed state"
+SNAPSHOTS_CLEANED = "snapshots inside the cleaned range (not compared)"
 INCARNATION_LIVE = "partition directories of a topic's live incarnation"
 INCARNATION_STALE = "partition directories of a topic's other incarnation (audited apart)"
 INCARNATION_UNDECIDED = "partition directories whose incarnation the dump cannot tell"
@@ -97,6 +98,7 @@ CHECKS: dict[str, Counted] = {
     TXNINDEX_ABSENT: Counted("indexes", False, "file absent", "transactions"),
     SNAPSHOTS_JUDGED: Counted("snapshots", True, "", "snapshots"),
     SNAPSHOTS_BEYOND: Counted("snapshots", False, "copy ends early", "snapshots"),
+    SNAPSHOTS_CLEANED: Counted("snapshots", False, "cleaned", "snapshots"),
     INCARNATION_LIVE: Counted("incarnations", True, "", "partition directories"),
     INCARNATION_STALE: Counted("incarnations", True, "", "partition directories"),
     INCARNATION_UNDECIDED: Counted(

@@ -20,7 +20,15 @@ import pyarrow.compute as pc
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from replay import coverage as C
 from replay import tables as T
-from replay.carried import ReplicaIds, carried_row, carry_coordinator, carry_groups
+from replay.carried import (
+    ReplicaIds,
+    carried_row,
+    carry_coordinator,
+    carry_groups,
+    resume,
+    resume_coordinator,
+    resume_groups,
+)
 from replay.coordinator import CoordinatorReplay
 from replay.crosslog import Anchor, Bounds
 from replay.findings import finding
@@ -82,6 +90,7 @@ def replay_partition(
     flush: Callable[[pa.Table], None],
     carried: Callable[[dict], None] | None = None,
     ids: ReplicaIds | None = None,
+    resumed: dict | None = None,
 ) -> dict:
     """Replay one partition's batches (a table in any order with a ``broker`` column, or
     :class:`InOrder` pieces); compare with the newest `.snapshot` and with the
@@ -90,7 +99,9 @@ def replay_partition(
     The partition's ``replay_states`` row (where the replay ended, its state:
     :func:`replay.carried.carried_row`) goes to ``carried`` if given (the caller adds the state
     of the partition's records, an internal topic's), else out with the other rows; ``ids``:
-    the replica's topic id and high watermark, which the row keeps.
+    the replica's topic id and high watermark, which the row keeps. ``resumed``: a carried
+    state (:func:`replay.carried.carry`) the replay goes on from over batches past its point
+    (``side``: the files of those batches only).
     The rows (:data:`PARTITION_SCHEMA`) leave through ``flush`` a block at a time as the replay
     goes (a partition's transactions and LSO changes grow with its history); returns the
     partition's summary row."""
@@ -108,9 +119,19 @@ def replay_partition(
     seed = [s for s in snaps if s["snapshot_offset"] == start] if start is not None else None
     cfg = Config(producer_id_expiration_ms=facts.producer_id_expiration_ms)
     rows = T.RowBlocks(PARTITION_SCHEMA, flush)
-    r = PartitionReplay(
-        topic, partition, cfg, cleaned_upto, emit=rows.add, emit_table=rows.add_table
-    )
+    found: list[dict] = []  # the findings of the replay: their fingerprints are carried
+    emit, emit_table = _judged(rows, found)
+    if resumed is not None:
+        r = resume(resumed, cfg, emit, emit_table, cleaned_upto)
+        offsets = [o for o in offsets if o > r.log_end]  # the run before compared the others
+        # offsets no copy held before the first new batch (retention deleted them between the
+        # runs): from the newest snapshot in between, as the broker loads a log
+        start = None
+        if first is not None and first > r.log_end:
+            start = max((o for o in offsets if o <= first), default=None)
+        seed = [s for s in snaps if s["snapshot_offset"] == start] if start is not None else None
+    else:
+        r = PartitionReplay(topic, partition, cfg, cleaned_upto, emit=emit, emit_table=emit_table)
     if isinstance(bt, InOrder):
         r.run_in_order(bt.pieces(), offsets, seed)
     else:
@@ -121,6 +142,9 @@ def replay_partition(
         rows.add("producer_state", row)
     for t in r.open_transactions():
         rows.add("transaction", t)
+    # the newest snapshot's comparison is the copy's (a later copy has a newer snapshot): not
+    # carried to a later run, unlike what the log itself shows
+    per_copy = len(findings)
     counts += _txn_index_check(topic, partition, r, side, findings)
     judged, cleaned = r.sequence_batches
     counts += [count_row(topic, partition, C.SEQUENCES_JUDGED, judged),
@@ -135,7 +159,7 @@ def replay_partition(
         "last_timestamp": r.last_timestamp, "complete_from": r.complete_from(),
         "copy_end_timestamp": r.copy_end_timestamp(),
     }  # fmt: skip
-    state = carried_row(r, broker, ids)
+    state = carried_row(r, broker, ids, found + findings[per_copy:])
     for kind, these in (("finding", findings), ("partition", [summary]), ("count", counts),
                         ("carried", [] if carried else [state])):  # fmt: skip
         for row in these:
@@ -144,6 +168,22 @@ def replay_partition(
     if carried:
         carried(state)
     return summary
+
+
+def _judged(rows: T.RowBlocks, judged: list[dict]):
+    """(emit, emit_table) of a replay into ``rows``, its findings also kept in ``judged``."""
+
+    def emit(kind: str, row: dict) -> None:
+        if kind == "finding":
+            judged.append(row)
+        rows.add(kind, row)
+
+    def emit_table(kind: str, t: pa.Table) -> None:
+        if kind == "finding":
+            judged.extend(t.to_pylist())
+        rows.add_table(kind, t)
+
+    return emit, emit_table
 
 
 def cleaned_upto(
@@ -172,6 +212,11 @@ def _snapshot_check(topic, partition, r, snaps, offsets, findings, counts) -> li
     if newest is not None and newest > r.log_end:
         counts.append(count_row(topic, partition, C.SNAPSHOTS_BEYOND, 1))
         newest = max((o for o in offsets if o <= r.log_end), default=None)
+    if newest is not None and newest < r.cleaned_upto:
+        # taken before the cleaner removed batches it describes (LogCleaner keeps only each
+        # key's latest record): the log no longer shows that state
+        counts.append(count_row(topic, partition, C.SNAPSHOTS_CLEANED, 1))
+        newest = None
     at_newest = r.snapshot_states.get(newest, {}) if newest is not None else {}
     snap_rows = {s["producer_id"]: s for s in snaps if s["snapshot_offset"] == newest}
     if newest is not None:
@@ -181,6 +226,10 @@ def _snapshot_check(topic, partition, r, snaps, offsets, findings, counts) -> li
         row = {"topic": topic, "partition": partition, "producer_id": pid, **s,
                "snapshot_offset": newest, "snapshot_matches": None, "snapshot_diff": None}  # fmt: skip
         theirs, ours = snap_rows.get(pid), at_newest.get(pid)
+        if ours is not None and ours["last_offset"] in (-1, None) and topic in INTERNAL_TOPICS:
+            # a producer whose data the log no longer shows, only its markers: the internal
+            # topics are always compacted (their records go once a later one replaces them)
+            ours = None
         if theirs is not None and ours is not None:
             fields = ("producer_epoch", "last_sequence", "last_offset", "coordinator_epoch",
                       "current_txn_first_offset")  # fmt: skip
@@ -298,6 +347,8 @@ def replay_coordinator(
     complete_from: dict[int, int],
     latest_epoch: dict[tuple[str, int], int],
     flush: Callable[[pa.Table], None],
+    resumed: dict | None = None,
+    judged: list[dict] | None = None,
 ) -> dict:
     """A `__transaction_state` partition's records as consecutive pieces in log order, every
     transactional id at once (:class:`replay.coordinator.CoordinatorReplay`); ``latest_epoch``
@@ -305,12 +356,21 @@ def replay_coordinator(
     records keep to the usual course, else as Python rows; the rows
     (:data:`COORDINATOR_SCHEMA`) leave through ``flush`` a block at a time: an id that commits
     every 100 ms writes ~2.6 M records a day. Returns the state it ended with, before the
-    transactions still open are handed on (:func:`replay.carried.carry_coordinator`)."""
+    transactions still open are handed on (:func:`replay.carried.carry_coordinator`).
+    ``resumed``: a carried state to go on from (its history's start is the carried one);
+    ``judged``: gets the findings judged before that end (not those of what is still open)."""
     rows = T.RowBlocks(COORDINATOR_SCHEMA, flush)
-    replay = CoordinatorReplay(complete_from, latest_epoch, rows.add, rows.add_table)
+    seen: list[dict] = []
+    emit, emit_table = _judged(rows, seen)
+    if resumed is not None:
+        replay = resume_coordinator(resumed, latest_epoch, emit, emit_table)
+    else:
+        replay = CoordinatorReplay(complete_from, latest_epoch, emit, emit_table)
     for block in txn_log_blocks(pieces):
         replay.block(block)
     state = carry_coordinator(replay)
+    if judged is not None:
+        judged += seen
     replay.finish()
     rows.close()
     return state
@@ -376,19 +436,30 @@ def replay_groups(
     pieces: Iterable[pa.Table],
     broadcast: frozenset[str] | set[str],
     flush: Callable[[pa.Table], None],
-) -> None:
+    resumed: dict | None = None,
+    judged: list[dict] | None = None,
+) -> dict:
     """A `__consumer_offsets` partition's events (:data:`GROUP_EVENT_COLUMNS`, or the columns
     of one kind of event) as consecutive pieces in log order, every group at once
     (:class:`replay.groups.GroupsReplay`), a block at a time: over columns where the block
     allows it, else as Python rows; the rows (:data:`GROUP_SCHEMA`) leave through ``flush`` a
     block at a time: an exactly-once app's group commits with every transaction. Returns the
-    state it ended with (:func:`replay.carried.carry_groups`)."""
+    state it ended with (:func:`replay.carried.carry_groups`). ``resumed``, ``judged``: as
+    :func:`replay_coordinator`'s (a broadcast generation's overwrites are judged at the end:
+    not before it)."""
     rows = T.RowBlocks(GROUP_SCHEMA, flush)
-    replay = GroupsReplay(broadcast, rows.add, rows.add_table)
+    seen: list[dict] = []
+    emit, emit_table = _judged(rows, seen)
+    if resumed is not None:
+        replay = resume_groups(resumed, broadcast, emit, emit_table)
+    else:
+        replay = GroupsReplay(broadcast, emit, emit_table)
     for piece in pieces:
         for block in piece.to_batches(max_chunksize=T.BLOCK_ROWS):
             replay.block(block)
     state = carry_groups(replay)
+    if judged is not None:
+        judged += seen
     replay.finish()
     rows.close()
     return state

@@ -75,12 +75,14 @@ def scanned(
     return tables, chosen_replicas(replicas), replicas
 
 
-def _kept(table: pa.Table, chosen: set[tuple]) -> pa.Table:
-    """A replay table's rows of the chosen replicas, without the replica's keys."""
-    keys = zip(*(table.column(c).to_pylist() for c in
-                 (CLUSTER, "replica_topic", "replica_partition", REPLICA_BROKER)), strict=True)  # fmt: skip
-    mask = pa.array([k in chosen for k in keys], pa.bool_())
-    return table.filter(mask).drop_columns([REPLICA_BROKER, "replica_topic", "replica_partition"])
+def _kept(table: pa.Table, chosen: set[tuple] | None) -> pa.Table:
+    """A replay table's rows of the chosen replicas (None: every replica's), without the
+    replica's keys."""
+    if chosen is not None:
+        keys = zip(*(table.column(c).to_pylist() for c in
+                     (CLUSTER, "replica_topic", "replica_partition", REPLICA_BROKER)), strict=True)  # fmt: skip
+        table = table.filter(pa.array([k in chosen for k in keys], pa.bool_()))
+    return table.drop_columns([REPLICA_BROKER, "replica_topic", "replica_partition"])
 
 
 def _rows(table: pa.Table, out: str, schema: pa.Schema) -> list[dict]:
@@ -97,12 +99,19 @@ def _plain(table: pa.Table) -> list[dict]:
     return table.to_pylist()
 
 
-def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dict[str, list[dict]]:
+def audit_local(paths: list[str], conf: dict | AuditConfig | None = None,
+                since: dict[str, list[dict]] | None = None) -> dict[str, list[dict]]:  # fmt: skip
     """Replay a dump in this process; rows by table name (findings, transactions, partitions,
-    coordinator_transactions, offset_timeline, replay_states, checks), each row with its
-    ``cluster``."""
+    coordinator_transactions, offset_timeline, group_generations, lso_changes, replay_states,
+    checks), each row with its ``cluster``. ``since``: the result of a previous run over an
+    earlier copy of the dump, which this one goes on from (`--since`: replay.previous)."""
     config = AuditConfig.of(conf)
     spec = replay_spec(paths, config)
+    if since is not None:
+        from replay.previous import in_memory
+
+        points, previous = in_memory(since)
+        spec = replace(spec, points=points, previous=previous)
     tables, chosen, replicas = scanned(paths, config, spec)
     replayed = {t: _kept(tables[t], chosen) for t in REPLAY_TABLES}
     part, coord, groups = replayed["replayed"], replayed["coordinated"], replayed["grouped"]
@@ -121,7 +130,10 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
         for e in _plain(tables["errors"])
     ]
     batches = [b for b in _plain(tables["batches"]) if b["topic"] is not None]
-    findings += _divergence(batches, cleaned_bounds(replicas)) + spec.layout.findings
+    # a previous run's divergence findings (replay.previous) go on with this run's
+    carried = [f for f in findings if f["kind"] == DIVERGENCE.kind]
+    findings = [f for f in findings if f["kind"] != DIVERGENCE.kind]
+    findings += _divergence(batches, cleaned_bounds(replicas), carried) + spec.layout.findings
     findings = filled(findings, target_of(config.remediation))
     routed, routing = routed_commits(
         timeline, commit_windows(partitions, config.clock_tolerance_ms)
@@ -134,7 +146,10 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None) -> dic
         "partitions": partitions,
         "coordinator_transactions": coord_txns,
         "offset_timeline": timeline,
-        "replay_states": _rows(part, "carried", T.REPLAY_STATES),
+        "group_generations": _rows(groups, "generation", T.GENERATIONS),
+        "lso_changes": _rows(part, "lso", T.LSO_CHANGES),
+        "replay_states": _rows(_kept(tables["replayed"], None), "carried", T.REPLAY_STATES),
+        "replicas": replicas,
         "checks": checks,
         "coverage": _coverage(checks, replicas),
         "layout": spec.layout.described,
@@ -219,12 +234,13 @@ def _propagation(leaks: list[dict], txns: list[dict], coord: list[dict]) -> list
     return out
 
 
-def _divergence(batches: list[dict], cleaned: dict[tuple, int]) -> list[dict]:
+def _divergence(batches: list[dict], cleaned: dict[tuple, int], carried: list[dict] = ()
+                ) -> list[dict]:  # fmt: skip
     """replay.rules.DIVERGENCE over rows (replay.checks.divergence in Spark); inside a cleaned
-    range (``cleaned``: replay.replicas.cleaned_bounds) by CLEANED_IDENTITY."""
-    out = []
+    range (``cleaned``: replay.replicas.cleaned_bounds) by CLEANED_IDENTITY; with the
+    ``carried`` findings of a previous run, one finding per partition."""
+    spans: dict[tuple, list[dict]] = defaultdict(list)  # (first, last, records, batches, brokers)
     for (cluster, topic, partition), rows in sorted(_by(batches, CLUSTER, "topic", "partition").items()):  # fmt: skip
-        bad = []
         bound = cleaned.get((cluster, topic, partition), 0)
         for (base,), at in sorted(_by(rows, "base_offset").items()):
             if base < bound:
@@ -232,15 +248,25 @@ def _divergence(batches: list[dict], cleaned: dict[tuple, int]) -> list[dict]:
             else:
                 kept = {(r["crc"], r["last_offset"]) for r in at}
             if len({r["broker"] for r in at}) > 1 and len(kept) > 1:
-                bad.append((base, at))
-        if not bad:
-            continue
+                spans[(cluster, topic, partition)].append({
+                    "first": base, "last": max(r["last_offset"] for r in at),
+                    "records": max(r["record_count"] for r in at), "batches": 1,
+                    "brokers": {r["broker"] for r in at},
+                })  # fmt: skip
+    for f in carried:
+        ev = json.loads(f["evidence"])
+        spans[(f[CLUSTER], f["topic"], f["partition"])].append({
+            "first": f["first_offset"], "last": f["last_offset"], "records": f["record_count"],
+            "batches": ev["batches"], "brokers": set(ev["brokers"]),
+        })  # fmt: skip
+    out = []
+    for (cluster, topic, partition), bad in sorted(spans.items()):
         row = {
-            "topic": topic, "partition": partition, "batches": len(bad),
-            "brokers": sorted({r["broker"] for _, at in bad for r in at}),
-            "first_offset": bad[0][0],
-            "last_offset": max(r["last_offset"] for _, at in bad for r in at),
-            "record_count": sum(max(r["record_count"] for r in at) for _, at in bad),
+            "topic": topic, "partition": partition, "batches": sum(b["batches"] for b in bad),
+            "brokers": sorted(set().union(*(b["brokers"] for b in bad))),
+            "first_offset": min(b["first"] for b in bad),
+            "last_offset": max(b["last"] for b in bad),
+            "record_count": sum(b["records"] for b in bad),
         }  # fmt: skip
         out.append({**DIVERGENCE.finding(row), CLUSTER: cluster})
     return out

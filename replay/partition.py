@@ -59,6 +59,14 @@ Highest = tuple[int, str | None, int | None, int | None, int | None]
 OVERLAPS_REPORTED = 20  # offset_overlap findings per partition; the rest only counted
 
 
+def segment_of(path: str | None) -> int | str | None:
+    """A segment's base offset from its file's name (else the name): the same in every copy."""
+    if path is None:
+        return None
+    stem = path.rsplit("/", 1)[-1].split(".")[0]
+    return int(stem) if stem.isdigit() else stem
+
+
 def cleaner_leftovers_end(t: pa.Table | pa.RecordBatch) -> int:
     """One past the last offset of the batches only the log cleaner leaves (3.7, 3.8): empty
     batches, delete horizons, data batches with fewer records than offsets (format v2 only);
@@ -153,7 +161,11 @@ class PartitionReplay:
         # removes them); the
         # coverage's "transactions" family counts them as judged by what the cleaner left
         self.cleaned_markers = [0, 0]
-        self.first_timestamp: int | None = None  # of the first piece (its earliest batches)
+        # the earliest timestamp of the log's first segment (its earliest batches), and that
+        # segment's base offset (the first batches' file name: a later run's copy of the log
+        # names it alike, whatever its path)
+        self.first_timestamp: int | None = None
+        self.first_segment: int | str | None = None
         # the highest offset of the CRC-valid batches so far (in offset order), and the batch
         # that reaches it: its file, position, base offset and stored CRC (where a later run
         # goes on from: replay.carried)
@@ -278,10 +290,24 @@ class PartitionReplay:
                 ),
             )
 
+    def _first_timestamp(self, t: pa.Table) -> None:
+        """The first segment's earliest timestamp, over the pieces of that segment (a piece
+        is one file's batches: the first segment read whole, or in several runs)."""
+        segment = None
+        if "file" in t.column_names:
+            segment = segment_of(t.column("file")[0].as_py())
+        if self.first_timestamp is None and self.first_segment is None:
+            self.first_segment = segment
+        elif segment is None or segment != self.first_segment:
+            return
+        ts = t.column("max_timestamp")
+        low = pc.min(pc.filter(ts, pc.greater_equal(ts, 0))).as_py()
+        if low is not None and (self.first_timestamp is None or low < self.first_timestamp):
+            self.first_timestamp = low
+
     def _count_sequences(self, t: pa.Table) -> None:
-        if self.first_timestamp is None and t.num_rows:
-            ts = t.column("max_timestamp")
-            self.first_timestamp = pc.min(pc.filter(ts, pc.greater_equal(ts, 0))).as_py()
+        if t.num_rows:
+            self._first_timestamp(t)
         if self.coordinator_topic or not t.num_rows:
             return
         pid, control = t.column("producer_id").to_numpy(), t.column("is_control").to_numpy()

@@ -70,6 +70,7 @@ from replay.replicas import (
     replay_spec,
     replicated_topics,
 )
+from replay.rules import DIVERGENCE
 from replay.scan_task import audit_schema
 from replay.session_scan import settled
 from replay.settings import AuditConfig
@@ -265,8 +266,13 @@ class Audit:
         leaks = self.scan.later("leaks", lambda: self._leakage(transactions, routed, partitions))
 
         def findings() -> DataFrame:
+            replayed, carried = part("finding"), None
+            if self.scan.spec.previous is not None:
+                # a previous run's divergence findings (replay.previous) go on with this run's
+                diverged = F.col("kind") == DIVERGENCE.kind
+                carried, replayed = replayed.filter(diverged), replayed.filter(~diverged)
             found = [
-                part("finding"),
+                replayed,
                 coord("finding"),
                 groups("finding"),
                 _split(cross(), "finding", T.FINDINGS),
@@ -275,6 +281,7 @@ class Audit:
                 checks.propagation(leaks(), transactions, coord_txns),
             ]
             topics = replicated_topics(self.scan.replicas)  # where replicas can diverge
+            batches = cleaned = None
             if topics:
                 batches = self.decoded("batches", topics)
                 bounds = cleaned_bounds(self.scan.replicas)
@@ -286,7 +293,9 @@ class Audit:
                         pa.schema([(CLUSTER, pa.string()), ("topic", pa.string()),
                                    ("partition", pa.int32()), ("cleaned_upto", pa.int64())]),
                     )  # fmt: skip
-                found.append(checks.divergence(batches, cleaned))
+            diverging = checks.divergence(batches, cleaned, carried)
+            if diverging is not None:
+                found.append(diverging)
             stale = self._layout().findings
             if stale:
                 found.append(self._driver_rows(stale, T.FINDINGS))
@@ -316,9 +325,9 @@ class Audit:
                 "coordinator_transactions": stamped(lambda: coord_txns),
                 "group_generations": stamped(lambda: groups("generation")),
                 "offset_timeline": stamped(lambda: timeline),
-                # where each partition's replay ended, and its state: what a later run goes
-                # on from (replay.carried)
-                "replay_states": lambda: part("carried"),
+                # where each replica's replay ended, and its state: what a later run goes
+                # on from (replay.carried); every replica's, each going on from its own
+                "replay_states": lambda: self.replayed("replayed", "carried", None),
                 # the decoding accounting, for the gate's data expectations: one row per file,
                 # one per rejected byte range
                 "segments": lambda: self.decoded("segments"),
@@ -635,7 +644,8 @@ def _copies(kept: tuple[tuple[str, ...], bool] | None) -> dict[str, Copied]:
         ("replay_states", "replayed", "carried", T.REPLAY_STATES),
     ):
         columns = [CLUSTER, *schema.names]
-        copies[name] = Copied(source, _copied_schema(source, columns), out, kept)
+        of = None if name == "replay_states" else kept  # every replica's state
+        copies[name] = Copied(source, _copied_schema(source, columns), out, of)
     # a long-lived producer's dump is millions of them: a query's shuffle and sort of every
     # column (jobs.output.write_table) cost more than its scan
     base = _copied_schema("replayed", [CLUSTER, *T.TRANSACTIONS.names])

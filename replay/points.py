@@ -99,6 +99,12 @@ POINT_COLUMNS = (
 
 def since_point(point: dict[str, Any], logs: list[DumpFile], topic_id: str | None = None
                 ) -> dict[str, Any]:  # fmt: skip
+    """What :func:`resumed_at` reports of a replica's log since ``point``."""
+    return resumed_at(point, logs, topic_id)[0]
+
+
+def resumed_at(point: dict[str, Any], logs: list[DumpFile], topic_id: str | None = None
+               ) -> tuple[dict[str, Any], Resumed | None]:  # fmt: skip
     """What a replica's log did since a previous run's replay ended at ``point`` (a
     ``replay_states`` row's :data:`POINT_COLUMNS`), as a scan task reports it: whether the
     carried state holds, the bytes past the point out of the log's, and how the log changed
@@ -110,10 +116,10 @@ def since_point(point: dict[str, Any], logs: list[DumpFile], topic_id: str | Non
     if before and topic_id and before != topic_id:
         return {"carried": False, "change": "recreated", "bytes_after": log_bytes,
                 "log_bytes": log_bytes,
-                "reason": f"the topic was deleted and created again (topic id {topic_id}, was {before})"}  # fmt: skip
+                "reason": f"the topic was deleted and created again (topic id {topic_id}, was {before})"}, None  # fmt: skip
     if point.get("state_version") != STATE_VERSION:
         return {"carried": False, "reason": f"a state of layout {point.get('state_version')}",
-                "change": "state_layout", "bytes_after": log_bytes, "log_bytes": log_bytes}  # fmt: skip
+                "change": "state_layout", "bytes_after": log_bytes, "log_bytes": log_bytes}, None  # fmt: skip
     found = resume_from(point, logs)
     return {
         "carried": found.carried,
@@ -122,7 +128,7 @@ def since_point(point: dict[str, Any], logs: list[DumpFile], topic_id: str | Non
         "bytes_after": sum(r.size for r in found.ranges),
         "log_bytes": log_bytes,
         "log_end_offset": found.log_end,
-    }
+    }, found
 
 
 def truncation_finding(point: dict[str, Any], since: dict[str, Any], topic: str,

@@ -16,6 +16,7 @@ reports to the driver, by :func:`chosen_replicas`. Pure Python over Arrow: no Sp
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import weakref
@@ -28,7 +29,7 @@ import pyarrow.compute as pc
 
 from decoders.columns import const, outside_spark_range
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from replay.carried import ReplicaIds, state_text
+from replay.carried import ReplicaIds, judged_prints, state_text
 from replay.grouped import (
     COMMIT_COLUMNS,
     COORDINATOR_COLUMNS,
@@ -75,6 +76,9 @@ REPLAY_TABLES = {
     "coordinated": pa.schema([*REPLICA_KEYS, *COORDINATOR_SCHEMA]),
     "grouped": pa.schema([*REPLICA_KEYS, *GROUP_SCHEMA]),
 }
+# each one's rows as its replay gives them (before the replica's keys)
+REPLAY_UNIONS = {"replayed": PARTITION_SCHEMA, "coordinated": COORDINATOR_SCHEMA,
+                 "grouped": GROUP_SCHEMA}  # fmt: skip
 # the kinds of rows of each (their ``out``) and the columns each kind's rows fill
 REPLAY_KINDS = {"replayed": PARTITION_KINDS, "coordinated": COORDINATOR_KINDS,
                 "grouped": GROUP_KINDS}  # fmt: skip
@@ -137,8 +141,13 @@ class ReplaySpec:
     # the coverage and the stale replicas' findings
     layout: object = field(default=None, compare=False, repr=False)
     # where a previous run's replays ended, by replica (cluster, topic, partition, broker):
-    # its replay_states rows without their states (`--since`; replay.points.resume_from)
+    # its replay_states rows with their states, one per replica (`--since`;
+    # replay.points.resume_from)
     points: dict = field(default_factory=dict, compare=False, repr=False)
+    # the previous run's output, whose rows of the bytes before each point a replica that
+    # goes on from its point hands on again (replay.previous); None: every replica replayed
+    # from its log start, the points only reported
+    previous: object = field(default=None, compare=False, repr=False)
     # each replica's high watermark at its broker's last replication-offset-checkpoint, as
     # ``"broker|topic|partition" -> offset`` (offsets below it were committed)
     high_watermarks: dict[str, int] = field(default_factory=dict)
@@ -255,6 +264,10 @@ class ReplicaReplay:
         self.leftovers_end = 0
         # of a `__transaction_state` replica: (transactional id, producer id) -> highest epoch
         self.latest_epoch: dict[tuple[str, int], int] = {}
+        # going on from a previous run's point (replay.previous.Resuming; the scan task reads
+        # only the bytes past it), and what the task found of that point (points.since_point)
+        self.resuming = None
+        self.since: dict | None = None
 
     def add(self, table: str, batch: pa.RecordBatch) -> None:
         """A decoded batch of one of the scan's tables, from a file of this replica."""
@@ -353,6 +366,15 @@ class ReplicaReplay:
     def cluster(self) -> str:
         return self.spec.cluster_of(self.broker)
 
+    @property
+    def partition_key(self) -> tuple[str, str, int]:
+        return (self.cluster, self.topic, self.partition)
+
+    @property
+    def row_key(self) -> tuple[str, str, int, str]:
+        """(cluster, topic, partition, broker), as :attr:`ReplaySpec.points` names it."""
+        return (self.cluster, self.topic, self.partition, self.broker)
+
     def replay(self, write: Callable[[str, pa.Table], None]) -> ReplicaRow | None:
         """Replay the replica: its rows go to ``write(scratch table, rows)`` a block at a time
         (:data:`REPLAY_TABLES`; the coordinator's and the groups' for an internal topic's
@@ -360,7 +382,7 @@ class ReplicaReplay:
         ``end_offset`` and ``crc_valid_batches``, what :func:`chosen_replicas` reads); None for
         a replica without batches (the audit has no partition to replay there)."""
         try:
-            if not self.batch_rows:
+            if not self.batch_rows and self.resuming is None:
                 return None
             return self._replay(write)
         finally:
@@ -372,7 +394,16 @@ class ReplicaReplay:
         def to(table: str) -> Callable[[pa.Table], None]:
             return lambda rows: write(table, self._keyed(rows, table))
 
+        resuming = self.resuming
+        latest = dict(self.latest_epoch)
+        if resuming is not None:
+            if resuming.records_state is not None and self.topic == TRANSACTION_STATE_TOPIC:
+                for t, p, e in resuming.records_state["latest_epoch"]:
+                    latest[(t, p)] = max(latest.get((t, p), -1), e)
+            self._hand_on_carried(to, latest)
         end = self.end
+        if resuming is not None and resuming.log_end > 0:
+            end = max(-1 if end is None else end, resuming.log_end - 1)
         upto = cleaned_upto(
             self.spec.cleaned, set(self.spec.compacted), self.broker, self.topic, self.partition,
             None if end is None else end + 1,
@@ -389,11 +420,18 @@ class ReplicaReplay:
         carried: list[dict] = []
         internal = self.topic in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC)
         hw = self.spec.high_watermarks.get(f"{self.broker}|{self.topic}|{self.partition}")
+        crc_valid = self.crc_valid
+        if resuming is not None:
+            crc_valid += resuming.state.get("crc_valid_batches", 0)
+        ids = ReplicaIds(self.topic_id, hw, self.cluster,
+                         resuming.findings if resuming is not None else (), crc_valid)  # fmt: skip
         summary = replay_partition(self.topic, self.partition, source, self.side,
                                    self.spec.facts, upto, to("replayed"),
-                                   carried.append if internal else None,
-                                   ReplicaIds(self.topic_id, hw))  # fmt: skip
+                                   carried.append if internal else None, ids,
+                                   resuming.state if resuming is not None else None)  # fmt: skip
         records_state = None
+        records_resumed = resuming.records_state if resuming is not None else None
+        judged: list[dict] = []  # the records' replay's findings before its end
         if self.topic == TRANSACTION_STATE_TOPIC:
             # where this partition's whole history starts: its own replay's summary
             records_state = replay_coordinator(
@@ -401,22 +439,40 @@ class ReplicaReplay:
                 {self.partition: summary["complete_from"]},
                 self.latest_epoch,
                 to("coordinated"),
+                records_resumed,
+                judged,
             )
         elif self.topic == CONSUMER_OFFSETS_TOPIC:
-            records_state = replay_groups(self._group_events(), self.spec.broadcast, to("grouped"))
+            records_state = replay_groups(self._group_events(), self.spec.broadcast,
+                                          to("grouped"), records_resumed, judged)  # fmt: skip
         # the partition's state and, of an internal topic, its records' (replay.carried)
         for row in carried:
             row["records_state"] = state_text(records_state)
+            row["findings"] = judged_prints(json.loads(row["findings"]), judged, self.cluster)
             to("replayed")(rows_table(PARTITION_SCHEMA, "carried", [row]))
-        point = self.spec.points.get((self.cluster, self.topic, self.partition, self.broker))
-        since = None if point is None else since_point(point, self.logs, self.topic_id)
+        point = self.spec.points.get(self.row_key)
+        since = self.since
+        if since is None and point is not None:
+            since = since_point(point, self.logs, self.topic_id)
         lost = None if since is None else truncation_finding(point, since, self.topic,
                                                              self.partition)  # fmt: skip
         if lost is not None:
             to("replayed")(rows_table(PARTITION_SCHEMA, "finding", [lost]))
+        # a replica read past a point: the bytes of its segments, all of them, as any replica's
+        log_bytes = self.log_bytes if resuming is None else sum(f.size for f in self.logs)
         return ReplicaRow(self.cluster, self.topic, self.partition, self.broker, end,
-                          self.crc_valid, int(summary.get("cleaned_upto") or 0),
-                          self.log_bytes, since)  # fmt: skip
+                          crc_valid, int(summary.get("cleaned_upto") or 0),
+                          log_bytes, since)  # fmt: skip
+
+    def _hand_on_carried(self, to: Callable[[str], Callable[[pa.Table], None]],
+                         latest: dict[tuple[str, int], int]) -> None:  # fmt: skip
+        """The rows the previous run handed on for the bytes before the point, handed on
+        again first (replay.previous): the stages across partitions judge the whole history."""
+        from replay.previous import as_kind, carried_rows
+
+        for table, kind, t in carried_rows(self.spec.previous, self.cluster, self.topic,
+                                           self.partition, self.resuming, latest):  # fmt: skip
+            to(table)(as_kind(t, REPLAY_UNIONS[table], kind))
 
     def _in_log_order(self, stream: _Stream, order) -> Iterator[pa.Table]:
         """A stream's pieces in log order: as read, or (records out of order: a damaged log)

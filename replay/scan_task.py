@@ -56,8 +56,10 @@ class DecodeOptions:
     avro: dict | None = None
     replay: ReplaySpec | None = None
     # the partitions (cluster, topic, partition) whose batch headers an audit gives: those a
-    # replica divergence can show (:func:`replicated_partitions`); None: every one
-    headers_of: frozenset[tuple[str, str, int]] | None = None
+    # replica divergence can show (:func:`replicated_partitions`), each with the offset its
+    # replicas are compared from (0 but where every replica goes on from a previous run's
+    # point); None: every one
+    headers_of: dict[tuple[str, str, int], int] | None = field(default=None, hash=False)
 
     @property
     def decoded(self) -> tuple[str, ...]:
@@ -226,17 +228,26 @@ def audit_options(files, config, spec: ReplaySpec) -> DecodeOptions:
     )
 
 
-def replicated_partitions(files, spec: ReplaySpec) -> frozenset[tuple[str, str, int]]:
+def replicated_partitions(files, spec: ReplaySpec) -> dict[tuple[str, str, int], int]:
     """(cluster, topic, partition) of the partitions whose directories two brokers or more of
     one cluster hold: the only batch headers the replica-divergence check reads, known from
-    the listing before anything is decoded."""
+    the listing before anything is decoded; each with the offset from which its replicas'
+    headers are compared. A run that goes on from a previous run's points compares them from
+    the lowest of its replicas' points (the previous run compared what every replica held
+    then: below the lowest end); a replica without a point of its own (a new one) is compared
+    from its start."""
     brokers: dict[tuple[str, str, int], set[str]] = {}
     for f in files:
         home = replica_of(f)
         if home is not None:
             broker, topic, partition = home
             brokers.setdefault((spec.cluster_of(broker), topic, partition), set()).add(broker)
-    return frozenset(k for k, held in brokers.items() if len(held) > 1)
+    out = {}
+    for k, held in brokers.items():
+        if len(held) > 1:
+            ends = [(spec.points.get((*k, b)) or {}).get("log_end_offset") for b in held]
+            out[k] = min((e or 0) for e in ends) if spec.previous is not None else 0
+    return out
 
 
 def replica_tasks(files, range_bytes: int, min_tasks: int = 1) -> list[list[ByteRange]]:
@@ -265,36 +276,79 @@ class ScanTask:
         self.wanted = (opts.decoding - self.records) | {"segments"}
 
     def run(self, ranges: Iterable[ByteRange]) -> TaskReport:
+        import itertools
+
         ranges = list(ranges)
-        replica: ReplicaReplay | None = None  # the replica whose files are being read
-        recovery: Recovery | None = None
         files_of: dict[object, list] = {}  # each replica's files, grouped once
         for x in ranges:
             files_of.setdefault(replica_of(x.file), []).append(x.file)
-        for r in ranges:
-            if self.opts.replay is not None:
-                home = replica_of(r.file)
-                if replica is None or home != replica.key:
-                    self._replay(replica)
-                    replica = None if home is None else ReplicaReplay(self.opts.replay, *home)
-                    recovery = Recovery(files_of[home])
-                    if replica is not None:
-                        replica.logs = [f for f in files_of[home] if f.kind == "log"]
-                        replica.topic_id = topic_id_of(files_of[home])
-            self._decode(r, replica, recovery)
-        self._replay(replica)
+        # each replica's files come together (replica_units): read, then replayed
+        for home, unit in itertools.groupby(ranges, key=lambda r: replica_of(r.file)):
+            unit = list(unit)
+            if self.opts.replay is None:
+                for r in unit:
+                    self._decode(r, None)
+                continue
+            replica = None
+            recovery = Recovery(files_of[home])
+            if home is not None:
+                replica = ReplicaReplay(self.opts.replay, *home)
+                replica.logs = [f for f in files_of[home] if f.kind == "log"]
+                replica.topic_id = topic_id_of(files_of[home])
+                headers, unit = self._from_point(replica, unit)
+                for r in headers:  # compared with the other replicas, judged before
+                    self._decode(r, None, recovery, ("batches",))
+            for r in unit:
+                self._decode(r, replica, recovery)
+            self._replay(replica)
         return self.report
 
+    def _from_point(self, replica: ReplicaReplay, unit: list[ByteRange]
+                    ) -> tuple[list[ByteRange], list[ByteRange]]:  # fmt: skip
+        """(ranges read for their batch headers only, ranges read and replayed) of a replica.
+        Where a previous run's replay of it ended (``--since``: its own ``replay_states`` row)
+        and its state holds in this copy, the bytes past the point only
+        (:func:`past_point`), the replay going on from the carried state; of a partition
+        several brokers hold, also the headers from where its replicas are compared
+        (:func:`replicated_partitions`) to the point, for the divergence check. Else all of
+        them, replayed."""
+        from replay.points import resume_from, resumed_at
+        from replay.previous import Resuming
+
+        spec = self.opts.replay
+        point = spec.points.get(replica.row_key)
+        if point is None:
+            return [], unit
+        since, where = resumed_at(point, replica.logs, replica.topic_id)
+        replica.since = since
+        resuming = Resuming.of(point) if spec.previous is not None else None
+        if resuming is None or where is None or not where.carried:
+            return [], unit
+        replica.resuming = resuming
+        compared = (self.opts.headers_of or {}).get(replica.partition_key)
+        headers: list[ByteRange] = []
+        if compared is not None and compared < resuming.log_end:
+            start = {r.file.path: r.start for r in where.ranges}
+            earlier = resume_from({"log_end_offset": compared, "segment_base_offset": None,
+                                   "segment_position": None}, replica.logs)  # fmt: skip
+            for r in earlier.ranges:
+                stop = start.get(r.file.path, r.stop)
+                if r.start < stop:
+                    headers.append(ByteRange(r.file, r.start, stop))
+        return headers, past_point(unit, where.ranges, resuming.log_end)
+
     def _decode(self, r: ByteRange, replica: ReplicaReplay | None,
-                recovery: Recovery | None = None) -> None:  # fmt: skip
-        """One range: every wanted table, to the replica and to the sink (a file the
-        broker's recovery would drop or replace: its accounting only, :class:`Recovery`)."""
+                recovery: Recovery | None = None, only: tuple[str, ...] | None = None
+                ) -> None:  # fmt: skip
+        """One range: every wanted table (``only`` those), to the replica and to the sink (a
+        file the broker's recovery would drop or replace: its accounting only,
+        :class:`Recovery`)."""
         kept = recovery is None or recovery.keeps(r.file)
         if not kept:
             replica = None
         partial = r.start != 0 or r.stop < r.file.size
         held_errors = None
-        for table, batch in self._decoded(r):
+        for table, batch in self._decoded(r, only):
             if partial and table in ("errors", "segments"):
                 if table == "errors":
                     held_errors = batch
@@ -310,14 +364,14 @@ class ScanTask:
             if table in self.opts.tables and batch.num_rows and (kept or table != "batches"):
                 self._give(table, batch, r.file)
 
-    def _decoded(self, r: ByteRange):
+    def _decoded(self, r: ByteRange, only: tuple[str, ...] | None = None):
         import decoders
         from decoders.internal import internal_tables_for
         from decoders.layout import LOG_KINDS
 
-        passes = [(self.wanted, self.opts.deep)]
+        passes = [(self.wanted if only is None else set(only), self.opts.deep)]
         internal = set(internal_tables_for(r.file.info.topic)) & self.records
-        if internal and r.file.kind.split(".")[0] in LOG_KINDS:
+        if only is None and internal and r.file.kind.split(".")[0] in LOG_KINDS:
             passes.append((internal, True))
         for tables, deep in passes:
             yield from decoders.iter_file(
@@ -371,6 +425,45 @@ class ScanTask:
 
                 self._give("errors", schemas.from_rows("errors", kept).to_batches()[0], r.file)
         return SplitRange(r.file.path, r.start, r.stop, seg, whole)
+
+
+# a segment's files besides its log, by kind (and their `.swap`, `.cleaned`, `.deleted`)
+SEGMENT_KINDS = ("log", "index", "timeindex", "txnindex")
+
+
+def segment_base(f) -> int | None:
+    """The base offset a partition file's name gives (a segment's files, a snapshot)."""
+    import posixpath
+
+    stem = posixpath.basename(f.path).split(".")[0]
+    return int(stem) if stem.isdigit() else None
+
+
+def past_point(unit: list[ByteRange], reads: list[ByteRange], log_end: int) -> list[ByteRange]:
+    """A replica's ranges past a previous run's point: of its segments, the ranges ``reads``
+    gives (replay.points.resume_from: the rest of the point's segment, every later one whole);
+    a segment's indexes only where its log is read whole (a partly read segment's index entries
+    point below the point too); the producer snapshots beyond the point's log end; every other
+    file of the directory (its metadata, checkpoints)."""
+    by_path = {r.file.path: r for r in reads}
+    whole = {r.file.info.base_offset for r in reads if r.start == 0}
+    out = []
+    for r in unit:
+        f = r.file
+        if f.kind == "log":
+            if f.path in by_path:
+                out.append(by_path[f.path])
+            continue
+        base = segment_base(f)
+        if f.kind == "snapshot":
+            if base is not None and base > log_end:
+                out.append(r)
+        elif f.kind.split(".")[0] in SEGMENT_KINDS and base is not None:
+            if base in whole:
+                out.append(r)
+        else:
+            out.append(r)
+    return out
 
 
 def left_out_rows(files, skipped: dict[str, str]) -> dict[str, list[dict]]:

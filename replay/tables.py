@@ -184,6 +184,9 @@ REPLAY_STATES = _schema(
     records_state        str       JSON, of an internal topic's partition: the coordinator's
                                    state of every transactional id (`__transaction_state`) or
                                    every group's (`__consumer_offsets`); null otherwise
+    findings             str       JSON: fingerprints of the findings this partition's replays
+                                   judged (carried on from run to run): a run that goes on
+                                   from the point hands them on again (replay.previous)
     """
 )
 

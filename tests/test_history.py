@@ -76,10 +76,11 @@ def test_four_days_tell_new_known_and_gone_and_the_gate_fails_on_new_only(
     # counting every finding again fails it, as before
     assert main(["gate", str(days / "2026-11-21"), "--set", "gate.on=all",
                  "--set", "gate.data_docs=false"]) == 1  # fmt: skip
-    # day 3: one byte flipped, a CRC mismatch appears: new, and the gate fails naming it
+    # day 3: one byte of an old segment flipped, read again in full (--full: a run going on
+    # from the points reads only what is new): a CRC mismatch, new, the gate fails naming it
     capsys.readouterr()
     assert _audit(dumps / "flipped", days / "2026-11-22", "2026-11-22", "--since", "auto",
-                  "--gate") == 1  # fmt: skip
+                  "--gate", "--full") == 1  # fmt: skip
     err = capsys.readouterr().err
     third = _history(days / "2026-11-22")
     new = [r for r in third.values() if r["status"] == "new"]
@@ -90,9 +91,9 @@ def test_four_days_tell_new_known_and_gone_and_the_gate_fails_on_new_only(
     page = (days / "2026-11-22" / "report" / "index.html").read_text()
     crc = page[page.index("id='kind-crc_mismatch'") :]
     assert crc.index(">new</span>") < crc.index("</article>")  # its first card is the new one
-    # day 4: the copy is whole again: the CRC mismatch is gone, the rest still known
+    # day 4: the copy is whole again, read in full: the CRC mismatch is gone, the rest known
     assert _audit(dumps / "same", days / "2026-11-23", "2026-11-23", "--since", "auto",
-                  "--gate") == 0  # fmt: skip
+                  "--gate", "--full") == 0  # fmt: skip
     fourth = _history(days / "2026-11-23")
     assert {fourth[r["fingerprint"]]["status"] for r in new} == {"gone"}
     assert {fourth[fp]["status"] for fp in first} == {"still present"}
@@ -169,6 +170,23 @@ def test_a_run_since_the_previous_finds_where_each_replay_ended(spark, tmp_path,
     assert since["went_on"] == since["points"] and since["changes"] == {}
     assert since["bytes_after"] == log_bytes(later) - log_bytes(earlier) > 0
     assert since["points_without_replica"] == 0
+    # it read only those bytes, going on from the states: the same findings and replay tables
+    # as a full audit of the later copy
+    summary = _summary(days / "2026-11-21")
+    assert _audit(later, tmp_path / "full", "2026-11-21") in (0, 1)
+    assert since["bytes_after"] < summary["bytes_read"] < _summary(tmp_path / "full")["bytes_read"]
+    for table, key in (("findings", ("fingerprint",)),
+                       ("transactions", ("topic", "partition", "producer_id", "first_offset",
+                                         "marker_offset", "outcome", "record_count")),
+                       ("coordinator_transactions", ("transactional_id", "producer_id",
+                                                     "first_log_offset", "outcome")),
+                       ("offset_timeline", ("group_id", "topic", "partition",
+                                            "committed_offset", "effective_log_offset")),
+                       ("partitions", ("topic", "partition", "log_end_offset", "lso",
+                                       "complete_from", "data_records"))):  # fmt: skip
+        rows = [sorted(tuple(r[k] for k in key) for r in pq.read_table(out / table).to_pylist())
+                for out in (days / "2026-11-21", tmp_path / "full")]  # fmt: skip
+        assert rows[0] == rows[1] and (rows[0] or table == "offset_timeline"), table
 
     # one partition's log cut below where the previous run's replay ended
     cut = tmp_path / "cut"

@@ -1,0 +1,296 @@
+"""The rows a previous run published that a run going on from its points hands on again.
+
+A run that goes on from a partition's carried state (:mod:`replay.carried`, found again in its
+copy by :mod:`replay.points`) reads and replays only the bytes past the point. The stages
+across partitions (each producer against its coordinator's log, aborted reads against every
+group's commits, their propagation) still judge the partition's whole history as a full audit
+of every day's data would: the rows the previous run's replays handed on for the bytes before
+the point are read back from its output and handed on again, beside the new ones, as if
+replayed (docs/incremental.md). What is read back, per resumed replica:
+
+- of every partition: its transactions (not those still open at the previous end: the carried
+  state holds them and the replay hands them on again) and its LSO changes;
+- of a `__transaction_state` partition: the coordinator's transactions of that log partition
+  (not those in flight at the previous end, which the carried state holds), each reporting the
+  highest epoch of its producer known now (the coordinator's replay looks ahead: a full audit
+  reports the latest epoch of the whole log);
+- of a `__consumer_offsets` partition: the commit timeline and group generations;
+- the findings the partition's replays judged before the point (their fingerprints, carried in
+  ``replay_states.findings``) and the decoders' and replicas' findings about its bytes before
+  the point (:data:`OLD_BYTES_KINDS`: a run reads those bytes no more).
+
+Rows are read a batch at a time with a filter (pyarrow's dataset scanner: a file's row groups
+whose statistics exclude the replica are skipped), never a table at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from replay.findings import INTEGRITY_KINDS
+from replay.tables import CLUSTER
+
+# previous output table -> (scratch table, kind of row) it is handed on as
+CARRIED_TABLES: dict[str, tuple[str, str]] = {
+    "transactions": ("replayed", "transaction"),
+    "lso_changes": ("replayed", "lso"),
+    "coordinator_transactions": ("coordinated", "coord_txn"),
+    "offset_timeline": ("grouped", "timeline"),
+    "group_generations": ("grouped", "generation"),
+}
+# the tables read back of a replica, by its topic: every partition's, then an internal topic's
+OF_EVERY_PARTITION = ("transactions", "lso_changes")
+OF_INTERNAL = {
+    TRANSACTION_STATE_TOPIC: ("coordinator_transactions",),
+    CONSUMER_OFFSETS_TOPIC: ("offset_timeline", "group_generations"),
+}
+# findings about a partition's bytes that a later run no longer reads: the decoders' (the
+# errors table's) and the replicas' disagreement
+OLD_BYTES_KINDS = (*INTEGRITY_KINDS, "replica_divergence")
+OPEN = "OPEN"  # a partition transaction without a marker at the end of the copy
+
+
+def in_memory(result: dict[str, list[dict]]) -> tuple[dict, PreviousOutput]:
+    """(points, previous output) of a one-process audit's result (replay.local.audit_local):
+    what a later run of the one-process runner goes on from."""
+    from replay import tables as T
+
+    schemas = {"transactions": T.TRANSACTIONS, "lso_changes": T.LSO_CHANGES,
+               "coordinator_transactions": T.COORDINATOR_TXNS, "offset_timeline": T.TIMELINE,
+               "group_generations": T.GENERATIONS, "findings": T.FINDINGS}  # fmt: skip
+    tables = {}
+    for name, schema in schemas.items():
+        full = pa.schema([pa.field(CLUSTER, pa.string()), *schema])
+        rows = [{f.name: r.get(f.name) for f in full} for r in result.get(name, [])]
+        tables[name] = pa.Table.from_pylist(rows, schema=full)
+    points = {(r[CLUSTER], r["topic"], r["partition"], r["broker"]): r
+              for r in result.get("replay_states", [])}  # fmt: skip
+    return points, PreviousOutput(tables=tables)
+
+
+@dataclass
+class PreviousOutput:
+    """A committed output's tables (its summary's ``tables`` entries: the files of each), read
+    where a scan task runs (pyarrow filesystems: a local path or any URI the run's outputs
+    reach, S3 included). ``tables``: in memory instead (the one-process runner's chain)."""
+
+    uri: str | None = None
+    entries: dict[str, dict] = field(default_factory=dict)
+    tables: dict[str, pa.Table] = field(default_factory=dict)
+    _opened: dict[str, ds.Dataset] = field(default_factory=dict, repr=False, compare=False)
+
+    def __getstate__(self) -> dict:  # a task opens its own datasets
+        return {**self.__dict__, "_opened": {}}
+
+    def has(self, name: str) -> bool:
+        return name in self.tables or name in self.entries
+
+    def dataset(self, name: str) -> ds.Dataset | None:
+        """Table ``name`` as a dataset (None: the output has no rows of it)."""
+        if name in self.tables:
+            return ds.dataset(self.tables[name])
+        entry = self.entries.get(name)
+        if entry is None:
+            return None
+        if name not in self._opened:
+            from decoders.filesystems import filesystem
+
+            fs, root = filesystem(self.uri)
+            root = root.rstrip("/")
+            paths = [f"{root}/{f['path']}" for f in entry["files"] if f.get("rows")]
+            self._opened[name] = (
+                ds.dataset(paths, format="parquet", filesystem=fs) if paths else None
+            )
+        return self._opened[name]
+
+    def read(self, name: str, where: ds.Expression) -> Iterator[pa.Table]:
+        """The rows of table ``name`` that ``where`` keeps, a batch at a time."""
+        dataset = self.dataset(name)
+        if dataset is None:
+            return
+        for batch in dataset.to_batches(filter=where):
+            if batch.num_rows:
+                yield pa.Table.from_batches([batch])
+
+
+@dataclass(frozen=True)
+class Resuming:
+    """A replica that goes on from a previous run's point: the point's row (its
+    ``replay_states`` row: :data:`replay.points.POINT_COLUMNS`, the states and the findings
+    its replays judged), parsed once."""
+
+    point: dict[str, Any]
+    state: dict[str, Any]
+    records_state: dict[str, Any] | None
+    findings: tuple[str, ...]
+
+    @classmethod
+    def of(cls, point: dict[str, Any]) -> Resuming | None:
+        """None where the row holds no state to go on from (an internal topic's without its
+        records' state)."""
+        if not point.get("state"):
+            return None
+        records = point.get("records_state")
+        internal = point["topic"] in OF_INTERNAL
+        if internal and not records:
+            return None
+        return cls(point, json.loads(point["state"]), json.loads(records) if records else None,
+                   tuple(json.loads(point.get("findings") or "[]")))  # fmt: skip
+
+    @property
+    def log_end(self) -> int:
+        return self.point["log_end_offset"]
+
+    def in_flight(self) -> set[tuple[str, int]]:
+        """(transactional id, first log offset) of the coordinator's transactions in flight at
+        the previous end: the carried state holds them, the replay hands them on again."""
+        if self.records_state is None:
+            return set()
+        return {(e["transactional_id"], e["current"]["first_log_offset"])
+                for e in self.records_state.get("ids", []) if e.get("current")}  # fmt: skip
+
+
+def carried_rows(previous: PreviousOutput, cluster: str, topic: str, partition: int,
+                 resuming: Resuming, latest_epoch: dict[tuple[str, int], int]
+                 ) -> Iterator[tuple[str, str, pa.Table]]:  # fmt: skip
+    """(scratch table, kind, rows in the kind's output columns, timestamps as epoch ms) of the
+    rows the previous run handed on for a resumed replica's bytes before its point (see the
+    module's docstring). ``latest_epoch``: (transactional id, producer id) -> the highest epoch
+    known now, of the carried state and this run's records (a `__transaction_state`
+    replica's)."""
+    end = resuming.log_end
+    mine = (
+        (ds.field(CLUSTER) == cluster)
+        & (ds.field("topic") == topic)
+        & (ds.field("partition") == partition)
+    )
+    # by the log partition its records were read from, of an internal topic's
+    records = (ds.field(CLUSTER) == cluster) & (ds.field("log_partition") == partition)
+    marker = ds.field("marker_offset")
+    # the rows handed on below the replica's own point (the previous run's rows are the
+    # replica it kept: another broker's, whose log below the point is this one's)
+    below = {
+        "transactions": mine & (ds.field("outcome") != OPEN) & (
+            (marker < end) | (marker.is_null() & (ds.field("last_offset") < end))),
+        "lso_changes": mine & (ds.field("log_end_offset") <= end),
+        "coordinator_transactions": records & (ds.field("first_log_offset") < end),
+        "offset_timeline": records & (ds.field("effective_log_offset") < end),
+        "group_generations": records & (ds.field("log_offset") < end),
+    }  # fmt: skip
+    names = list(OF_EVERY_PARTITION) + list(OF_INTERNAL.get(topic, ()))
+    in_flight = resuming.in_flight()
+    for name in names:
+        table, kind = CARRIED_TABLES[name]
+        for t in previous.read(name, below[name]):
+            t = plain_times(t)
+            if name == "coordinator_transactions":
+                t = _settled_coordinator(t, in_flight, latest_epoch)
+            if t.num_rows:
+                yield table, kind, t
+    yield from _carried_findings(previous, cluster, topic, partition, resuming)
+
+
+def _carried_findings(previous: PreviousOutput, cluster: str, topic: str, partition: int,
+                      resuming: Resuming) -> Iterator[tuple[str, str, pa.Table]]:  # fmt: skip
+    """The findings of the replica's bytes before the point: those its replays judged (by
+    fingerprint) and those of :data:`OLD_BYTES_KINDS` about its bytes before the point (by
+    offset, else by the file and position their evidence names), each once."""
+    judged = ds.field("fingerprint").isin(list(resuming.findings)) if resuming.findings else None
+    old = (
+        (ds.field("topic") == topic)
+        & (ds.field("partition") == partition)
+        & ds.field("kind").isin(list(OLD_BYTES_KINDS))
+        & ((ds.field("first_offset") < resuming.log_end) | ds.field("first_offset").is_null())
+    )
+    where = (ds.field(CLUSTER) == cluster) & (old if judged is None else (old | judged))
+    seen: set[str] = set()
+    mine = set(resuming.findings)
+    for t in previous.read("findings", where):
+        keep = []
+        for i, (fp, first, evidence) in enumerate(zip(
+            *(t.column(c).to_pylist() for c in ("fingerprint", "first_offset", "evidence")),
+            strict=True,
+        )):  # fmt: skip
+            if fp in seen:
+                continue
+            if fp in mine or first is not None or _before(evidence, resuming.point):
+                seen.add(fp)
+                keep.append(i)
+        t = t.take(pa.array(keep, pa.int64()))
+        if t.num_rows:
+            yield "replayed", "finding", t  # the audit reads every replay's findings alike
+
+
+def _before(evidence: str | None, point: dict[str, Any]) -> bool:
+    """Whether a finding without offsets is about a file's bytes before ``point``: a segment's
+    file (its name's base offset) below the point's segment, or the point's segment's own
+    bytes before its position (a later run reads neither); not a file read again each run
+    (the partition's metadata, checkpoints)."""
+    import posixpath
+
+    try:
+        ev = json.loads(evidence or "{}")
+    except ValueError:
+        return False
+    name = posixpath.basename(str(ev.get("file") or "")) if isinstance(ev, dict) else ""
+    stem, _, ext = name.partition(".")
+    if not stem.isdigit() or point.get("segment_base_offset") is None:
+        return False
+    base, at = int(stem), point["segment_base_offset"]
+    if base != at:
+        return base < at
+    position = ev.get("position")
+    return ext != "log" or (position is not None and position < (point["segment_position"] or 0))
+
+
+def _settled_coordinator(t: pa.Table, in_flight: set[tuple[str, int]],
+                         latest_epoch: dict[tuple[str, int], int]) -> pa.Table:  # fmt: skip
+    """The coordinator's transactions the previous run handed on as they completed (not those
+    in flight at its end), each with its producer's highest epoch known now."""
+    tids = t.column("transactional_id").to_pylist()
+    firsts = t.column("first_log_offset").to_pylist()
+    keep = [i for i, k in enumerate(zip(tids, firsts, strict=True)) if k not in in_flight]
+    if len(keep) != t.num_rows:
+        t = t.take(pa.array(keep, pa.int64()))
+        tids = t.column("transactional_id").to_pylist()
+    if latest_epoch and t.num_rows:
+        pids = t.column("producer_id").to_pylist()
+        had = t.column("latest_epoch").to_pylist()
+        now = [max(e if e is not None else -1, latest_epoch.get((tid, pid), -1))
+               for tid, pid, e in zip(tids, pids, had, strict=True)]  # fmt: skip
+        i = t.schema.get_field_index("latest_epoch")
+        t = t.set_column(i, t.schema.field(i), pa.array(now, t.schema.field(i).type))
+    return t
+
+
+def plain_times(t: pa.Table) -> pa.Table:
+    """A written table's timestamps as the replays hold them: epoch milliseconds."""
+    for i, f in enumerate(t.schema):
+        if pa.types.is_timestamp(f.type):
+            ms = pc.cast(t.column(i), pa.timestamp("ms", f.type.tz), safe=False)
+            t = t.set_column(i, pa.field(f.name, pa.int64()), ms.cast(pa.int64()))
+    return t
+
+
+def as_kind(t: pa.Table, schema: pa.Schema, kind: str) -> pa.Table:
+    """Rows of one kind in a replay's union schema (``out`` the kind; columns of other kinds
+    null): as the replay itself gives them."""
+    n = t.num_rows
+    columns = []
+    for f in schema:
+        if f.name == "out":
+            columns.append(pa.array([kind] * n, f.type))
+        elif f.name in t.column_names:
+            c = t.column(f.name)
+            columns.append(c if c.type == f.type else c.cast(f.type))
+        else:
+            columns.append(pa.nulls(n, f.type))
+    return pa.Table.from_arrays(columns, schema=schema)

@@ -1,0 +1,123 @@
+"""Daily audits that go on from the day before (replay.previous) find what full audits find.
+
+A dump copied once a day (tests/daily_copies.py: each partition's log cut at a later random
+batch every day, inside transactions, runs of one producer, rebalances, between segments) is
+audited by the one-process runner day after day, each run going on from the previous one's
+output: it reads only the bytes past each replica's point. Every day, its findings (by
+fingerprint) and its replay tables are those of a full audit of the same day's copy. With
+retention deleting old segments between days, a full audit of the day's copy knows less than
+the chain: the chain finds at least what it finds, and exactly what a full audit of a copy
+holding every day's data finds. No Spark."""
+
+from __future__ import annotations
+
+import collections
+import json
+import random
+
+import pytest
+
+from replay import tables as T
+from replay.local import audit_local
+from tests.daily_copies import daily_copies
+
+DAYS = 7
+# the replay tables a run hands on (its own rows and those it carried), compared row for row
+TABLES = {
+    "transactions": T.TRANSACTIONS, "coordinator_transactions": T.COORDINATOR_TXNS,
+    "offset_timeline": T.TIMELINE, "group_generations": T.GENERATIONS,
+    "lso_changes": T.LSO_CHANGES, "partitions": T.PARTITIONS,
+}  # fmt: skip
+# scenarios by seed: each seed a few of them (every kind of finding over the five)
+SCENARIOS = {
+    0: ("transaction_faults", "aborted_reads", "replica_divergence"),
+    1: ("idempotence_faults", "broadcast_groups", "corrupt_segments"),
+    2: ("clean_eos_pipeline", "offset_resets", "clean_compaction"),
+    3: ("demo", "production_layouts_faults"),
+    4: ("long_lived_producer_faults", "clean_transactions"),
+}
+
+
+def _prints(result: dict) -> collections.Counter:
+    return collections.Counter(f["fingerprint"] for f in result["findings"])
+
+
+def _places(result: dict) -> collections.Counter:
+    """The findings' identities but their cluster's name (a copy's without a cluster id is
+    named by its path: two copies of one day in two folders)."""
+    from replay.remediation import IDENTITY, identity_of
+
+    return collections.Counter(
+        tuple(f.get(c) if c in identity_of(f) else None for c in IDENTITY if c != T.CLUSTER)
+        for f in result["findings"]
+    )
+
+
+def _rows(result: dict, name: str) -> collections.Counter:
+    cols = [T.CLUSTER, *TABLES[name].names]
+    return collections.Counter(json.dumps([r.get(c) for c in cols], default=str)
+                               for r in result[name])  # fmt: skip
+
+
+def _chain(roots: list[list[str]]) -> list[dict]:
+    out, previous = [], None
+    for day in roots:
+        previous = audit_local(day, since=previous)
+        out.append(previous)
+    return out
+
+
+def _went_on(result: dict) -> tuple[int, int, int]:
+    """(replicas that went on from their point, bytes read past the points, their logs')"""
+    since = [r.since for r in result["replicas"] if r.since is not None]
+    went = [s for s in since if s["carried"]]
+    return len(went), sum(s["bytes_after"] for s in went), sum(s["log_bytes"] for s in went)
+
+
+def _same_as_full(sim_all, tmp_path, seed: int, scenarios, days=range(1, DAYS + 1)) -> None:
+    """The chain of daily runs against full audits of ``days``' copies."""
+    roots = daily_copies([sim_all / s for s in scenarios], tmp_path, DAYS, random.Random(seed))
+    chain = _chain(roots)
+    for day, (result, root) in enumerate(zip(chain, roots, strict=True), 1):
+        if day not in days:
+            continue
+        full = audit_local(root)
+        where = (seed, scenarios, day)
+        assert _prints(result) == _prints(full), where
+        for name in TABLES:
+            assert _rows(result, name) == _rows(full, name), (*where, name)
+        if day > 1:  # every replica with a point went on from it, reading only what is new
+            went, read, logs = _went_on(result)
+            pointed = [r for r in result["replicas"] if r.since is not None]
+            assert went == len(pointed) >= len(result["replicas"]) // 2, where
+            assert read < logs, where
+
+
+def test_a_week_of_daily_audits_finds_what_full_audits_find(sim_all, tmp_path):
+    _same_as_full(sim_all, tmp_path, 0, ("transaction_faults", "broadcast_groups"), (3, DAYS))
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("seed", sorted(SCENARIOS))
+def test_every_seed_s_week_finds_what_full_audits_find(sim_all, tmp_path, seed):
+    _same_as_full(sim_all, tmp_path, seed + 10, SCENARIOS[seed], (2, 4, DAYS))
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("seed", range(5))
+def test_with_retention_the_chain_finds_what_every_day_s_data_shows(sim_all, tmp_path, seed):
+    """Retention deletes each partition's oldest segment from a random day on: the chain
+    finds every day what a full audit of the same day's copy holding every day's data finds
+    (the same cuts without retention), never less than a full audit of the day's copy."""
+    scenarios = ("transaction_faults", "idempotence_faults", "aborted_reads", "replica_divergence")
+    sources = [sim_all / s for s in scenarios]
+    kept = daily_copies(sources, tmp_path / "kept", DAYS, random.Random(seed))
+    deleted = daily_copies(sources, tmp_path / "deleted", DAYS, random.Random(seed),
+                           random.Random(seed + 100))  # fmt: skip
+    for day, result in enumerate(_chain(deleted), 1):
+        if day not in (4, DAYS):
+            continue  # (the chain goes on over every day)
+        every_day = _places(audit_local(kept[day - 1]))
+        alone = _prints(audit_local(deleted[day - 1]))
+        assert _places(result) == every_day, (seed, day)
+        assert not alone - _prints(result), (seed, day)
