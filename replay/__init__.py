@@ -26,22 +26,46 @@ def load_conf(
     return load(conf, overrides)
 
 
-def audit(spark, paths, conf: str | dict | None = None):
+def audit(spark, paths, conf: str | dict | None = None, since: str | None = None):
     """Replay a dump; DataFrames by table name (see :mod:`replay.tables`). ``conf``: a YAML
     path or a dict shaped like conf/default.yaml (e.g. ``{"groups": {"g": {"isolation":
-    "read_uncommitted"}}}``), validated. The tables it caches stay cached until the session's
-    cache is cleared; :func:`audit_session` releases them at the end of a ``with`` block."""
+    "read_uncommitted"}}}``), validated. ``since``: a previous audit's committed output of an
+    earlier copy of the same dump, which this one goes on from, reading only the bytes past
+    where its replays ended (docs/incremental.md; refused with ValueError as `logreplay audit
+    --since` refuses it). The tables it caches stay cached until the session's cache is
+    cleared; :func:`audit_session` releases them at the end of a ``with`` block."""
     from replay.plan import audit as run
 
-    return run(spark, list(paths), load_conf(conf))
+    config = load_conf(conf)
+    return run(spark, list(paths), config, since=_previous(since, config))
 
 
-def audit_session(spark, paths, conf: str | dict | None = None):
+def audit_session(spark, paths, conf: str | dict | None = None, since: str | None = None):
     """:func:`audit` as a context manager: ``with audit_session(spark, paths) as tables:``;
     what the audit cached is unpersisted when the block ends."""
     from replay.plan import audit_session as session
 
-    return session(spark, list(paths), load_conf(conf))
+    config = load_conf(conf)
+    return session(spark, list(paths), config, since=_previous(since, config))
+
+
+def _previous(since: str | None, config):
+    """``since`` as the plan takes it: a callable checking the previous output against the
+    dump's clusters (its layout), giving (points, previous tables) (jobs.history)."""
+    if since is None:
+        return None
+
+    def resolve(clusters: set[str]):
+        from importlib.metadata import version
+
+        from jobs import history
+        from jobs.output import LAYOUT_VERSION
+
+        previous = history.previous_output(since, None, history.day_text(None), clusters,
+                                           config, version("logreplay"), LAYOUT_VERSION)  # fmt: skip
+        return history.points_of(previous), history.previous_tables(previous)
+
+    return resolve
 
 
 def findings_history(spark, tables, since: str | None, conf: str | dict | None = None,

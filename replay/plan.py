@@ -722,14 +722,16 @@ def audit_session(
     paths: list[str],
     conf: dict | AuditConfig | None = None,
     skip: dict[str, str] | None = None,
+    since: Callable | None = None,
 ) -> Iterator[Mapping[str, DataFrame]]:
     """Replay a dump in a user's session: DataFrames by table name (findings, transactions,
     producer_states, lso_changes, partitions, coordinator_transactions, group_generations,
     offset_timeline, replay_states, checks, plus the decoded segments and errors), for the
     ``with`` block;
     what the audit cached is released when the block ends, however it ends. ``skip``: files
-    left out of the run, path -> reason (see jobs.resilience)."""
-    scan = _cached_scan(spark, list(paths), _config(conf), skip)
+    left out of the run, path -> reason (see jobs.resilience); ``since``: the previous output
+    to go on from (``replay._previous``)."""
+    scan = _cached_scan(spark, list(paths), _config(conf), skip, since)
     try:
         yield Audit(spark, _config(conf), scan).run()
     finally:
@@ -741,14 +743,19 @@ def audit(
     paths: list[str],
     conf: dict | AuditConfig | None = None,
     skip: dict[str, str] | None = None,
+    since: Callable | None = None,
 ) -> Mapping[str, DataFrame]:
     """:func:`audit_session` without the block: what the audit cached stays cached until the
     session ends or its cache is cleared."""
     config = _config(conf)
-    return Audit(spark, config, _cached_scan(spark, list(paths), config, skip)).run()
+    return Audit(spark, config, _cached_scan(spark, list(paths), config, skip, since)).run()
 
 
-def _cached_scan(spark, paths: list[str], config: AuditConfig, skip):
+def _cached_scan(spark, paths: list[str], config: AuditConfig, skip, since=None):
     from replay.session_scan import CachedScan
 
-    return CachedScan(spark, paths, config, replay_spec(paths, config), skip or {})
+    spec = replay_spec(paths, config)
+    if since is not None:  # the previous output, checked against this dump's clusters
+        points, previous = since(set(spec.clusters.values()))
+        spec = replace(spec, points=points, previous=previous)
+    return CachedScan(spark, paths, config, spec, skip or {})

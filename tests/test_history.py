@@ -187,6 +187,13 @@ def test_a_run_since_the_previous_finds_where_each_replay_ended(spark, tmp_path,
         rows = [sorted(tuple(r[k] for k in key) for r in pq.read_table(out / table).to_pylist())
                 for out in (days / "2026-11-21", tmp_path / "full")]  # fmt: skip
         assert rows[0] == rows[1] and (rows[0] or table == "offset_timeline"), table
+    # the same in a user's session (the Python API)
+    import replay
+
+    with replay.audit_session(spark, [str(later)], since=str(days / "2026-11-20")) as tables:
+        found = sorted(r["fingerprint"] for r in tables["findings"].collect())
+    assert found == sorted(r["fingerprint"] for r in
+                           pq.read_table(tmp_path / "full" / "findings").to_pylist())  # fmt: skip
 
     # one partition's log cut below where the previous run's replay ended
     cut = tmp_path / "cut"
