@@ -401,9 +401,9 @@ def print_layout(described: dict) -> None:
 def since_line(points: dict) -> str:
     """The console's line on how the logs went on since the previous run's points."""
     mb = 1 << 20
-    line = (f"since the previous run: {points['went_on']} of {points['points']} partitions went "
-            f"on from where its replay ended ({points['bytes_after'] / mb:.1f} MB past those "
-            f"points of {points['log_bytes'] / mb:.1f} MB)")  # fmt: skip
+    line = (f"since the previous run: {points['went_on']} of {points['points']} replicas went "
+            f"on from where their replay ended, reading {points['bytes_after'] / mb:.1f} MB past "
+            f"those points of {points['log_bytes'] / mb:.1f} MB")  # fmt: skip
     changes = points.get("changes") or {}
     if changes:
         line += "; changed below the point: " + ", ".join(f"{k} {v}" for k, v in changes.items())
@@ -412,7 +412,7 @@ def since_line(points: dict) -> str:
             points["truncated"]
         )
     if points.get("points_without_replica"):
-        line += f"; {points['points_without_replica']} partitions of it not in this dump"
+        line += f"; {points['points_without_replica']} replicas of it not in this dump"
     return line
 
 

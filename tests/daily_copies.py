@@ -31,11 +31,13 @@ def _positions(f) -> list[tuple[int, int]]:
     return out
 
 
-def daily_copies(sources: list[Path], out: Path, days: int, rng: random.Random,
-                 retention: random.Random | None = None) -> list[list[str]]:  # fmt: skip
+def daily_copies(sources: list[Path], out: Path, days: int, rng: random.Random | None = None,
+                 retention: random.Random | None = None,
+                 shares: tuple[float, ...] | None = None) -> list[list[str]]:  # fmt: skip
     """The roots of each day's copy of ``sources`` (dump roots), under ``out/day-N``; the
     same ``rng`` cuts the logs the same way with ``retention`` (its own draws: on which day
-    each partition's oldest segment goes) or without."""
+    each partition's oldest segment goes) or without; ``shares`` instead: each day's copy holds
+    that share of every log's batches."""
     logs: dict[tuple, list] = {}
     for f in decoders.discover([str(s) for s in sources]):
         if f.kind == "log" and f.info.topic is not None:
@@ -45,7 +47,10 @@ def daily_copies(sources: list[Path], out: Path, days: int, rng: random.Random,
         segments.sort(key=lambda f: f.info.base_offset)
         batches = [(f, p, o) for f in segments for p, o in _positions(f)]
         n = len(batches)
-        cuts = sorted(rng.randrange(n // 4, n + 1) for _ in range(days - 1)) + [n] if n else []
+        if shares is not None:
+            cuts = [int(n * share) for share in shares] if n else []
+        else:
+            cuts = sorted(rng.randrange(n // 4, n + 1) for _ in range(days - 1)) + [n] if n else []
         gone_from = None
         if retention is not None and len(segments) > 2:
             gone_from = retention.randrange(2, days + 1)

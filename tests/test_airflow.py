@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from standalone import spark_home as installed_spark_home
@@ -81,23 +80,27 @@ def test_the_templated_arguments_are_run_specific_and_accepted_by_the_jobs(tmp_p
 
 
 DAG_ID = "logreplay_daily_audit"
-DAYS = {"2026-11-20": "clean_transactions", "2026-11-21": "transaction_faults"}
+DAYS = ("2026-11-20", "2026-11-21", "2026-11-22")
 
 
 @pytest.fixture(scope="module")
 def airflow_runs(tmp_path_factory, standalone) -> dict:
-    """Both days of DAYS run whole by `airflow dags test`, at the same time: day ->
-    (the CLI's completed process, what Airflow recorded, the day's output directory).
+    """Three days of one cluster's dumps run whole by `airflow dags test`, one after the other,
+    each audit going on from the day before's output (`--since auto`): day -> (the CLI's
+    completed process, what Airflow recorded, the day's output directory). Day 1 is an early
+    copy of transaction_faults (each log cut at a third of its batches: clean), day 2 the same
+    logs whole (its anomalies appear), day 3 the same again, its conf waiving day 2's findings
+    by fingerprint and counting every finding (``gate.on: all``).
 
-    Each day has an Airflow home of its own (a copy of one migrated SQLite database: SQLite
-    takes one writer at a time), and each Spark application one of the cluster's two cores
-    (``spark.cores.max``), so neither run waits for the other's executors: a scheduler running
-    a backfill's days side by side does the same."""
+    Each day has an Airflow home of its own (a copy of one migrated SQLite database)."""
     from simulator import synth
+    from tests.daily_copies import daily_copies
 
     root = tmp_path_factory.mktemp("airflow")
-    for day, scenario in DAYS.items():
-        synth(scenario, str(root / "dumps" / day), 7)
+    synth("transaction_faults", str(root / "whole"), 7)
+    early, whole = daily_copies([root / "whole"], root / "copies", 2, shares=(0.3, 1.0))
+    for day, copy in zip(DAYS, (early, whole, whole), strict=True):
+        shutil.copytree(copy[0], root / "dumps" / day)
     # spark-submit of the installed pyspark, alone on a directory put first on PATH: the
     # Airflow environment has only pyspark's Connect client
     binaries = root / "bin"
@@ -146,13 +149,27 @@ def airflow_runs(tmp_path_factory, standalone) -> dict:
         def cli(*args: str, **kw) -> subprocess.CompletedProcess:
             return subprocess.run([airflow, *args], env=env, capture_output=True, text=True, **kw)
 
-        run = cli("dags", "test", DAG_ID, day, "--conf", json.dumps(params), timeout=1500)
+        conf = dict(params)
+        if day == DAYS[-1]:  # every finding the day before had, waived; every finding counted
+            conf["conf"] = str(_waiving(root / "out" / DAYS[-2], root / "waivers.yaml"))
+        run = cli("dags", "test", DAG_ID, day, "--conf", json.dumps(conf), timeout=1500)
         dag_run, tasks = _recorded(home / "airflow.db")
         assert dag_run["logical_date"].startswith(day), dag_run
         return run, {"run": dag_run, "tasks": tasks, "out": root / "out" / day}
 
-    with ThreadPoolExecutor(len(DAYS)) as pool:
-        return dict(zip(DAYS, pool.map(dags_test, DAYS), strict=True))
+    return {day: dags_test(day) for day in DAYS}  # in order: each goes on from the one before
+
+
+def _waiving(out, path):
+    """A configuration waiving every finding of the output ``out`` by fingerprint."""
+    import pyarrow.parquet as pq
+    import yaml
+
+    prints = sorted({r["fingerprint"] for r in pq.read_table(out / "findings").to_pylist()})
+    waivers = [{"fingerprint": fp, "reason": "known since the day it appeared",
+                "owner": "data-platform", "expires": "2027-01-31"} for fp in prints]  # fmt: skip
+    path.write_text(yaml.safe_dump({"gate": {"on": "all", "waivers": waivers}}))
+    return path
 
 
 def _recorded(db) -> tuple[dict, dict]:
@@ -205,4 +222,26 @@ def test_the_dag_run_fails_at_the_gate_on_a_critical_finding(airflow_runs):
     assert seen["tasks"] == {"audit": "success", "gate": "failed"}
     summary = _summary(seen["out"])
     assert summary["findings"]["by_severity"].get("critical", 0) > 0
+    assert summary["findings"]["by_status"]["new"] > 0  # the anomalies appeared today
     assert summary["gate"]["success"] is False  # recorded by the failed gate task
+    # it went on from the day before: every replica from its point, reading what was new
+    since = summary["since_points"]
+    assert since["went_on"] == since["points"] > 0 and summary["since"].endswith("2026-11-20")
+    assert 0 < since["bytes_after"] < 0.8 * since["log_bytes"]
+    assert summary["bytes_read"] < summary["bytes"]
+
+
+@pytest.mark.cluster
+def test_the_next_day_passes_once_the_findings_are_waived(airflow_runs):
+    run, seen = airflow_runs["2026-11-22"]
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-6000:]
+    assert seen["tasks"] == {"audit": "success", "gate": "success"}
+    summary = _summary(seen["out"])
+    before = _summary(airflow_runs["2026-11-21"][1]["out"])
+    # the same findings, every one still present and waived: counted (gate.on: all), not failing
+    assert summary["findings"]["by_status"] == {
+        "new": 0, "still present": before["rows"]["findings"], "gone": 0}  # fmt: skip
+    assert summary["gate"]["success"] is True
+    # nothing new in the logs: the directories' small files, the batches at the points
+    assert summary["bytes_read"] < 0.3 * summary["bytes"]
+    assert summary["since_points"]["bytes_after"] == 0

@@ -301,9 +301,10 @@ def since_panel(summary: dict) -> str:
     truncated = ", ".join(p.get("truncated") or []) or "none"
     return (
         "<div class='panel' id='since'><b>Since the previous run</b><table>"
-        f"<tr><td>partitions going on from its points</td><td>{_n(p['went_on'])} of "
+        f"<tr><td>replicas going on from their points</td><td>{_n(p['went_on'])} of "
         f"{_n(p['points'])}</td></tr>"
-        f"<tr><td>bytes past the points</td><td>{_n(p['bytes_after'])} of {_n(p['log_bytes'])}"
+        f"<tr><td>bytes past the points, read</td><td>{_n(p['bytes_after'])} of "
+        f"{_n(p['log_bytes'])}"
         "</td></tr>"
         f"<tr><td>changed below the points</td><td>{_esc(changes)}</td></tr>"
         f"<tr><td>truncated below them</td><td>{_esc(truncated)}</td></tr>"
