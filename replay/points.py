@@ -97,20 +97,14 @@ POINT_COLUMNS = (
 )  # fmt: skip
 
 
-def since_point(point: dict[str, Any], logs: list[DumpFile], topic_id: str | None = None
-                ) -> dict[str, Any]:  # fmt: skip
-    """What :func:`resumed_at` reports of a replica's log since ``point``."""
-    return resumed_at(point, logs, topic_id)[0]
-
-
 def resumed_at(point: dict[str, Any], logs: list[DumpFile], topic_id: str | None = None
                ) -> tuple[dict[str, Any], Resumed | None]:  # fmt: skip
     """What a replica's log did since a previous run's replay ended at ``point`` (a
-    ``replay_states`` row's :data:`POINT_COLUMNS`), as a scan task reports it: whether the
-    carried state holds, the bytes past the point out of the log's, and how the log changed
-    (:func:`resume_from`). ``topic_id``: the replica's now; where both runs know theirs and they
-    differ, the topic was deleted and created again: its log starts anew, nothing carries over
-    and nothing of it was truncated."""
+    ``replay_states`` row's :data:`POINT_COLUMNS`), as a scan task reports it (whether the
+    carried state holds, the bytes past the point out of the log's, how the log changed), and
+    where it goes on (:func:`resume_from`; None: nowhere). ``topic_id``: the replica's now;
+    where both runs know theirs and they differ, the topic was deleted and created again: its
+    log starts anew, nothing carries over and nothing of it was truncated."""
     log_bytes = sum(f.size for f in logs if f.kind == "log")
     before = point.get("topic_id")
     if before and topic_id and before != topic_id:

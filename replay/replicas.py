@@ -56,7 +56,7 @@ from replay.grouped import (
     txn_latest_epochs,
 )
 from replay.partition import BATCH_COLUMNS, cleaner_leftovers_end
-from replay.points import since_point, truncation_finding
+from replay.points import truncation_finding
 from replay.spill import local_dir, remove_file
 from replay.tables import CLUSTER, rows_table
 
@@ -171,7 +171,7 @@ class ReplicaRow:
     cleaned_upto: int = 0  # below: the log cleaner's leftovers in this replica
     log_bytes: int = 0  # the bytes of its segment files (the coverage's unit of size)
     # where a previous run's replay of it ended, found again in this copy (replay.points.
-    # since_point): whether its state holds, the bytes past the point, how the log changed
+    # resumed_at): whether its state holds, the bytes past the point, how the log changed
     since: dict | None = None
 
     @property
@@ -265,7 +265,7 @@ class ReplicaReplay:
         # of a `__transaction_state` replica: (transactional id, producer id) -> highest epoch
         self.latest_epoch: dict[tuple[str, int], int] = {}
         # going on from a previous run's point (replay.previous.Resuming; the scan task reads
-        # only the bytes past it), and what the task found of that point (points.since_point)
+        # only the bytes past it), and what the task found of that point (points.resumed_at)
         self.resuming = None
         self.since: dict | None = None
 
@@ -451,9 +451,7 @@ class ReplicaReplay:
             row["findings"] = judged_prints(json.loads(row["findings"]), judged, self.cluster)
             to("replayed")(rows_table(PARTITION_SCHEMA, "carried", [row]))
         point = self.spec.points.get(self.row_key)
-        since = self.since
-        if since is None and point is not None:
-            since = since_point(point, self.logs, self.topic_id)
+        since = self.since  # found by the scan task (ScanTask._from_point)
         lost = None if since is None else truncation_finding(point, since, self.topic,
                                                              self.partition)  # fmt: skip
         if lost is not None:
