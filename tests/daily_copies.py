@@ -33,11 +33,14 @@ def _positions(f) -> list[tuple[int, int]]:
 
 def daily_copies(sources: list[Path], out: Path, days: int, rng: random.Random | None = None,
                  retention: random.Random | None = None,
-                 shares: tuple[float, ...] | None = None) -> list[list[str]]:  # fmt: skip
+                 shares: tuple[float, ...] | None = None,
+                 churn: random.Random | None = None) -> list[list[str]]:  # fmt: skip
     """The roots of each day's copy of ``sources`` (dump roots), under ``out/day-N``; the
     same ``rng`` cuts the logs the same way with ``retention`` (its own draws: on which day
     each partition's oldest segment goes) or without; ``shares`` instead: each day's copy holds
-    that share of every log's batches."""
+    that share of every log's batches. With ``churn``, one replica directory in eight appears
+    only from a random day on (a reassignment adding a replica, a new log dir) and another
+    is gone from a random day on (a broker or log dir removed)."""
     logs: dict[tuple, list] = {}
     for f in decoders.discover([str(s) for s in sources]):
         if f.kind == "log" and f.info.topic is not None:
@@ -55,6 +58,15 @@ def daily_copies(sources: list[Path], out: Path, days: int, rng: random.Random |
         if retention is not None and len(segments) > 2:
             gone_from = retention.randrange(2, days + 1)
         plans[key] = (segments, batches, cuts, gone_from)
+    present: dict[str, tuple[int, int]] = {}  # a replica directory -> (first day, last day)
+    if churn is not None:
+        for key in sorted(plans, key=str):
+            folder = os.path.dirname(plans[key][0][0].path)
+            pick = churn.randrange(8)
+            if pick == 0:
+                present[folder] = (churn.randrange(2, days + 1), days)
+            elif pick == 1:
+                present[folder] = (1, churn.randrange(1, days))
     roots = []
     common = os.path.commonpath([str(s) for s in sources])
     for day in range(1, days + 1):
@@ -100,5 +112,8 @@ def daily_copies(sources: list[Path], out: Path, days: int, rng: random.Random |
                     for ext in (".log", *INDEXES, ".snapshot"):
                         with contextlib.suppress(FileNotFoundError):
                             os.remove(mine(oldest.path)[: -len(".log")] + ext)
+        for folder, (first, last) in present.items():
+            if not first <= day <= last:
+                shutil.rmtree(day_dir / os.path.relpath(folder, common))
         roots.append([str(day_dir / os.path.relpath(s, common)) for s in sources])
     return roots

@@ -132,3 +132,17 @@ def test_with_retention_the_chain_finds_what_every_day_s_data_shows(sim_all, tmp
         alone = _prints(audit_local(deleted[day - 1]))
         assert _places(result) == every_day, (seed, day)
         assert not alone - _prints(result), (seed, day)
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("seed", range(2))
+def test_replicas_that_come_and_go_change_nothing_but_what_they_hold(sim_all, tmp_path, seed):
+    """Replica directories appear from a random day on (a reassignment, a new log dir) or go
+    (a broker or log dir removed): every day the chain finds what a full audit of the day's
+    copy finds, a new replica read whole and compared with the others from their start."""
+    scenarios = ("replica_divergence", "transaction_faults", "production_layouts_faults")
+    roots = daily_copies([sim_all / s for s in scenarios], tmp_path, DAYS, random.Random(seed),
+                         churn=random.Random(seed + 200))  # fmt: skip
+    for day, result in enumerate(_chain(roots), 1):
+        if day in (4, DAYS):
+            assert _prints(result) == _prints(audit_local(roots[day - 1])), (seed, day)
