@@ -14,7 +14,7 @@ Each run is `python -m jobs.cli audit` measured with its descendants (benchmarks
 wall and CPU seconds, bytes read (``summary.json``'s ``bytes_read``), peak RSS of the driver
 (JVM and Python) and of the largest Python worker. Usage:
 
-    python benchmarks/bench_incremental.py --gb-per-day 0.15 --days 7 --scratch /tmp/inc
+    .venv/bin/python benchmarks/bench_incremental.py --gb-per-day 1.0 --days 7
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def main() -> None:
     p.add_argument("--gb-per-day", type=float, default=0.15)
     p.add_argument("--days", type=int, default=7)
     p.add_argument("--seed", type=int, default=3)
-    p.add_argument("--scratch", default="/tmp/logreplay-bench-incremental")
+    p.add_argument("--scratch", default=os.path.join(ROOT, "benchmarks", "data", "incremental"))
     args = p.parse_args()
     os.makedirs(args.scratch, exist_ok=True)
     whole = os.path.join(args.scratch, "whole")
