@@ -431,20 +431,14 @@ class ScanTask:
 SEGMENT_KINDS = ("log", "index", "timeindex", "txnindex")
 
 
-def segment_base(f) -> int | None:
-    """The base offset a partition file's name gives (a segment's files, a snapshot)."""
-    import posixpath
-
-    stem = posixpath.basename(f.path).split(".")[0]
-    return int(stem) if stem.isdigit() else None
-
-
 def past_point(unit: list[ByteRange], reads: list[ByteRange], log_end: int) -> list[ByteRange]:
     """A replica's ranges past a previous run's point: of its segments, the ranges ``reads``
     gives (replay.points.resume_from: the rest of the point's segment, every later one whole);
     a segment's indexes only where its log is read whole (a partly read segment's index entries
     point below the point too); the producer snapshots beyond the point's log end; every other
     file of the directory (its metadata, checkpoints)."""
+    from replay.partition import segment_of
+
     by_path = {r.file.path: r for r in reads}
     whole = {r.file.info.base_offset for r in reads if r.start == 0}
     out = []
@@ -454,7 +448,8 @@ def past_point(unit: list[ByteRange], reads: list[ByteRange], log_end: int) -> l
             if f.path in by_path:
                 out.append(by_path[f.path])
             continue
-        base = segment_base(f)
+        base = segment_of(f.path)
+        base = base if isinstance(base, int) else None
         if f.kind == "snapshot":
             if base is not None and base > log_end:
                 out.append(r)
