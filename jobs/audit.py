@@ -52,15 +52,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--since",
         metavar="PREVIOUS_OUT",
         help="the previous run's output (or 'auto': the latest earlier day's beside --out): "
-        "tell findings new, still present or gone (findings_history; the gate fails on new "
-        "ones by default); the run reads only the bytes past where the previous run's replays "
+        "tell findings new, provisional, still present or gone (findings_history; the gate "
+        "fails on new and provisional ones by default); the run reads only the bytes past where the previous run's replays "
         "ended, going on from the state it published (docs/incremental.md)",
     )
     p.add_argument(
         "--full",
         action="store_true",
         help="with --since: read and replay the whole dump again (every byte verified anew), "
-        "the findings still told new, still present or gone against the previous run's",
+        "the findings still told new, provisional, still present or gone against the previous run's",
     )
     from jobs.report import add_options as report_options
 
@@ -441,8 +441,10 @@ def _print(summary: dict, top) -> None:
     title = f"findings: {summary['findings']['total']}"
     status = summary["findings"].get("by_status")
     if status is not None:  # --since: what the previous run did not find comes first
-        title += f" ({status['new']} new, {status['still present']} known; {status['gone']} gone)"
-    t = Table(title=title)
+        title += (f" ({status['new']} new, {status.get('provisional', 0)} provisional, "
+                  f"{status['still present']} known; {status['gone']} gone)")  # fmt: skip
+    console.print(title, markup=False, soft_wrap=True)  # a table's title wraps to its width
+    t = Table()
     t.add_column("kind")
     t.add_column("count", justify="right")
     for kind, n in sorted(summary["findings"]["by_kind"].items()):

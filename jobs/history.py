@@ -5,8 +5,10 @@ A scheduled audit finds last Tuesday's anomaly again every day until it ages out
 its gate should fail on the day it appears, not on every day after. Given the previous run's
 output, a run tells each finding apart by its fingerprint (replay.findings: kind, cluster and
 place, never counts or offsets that grow) as new, still present (with the day it was first
-seen), or gone, in the ``findings_history`` table; the gate fails on new findings only by
-default (``gate.on``).
+seen), or gone, in the ``findings_history`` table; a new finding whose proof rests on where
+the copy ended (an open transaction's marker may yet come: replay.findings.ON_COPY_END) is
+provisional until a later run confirms it (still present) or withdraws it (gone). The gate
+fails on new and provisional findings only by default (``gate.on``).
 
 The previous output must be one this run can build on: committed (its summary.json written
 last), another directory than this run's, of the same output layout and logreplay version,
@@ -27,7 +29,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from replay.tables import GONE, HISTORY, NEW
+from replay.tables import GONE, HISTORY, NEW, PROVISIONAL, STATUSES
 from replay.tables import STILL_PRESENT as PRESENT
 from validations.waivers import run_day
 
@@ -155,7 +157,8 @@ def resolved(since: str | None, out: str, day: str, clusters: set[str], conf, ve
 def history(spark, findings, previous_findings, previous_history, day: str, run_id: str,
             previous_day: str):  # fmt: skip
     """The ``findings_history`` rows of this run (a DataFrame): every finding of this run, new
-    or still present, and every finding the previous run had and this one has not (gone).
+    (provisional: :func:`on_copy_end`) or still present, and every finding the previous run had
+    and this one has not (gone).
     ``previous_history``: the previous run's ``findings_history`` (its first-seen days), or
     None (then its findings were first seen on its day)."""
     from pyspark.sql import functions as F
@@ -165,7 +168,7 @@ def history(spark, findings, previous_findings, previous_history, day: str, run_
     def one_per(df):  # a fingerprint once (its first row)
         return df.dropDuplicates(["fingerprint"])
 
-    now = one_per(findings.select("fingerprint", *CARRIED))
+    now = one_per(findings.select("fingerprint", *CARRIED, on_copy_end(F).alias("_provisional")))
     if previous_history is not None:
         before = previous_history.filter(F.col("status") != GONE).select(
             "fingerprint", "first_seen", "last_seen", *[F.col(c).alias(f"p_{c}") for c in CARRIED]
@@ -183,13 +186,32 @@ def history(spark, findings, previous_findings, previous_history, day: str, run_
         F.lit(day).alias("logical_date"),
         F.lit(run_id).alias("run_id"),
         "fingerprint",
-        F.when(present & was, PRESENT).when(present, NEW).otherwise(GONE).alias("status"),
+        F.when(present & was, PRESENT)
+        .when(present & F.col("_provisional"), PROVISIONAL)
+        .when(present, NEW)
+        .otherwise(GONE)
+        .alias("status"),
         F.when(was, F.col("first_seen")).otherwise(F.lit(day)).alias("first_seen"),
         F.when(present, F.lit(day)).otherwise(F.col("last_seen")).alias("last_seen"),
         *[F.coalesce(F.col(c), F.col(f"p_{c}")).alias(c) for c in CARRIED],
     )
     names = ["cluster", *FINDINGS_HISTORY.names]
     return out.select(*names)
+
+
+def on_copy_end(F):
+    """A column: whether a finding rests on where the copy ended (replay.findings.ON_COPY_END,
+    the same rule as ``rests_on_copy_end``, over the findings' kind and evidence columns)."""
+    from replay.findings import ON_COPY_END
+
+    test = F.lit(False)
+    for kind, rule in ON_COPY_END.items():
+        this = F.col("kind") == kind
+        if rule is not None:
+            key, value = rule
+            this = this & (F.get_json_object(F.col("evidence"), f"$.{key}") == value)
+        test = test | F.coalesce(this, F.lit(False))
+    return test
 
 
 def history_of(spark, findings, previous: Previous | None, day: str, run_id: str):
@@ -221,8 +243,9 @@ def written(spark, out, entries: dict, previous: Previous | None, day: str, run_
 
 
 def statuses(out, entry: dict) -> tuple[dict[str, int], set[str]]:
-    """Findings per status, and the fingerprints this run found first (the console lists them
-    first), read back from the table just written (pyarrow, two columns, once)."""
+    """Findings per status, and the fingerprints this run found first, provisional ones
+    included (the console lists them first), read back from the table just written (pyarrow,
+    two columns, once)."""
     from collections import Counter
 
     import pyarrow.parquet as pq
@@ -233,5 +256,6 @@ def statuses(out, entry: dict) -> tuple[dict[str, int], set[str]]:
         with out.fs.open_input_file(out.path(f["path"])) as src:
             t = pq.read_table(src, columns=["fingerprint", "status"]).to_pydict()
         counts.update(t["status"])
-        new.update(fp for fp, st in zip(t["fingerprint"], t["status"], strict=True) if st == NEW)
-    return {status: counts.get(status, 0) for status in (NEW, PRESENT, GONE)}, new
+        new.update(fp for fp, st in zip(t["fingerprint"], t["status"], strict=True)
+                   if st in (NEW, PROVISIONAL))  # fmt: skip
+    return {status: counts.get(status, 0) for status in STATUSES}, new

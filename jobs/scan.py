@@ -410,11 +410,13 @@ class Scratch:
     def release(self) -> None:
         """Once the background writes have ended (however they ended: the caller's error is
         the one it sees)."""
-        from concurrent.futures import wait
-
         if self.background is not None:
+            # its threads joined: every write that started has ended, those queued are
+            # cancelled; a future neither (seen once, after an error on the driver) has nothing
+            # left that could end it, and waiting for it would hang the run
             self.background.shutdown(wait=True, cancel_futures=True)
-            wait(self.pending)
+            for future in self.pending:
+                future.cancel()
             self.background, self.pending = None, []
 
 

@@ -199,17 +199,26 @@ def resume_coordinator(
     latest_epoch: dict[tuple[str, int], int],
     emit: Callable[[str, dict], None],
     emit_table: Callable[[str, pa.Table], None] | None = None,
+    complete_from: dict[int, int] | None = None,
 ) -> CoordinatorReplay:
     """A coordinator replay that goes on from ``state`` over the records after it;
     ``latest_epoch``: the highest epochs of those records (:func:`replay.grouped.
     txn_latest_epochs`), merged with the carried ones. Its history starts where the carried
-    one did: a later copy's compaction below the point changes nothing already judged."""
+    one did (a later copy's compaction below the point changes nothing already judged), or
+    later: ``complete_from``, where this copy's history is whole from, when the cleaner's
+    reach or a hole now passes the point (the cleaner rewrote segments past the previous
+    copy's end and removed records after the carried ones: a transition from a carried record
+    to the next survivor is then not judged, as across any cleaned range)."""
     _check_version(state)
     latest = {(t, p): e for t, p, e in state["latest_epoch"]}
     for key, epoch in latest_epoch.items():
         latest[key] = max(latest.get(key, -1), epoch)
-    replay = CoordinatorReplay({p: o for p, o in state["complete_from"]}, latest, emit,
-                               emit_table)  # fmt: skip
+    whole = {p: o for p, o in state["complete_from"]}
+    raised = False
+    for p, o in (complete_from or {}).items():
+        raised = raised or o > whole.get(p, 0)
+        whole[p] = max(whole.get(p, 0), o)
+    replay = CoordinatorReplay(whole, latest, emit, emit_table)
     for e in state["ids"]:
         s = replay.ids[e["transactional_id"]] = _Id()
         s.state, s.previous = e["state"], e["previous"]
@@ -217,6 +226,8 @@ def resume_coordinator(
         s.current = None if e["current"] is None else {
             **e["current"], "partitions": {(t, p) for t, p in e["current"]["partitions"]},
         }  # fmt: skip
+    if raised:
+        replay.cleaned_past()
     return replay
 
 

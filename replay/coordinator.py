@@ -239,6 +239,20 @@ class CoordinatorReplay:
                 t, s.current = s.current, None
                 self._done(s, t)
 
+    def cleaned_past(self) -> None:
+        """A replay going on from carried state whose log the cleaner has since rewritten past
+        the point (replay.carried.resume_coordinator): records after the carried ones may be
+        gone, whole transactions with them, so the next record of an id may belong to a later
+        transaction than the one in flight. Every transaction in flight is handed on as it
+        stands, as a full audit of this copy sees one of its cleaned range (``maybe``, its
+        partitions unknown), and the ids' next records start afresh."""
+        for tid in sorted(self.ids):
+            s = self.ids[tid]
+            if s.current is not None:
+                t, s.current = s.current, None
+                t["maybe"], t["partitions"] = True, set()
+                self._done(s, t)
+
     def _done(self, s: _Id, t: dict) -> None:
         """A transaction no later record changes, completed and handed on."""
         pid = t["producer_id"]

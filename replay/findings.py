@@ -96,6 +96,32 @@ INTEGRITY_KINDS = (
     "decode_failed",
 )
 
+# Findings whose proof rests on where a copy ended (docs/incremental.md, "Provisional
+# findings"): an open transaction's marker may yet be written, and a later copy then shows it
+# closed. A run given --since marks such a finding, the first time it finds it, provisional
+# (findings_history); a later run confirms it (still present) or withdraws it (gone). Per kind:
+# None (every finding of the kind), or the evidence's (key, value) that makes one so.
+ON_COPY_END: dict[str, tuple[str, str] | None] = {
+    "hanging_transaction": None,  # open at the end of the copy, past its timeout
+    "missing_marker": ("outcome", "OPEN"),  # the partition's entry still open at its end
+}
+
+
+def rests_on_copy_end(kind: str, evidence: str | None) -> bool:
+    """Whether a finding (its kind and evidence JSON) is provisional when first found
+    (:data:`ON_COPY_END`)."""
+    if kind not in ON_COPY_END:
+        return False
+    rule = ON_COPY_END[kind]
+    if rule is None:
+        return True
+    try:
+        ev = json.loads(evidence or "{}")
+    except ValueError:
+        return False
+    return isinstance(ev, dict) and ev.get(rule[0]) == rule[1]
+
+
 # the findings columns, in the order of the findings table (replay/tables.py FINDINGS)
 FINDING_COLUMNS: tuple[str, ...] = tuple(FINDINGS.names)
 

@@ -363,7 +363,7 @@ def replay_coordinator(
     seen: list[dict] = []
     emit, emit_table = _judged(rows, seen)
     if resumed is not None:
-        replay = resume_coordinator(resumed, latest_epoch, emit, emit_table)
+        replay = resume_coordinator(resumed, latest_epoch, emit, emit_table, complete_from)
     else:
         replay = CoordinatorReplay(complete_from, latest_epoch, emit, emit_table)
     for block in txn_log_blocks(pieces):

@@ -46,8 +46,10 @@ def resume_from(row: dict[str, Any], logs: list[DumpFile]) -> Resumed:
     - retention deleted the segment of the point: the log goes on from the first batch at or
       after the carried log end; offsets between the two that no copy read are a hole, as in
       any copy whose log misses offsets (the replay's own rule);
-    - the cleaner rewrote the segment (the batch at the point changed, the log still reaches
-      past it): headers read to the first batch at or after the carried log end;
+    - the cleaner rewrote the segment (the batch at the point changed, or the segment was
+      merged into an earlier one: a segment below it is still there, which retention never
+      leaves; the log still reaches past it): headers read to the first batch at or after the
+      carried log end;
     - the log ends below the carried log end (truncated: an unclean election, a restore): the
       carried state does not hold; the replica is replayed from its log start.
 
@@ -73,12 +75,19 @@ def resume_from(row: dict[str, Any], logs: list[DumpFile]) -> Resumed:
         if found is None:
             continue
         position, base = found
-        why = "the segment of the carried point is gone (retention)" if at is None else (
-            "the batch at the carried point changed (the log cleaner rewrote its segment)"
-        )  # fmt: skip
+        # retention deletes a log's oldest segments; a segment below the point's still there
+        # means the cleaner merged the point's into it (LogCleaner groups small segments)
+        theirs = row["segment_base_offset"]
+        merged = at is None and theirs is not None and segments[0].info.base_offset < theirs
+        if at is None and not merged:
+            why = "the segment of the carried point is gone (retention)"
+        elif merged:
+            why = "the segment of the carried point was merged into an earlier one (the log cleaner rewrote it)"  # fmt: skip
+        else:
+            why = "the batch at the carried point changed (the log cleaner rewrote its segment)"
         if base > end:
             why += f"; offsets {end}..{base - 1} were gone before a run read them"
-        change = "retention" if at is None else "rewritten"
+        change = "retention" if at is None and not merged else "rewritten"
         return Resumed([ByteRange(f, position, f.size), *_whole(segments[i + 1 :])], True, why,
                        change)  # fmt: skip
     now = _log_end(segments)

@@ -56,6 +56,10 @@ OF_INTERNAL = {
 # errors table's) and the replicas' disagreement
 OLD_BYTES_KINDS = (*INTEGRITY_KINDS, "replica_divergence")
 OPEN = "OPEN"  # a partition transaction without a marker at the end of the copy
+# rows read back and handed on at once: a handed-on row takes every column of its replay's
+# union schema (as_kind: ~60 columns, most null), so a partition's week of rows is handed on a
+# slice at a time and a task's memory does not grow with the days carried
+HAND_ON_ROWS = 8192
 
 
 def in_memory(result: dict[str, list[dict]]) -> tuple[dict, PreviousOutput]:
@@ -112,13 +116,31 @@ class PreviousOutput:
         return self._opened[name]
 
     def read(self, name: str, where: ds.Expression) -> Iterator[pa.Table]:
-        """The rows of table ``name`` that ``where`` keeps, a batch at a time."""
+        """The rows of table ``name`` that ``where`` keeps, :data:`HAND_ON_ROWS` at a time: of
+        each file, the row groups whose statistics may hold such rows (the others are not
+        read), a page at a time. Not the dataset's own scanner: it decodes a whole row group
+        ahead (a week's commits of a group partition are one: ~40 MB where a slice is 1)."""
         dataset = self.dataset(name)
         if dataset is None:
             return
-        for batch in dataset.to_batches(filter=where):
-            if batch.num_rows:
-                yield pa.Table.from_batches([batch])
+        if name in self.tables:  # in memory: nothing to stream
+            for batch in dataset.to_batches(filter=where, batch_size=HAND_ON_ROWS):
+                if batch.num_rows:
+                    yield pa.Table.from_batches([batch])
+            return
+        import pyarrow.parquet as pq
+
+        for fragment in dataset.get_fragments():
+            for piece in fragment.split_by_row_group(where):
+                groups = [g.id for g in piece.row_groups]
+                with dataset.filesystem.open_input_file(piece.path) as src:
+                    pages = pq.ParquetFile(src, pre_buffer=False).iter_batches(
+                        batch_size=HAND_ON_ROWS, row_groups=groups, use_threads=False
+                    )
+                    for batch in pages:
+                        t = pa.Table.from_batches([batch]).filter(where)
+                        if t.num_rows:
+                            yield t
 
 
 @dataclass(frozen=True)
@@ -159,13 +181,19 @@ class Resuming:
 
 
 def carried_rows(previous: PreviousOutput, cluster: str, topic: str, partition: int,
-                 resuming: Resuming, latest_epoch: dict[tuple[str, int], int]
-                 ) -> Iterator[tuple[str, str, pa.Table]]:  # fmt: skip
+                 resuming: Resuming, latest_epoch: dict[tuple[str, int], int],
+                 cleaned_past: bool = False) -> Iterator[tuple[str, str, pa.Table]]:  # fmt: skip
     """(scratch table, kind, rows in the kind's output columns, timestamps as epoch ms) of the
     rows the previous run handed on for a resumed replica's bytes before its point (see the
     module's docstring). ``latest_epoch``: (transactional id, producer id) -> the highest epoch
     known now, of the carried state and this run's records (a `__transaction_state`
-    replica's)."""
+    replica's). ``cleaned_past``: the cleaner's reach in this copy passes the point (it
+    rewrote segments past the previous copy's end, and may have removed records and markers
+    after the point): the rows before the point are handed on as a full audit of this copy
+    sees those of its cleaned range, which they now lie in: a partition's transactions
+    ``in_cleaned_range`` (the cross-log alignment takes the cleaned range for a prefix of the
+    partition's history, crosslog.Pair.cleaned), the coordinator's with their partitions maybe
+    not all known and the history not whole from them (:func:`_settled_coordinator`)."""
     end = resuming.log_end
     mine = (
         (ds.field(CLUSTER) == cluster)
@@ -192,7 +220,9 @@ def carried_rows(previous: PreviousOutput, cluster: str, topic: str, partition: 
         for t in previous.read(name, below[name]):
             t = plain_times(t)
             if name == "coordinator_transactions":
-                t = _settled_coordinator(t, in_flight, latest_epoch)
+                t = _settled_coordinator(t, in_flight, latest_epoch, cleaned_past)
+            elif name == "transactions" and cleaned_past:  # below the cleaner's reach now
+                t = _set(t, "in_cleaned_range", True)
             if t.num_rows:
                 yield table, kind, t
     yield from _carried_findings(previous, cluster, topic, partition, resuming)
@@ -252,9 +282,16 @@ def _before(evidence: str | None, point: dict[str, Any]) -> bool:
 
 
 def _settled_coordinator(t: pa.Table, in_flight: set[tuple[str, int]],
-                         latest_epoch: dict[tuple[str, int], int]) -> pa.Table:  # fmt: skip
+                         latest_epoch: dict[tuple[str, int], int],
+                         cleaned_past: bool = False) -> pa.Table:  # fmt: skip
     """The coordinator's transactions the previous run handed on as they completed (not those
-    in flight at its end), each with its producer's highest epoch known now."""
+    in flight at its end), each with its producer's highest epoch known now; ``cleaned_past``:
+    as a full audit of this copy sees a transaction of its cleaned range (coordinator.
+    _surviving): ``maybe``, partitions unknown, not ``history_from_start``. The cleaner
+    removed records after them (whole transactions of an id whose later record survives), so
+    the coordinator's history is no longer whole from them: the cross-log checks judge it from
+    the first transaction after the cleaned range (crosslog.Coordinator.known_from_ts), and the
+    partitions' entries before it stay unjudged, as in a full audit of this copy."""
     tids = t.column("transactional_id").to_pylist()
     firsts = t.column("first_log_offset").to_pylist()
     keep = [i for i, k in enumerate(zip(tids, firsts, strict=True)) if k not in in_flight]
@@ -268,7 +305,16 @@ def _settled_coordinator(t: pa.Table, in_flight: set[tuple[str, int]],
                for tid, pid, e in zip(tids, pids, had, strict=True)]  # fmt: skip
         i = t.schema.get_field_index("latest_epoch")
         t = t.set_column(i, t.schema.field(i), pa.array(now, t.schema.field(i).type))
+    if cleaned_past:
+        t = _set(_set(_set(t, "maybe", True), "history_from_start", False), "partitions", [])
     return t
+
+
+def _set(t: pa.Table, name: str, value: Any) -> pa.Table:
+    """``t`` with every row's ``name`` set to ``value``."""
+    i = t.schema.get_field_index(name)
+    field_ = t.schema.field(i)
+    return t.set_column(i, field_, pa.array([value] * t.num_rows, field_.type))
 
 
 def plain_times(t: pa.Table) -> pa.Table:

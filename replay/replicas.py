@@ -396,11 +396,6 @@ class ReplicaReplay:
 
         resuming = self.resuming
         latest = dict(self.latest_epoch)
-        if resuming is not None:
-            if resuming.records_state is not None and self.topic == TRANSACTION_STATE_TOPIC:
-                for t, p, e in resuming.records_state["latest_epoch"]:
-                    latest[(t, p)] = max(latest.get((t, p), -1), e)
-            self._hand_on_carried(to, latest)
         end = self.end
         if resuming is not None and resuming.log_end > 0:
             end = max(-1 if end is None else end, resuming.log_end - 1)
@@ -408,6 +403,13 @@ class ReplicaReplay:
             self.spec.cleaned, set(self.spec.compacted), self.broker, self.topic, self.partition,
             None if end is None else end + 1,
         )  # fmt: skip
+        if resuming is not None:
+            if resuming.records_state is not None and self.topic == TRANSACTION_STATE_TOPIC:
+                for t, p, e in resuming.records_state["latest_epoch"]:
+                    latest[(t, p)] = max(latest.get((t, p), -1), e)
+            # the cleaner went past the previous run's end: records after the point may be
+            # gone, and what was judged whole is now, as in a full audit, in the cleaned range
+            self._hand_on_carried(to, latest, cleaned_past=upto > resuming.log_end)
         if self.in_order:  # as the scan reads a log: a piece at a time
             source = InOrder(
                 self.batches.pieces, self.broker, self.first_offset, self.leftovers_end
@@ -463,14 +465,17 @@ class ReplicaReplay:
                           log_bytes, since)  # fmt: skip
 
     def _hand_on_carried(self, to: Callable[[str], Callable[[pa.Table], None]],
-                         latest: dict[tuple[str, int], int]) -> None:  # fmt: skip
+                         latest: dict[tuple[str, int], int], cleaned_past: bool) -> None:  # fmt: skip
         """The rows the previous run handed on for the bytes before the point, handed on
-        again first (replay.previous): the stages across partitions judge the whole history."""
-        from replay.previous import as_kind, carried_rows
+        again first (replay.previous): the stages across partitions judge the whole history
+        (``cleaned_past``: the cleaner's reach now passes the point, see carried_rows)."""
+        from replay.previous import HAND_ON_ROWS, as_kind, carried_rows
 
         for table, kind, t in carried_rows(self.spec.previous, self.cluster, self.topic,
-                                           self.partition, self.resuming, latest):  # fmt: skip
-            to(table)(as_kind(t, REPLAY_UNIONS[table], kind))
+                                           self.partition, self.resuming, latest,
+                                           cleaned_past):  # fmt: skip
+            for at in range(0, t.num_rows, HAND_ON_ROWS):
+                to(table)(as_kind(t.slice(at, HAND_ON_ROWS), REPLAY_UNIONS[table], kind))
 
     def _in_log_order(self, stream: _Stream, order) -> Iterator[pa.Table]:
         """A stream's pieces in log order: as read, or (records out of order: a damaged log)

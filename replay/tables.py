@@ -65,13 +65,17 @@ FINDINGS = _schema(
 
 # a finding's status in findings_history (jobs.history), and the table's name
 NEW, STILL_PRESENT, GONE = "new", "still present", "gone"
+PROVISIONAL = "provisional"  # new, but resting on where the copy ended (findings.ON_COPY_END)
+STATUSES = (NEW, PROVISIONAL, STILL_PRESENT, GONE)
 HISTORY = "findings_history"
 FINDINGS_HISTORY = _schema(
     """
     logical_date      str       the run's day (its logical date, else its day in UTC)
     run_id            str       the run that wrote the row
     fingerprint       str       the finding's identity across runs (findings.fingerprint)
-    status            str       new (not found by the previous run), still present, or gone
+    status            str       new (not found by the previous run), provisional (new, but its
+                                proof rests on where the copy ended: a later run confirms it,
+                                still present, or withdraws it, gone), still present, or gone
                                 (found by the previous run, not by this one)
     first_seen        str       day of the first run of the chain (--since) that found it
     last_seen         str       day of the last run that found it

@@ -6,7 +6,13 @@ Each partition's log is cut, on each day, at a random batch at or after the day 
 log; a cut segment's indexes are not there yet (a broker writes them as the segment grows,
 `.txnindex` as aborts come), nor later segments, nor snapshots past the cut. With
 ``retention``, a partition's oldest segment is deleted from some day on (its log start moves),
-as `retention.ms` deletes whole segments, with the producer snapshot named by its base offset."""
+as `retention.ms` deletes whole segments, with the producer snapshot named by its base offset.
+With ``cleaned`` (each source's twin whose compacted logs the cleaner rewrote: the same seed,
+the same records, offsets kept), a compacted partition is the cleaned twin's from a random day
+on, cut at the same offset: the cleaner passed between two days' copies, rewriting segments
+below the day before's cut (`LogCleaner`; never past the copy's end: a partition whose cut
+lies below the twin's cleaned offset stays uncleaned that day), and the log dir's
+`cleaner-offset-checkpoint` names how far it went."""
 
 from __future__ import annotations
 
@@ -14,9 +20,12 @@ import contextlib
 import os
 import random
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import decoders
+from decoders.checkpoints import offset_checkpoint
+from simulator.writer import offset_checkpoint_text
 
 INDEXES = (".index", ".timeindex", ".txnindex")
 
@@ -34,7 +43,9 @@ def _positions(f) -> list[tuple[int, int]]:
 def daily_copies(sources: list[Path], out: Path, days: int, rng: random.Random | None = None,
                  retention: random.Random | None = None,
                  shares: tuple[float, ...] | None = None,
-                 churn: random.Random | None = None) -> list[list[str]]:  # fmt: skip
+                 churn: random.Random | None = None,
+                 cleaned: tuple[list[Path], random.Random] | None = None,
+                 ) -> list[list[str]]:  # fmt: skip
     """The roots of each day's copy of ``sources`` (dump roots), under ``out/day-N``; the
     same ``rng`` cuts the logs the same way with ``retention`` (its own draws: on which day
     each partition's oldest segment goes) or without; ``shares`` instead: each day's copy holds
@@ -67,40 +78,48 @@ def daily_copies(sources: list[Path], out: Path, days: int, rng: random.Random |
                 present[folder] = (churn.randrange(2, days + 1), days)
             elif pick == 1:
                 present[folder] = (1, churn.randrange(1, days))
+    twins = _cleaned_twins(sources, cleaned[0], logs) if cleaned else {}
+    for key, twin in sorted(twins.items(), key=str):
+        # the first day whose copy reaches past the cleaner's offset (a cleaner never passes
+        # a copy's end): cleaned from that day on (the day before's point then lies below the
+        # rewritten range: records after it may be gone), or from a random later day
+        _, batches, cuts, _ = plans[key]
+        first = next(day for day in range(1, days + 1)
+                     if cuts[day - 1] >= len(batches) or batches[cuts[day - 1]][2] >= twin.upto)  # fmt: skip
+        rng = cleaned[1]
+        twin.from_day = first if rng.random() < 0.5 else rng.randrange(first, days + 1)
     roots = []
     common = os.path.commonpath([str(s) for s in sources])
     for day in range(1, days + 1):
         day_dir = out / f"day-{day}"
         for s in sources:  # hard links: only the cut segment is written anew
             shutil.copytree(s, day_dir / os.path.relpath(s, common), copy_function=os.link)
-        for segments, batches, cuts, gone_from in plans.values():
+        cleaner_points: dict[str, list[tuple[str, int, int]]] = {}
+
+        def mine(path: str, day_dir: Path = day_dir) -> str:
+            return str(day_dir / os.path.relpath(path, common))
+
+        for key, (segments, batches, cuts, gone_from) in plans.items():
             if not batches:
                 continue
-
-            def mine(path: str, day_dir: Path = day_dir) -> str:
-                return str(day_dir / os.path.relpath(path, common))
-
             cut = cuts[day - 1]
-            if cut < len(batches):
-                f, position, end = batches[cut]
-                with open(f.path, "rb") as src:
-                    head = src.read(position)
-                os.remove(mine(f.path))  # a link to the source: a file of its own, cut
-                with open(mine(f.path), "wb") as dst:
-                    dst.write(head)
-                for ext in INDEXES:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.remove(mine(f.path)[: -len(".log")] + ext)
-                for g in segments:
-                    if g.info.base_offset > f.info.base_offset:
-                        for ext in (".log", *INDEXES):
-                            with contextlib.suppress(FileNotFoundError):
-                                os.remove(mine(g.path)[: -len(".log")] + ext)
-                folder = os.path.dirname(mine(f.path))
-                for name in os.listdir(folder):
-                    stem, _, ext = name.partition(".")
-                    if ext == "snapshot" and stem.isdigit() and int(stem) > end:
-                        os.remove(os.path.join(folder, name))
+            twin = twins.get(key)
+            offset = batches[cut][2] if cut < len(batches) else None
+            if twin is not None and day >= twin.from_day:
+                folder = mine(segments[0].path).rsplit("/", 1)[0]
+                shutil.rmtree(folder)  # the cleaned twin's directory, cut at the same offset
+                shutil.copytree(os.path.dirname(twin.segments[0].path), folder,
+                                copy_function=os.link)  # fmt: skip
+                at = len(twin.batches) if offset is None else next(
+                    i for i, b in enumerate(twin.batches) if b[2] >= offset)  # fmt: skip
+
+                def theirs(path: str, folder: str = folder) -> str:
+                    return os.path.join(folder, os.path.basename(path))
+
+                _cut(theirs, twin.segments, twin.batches, at)
+                cleaner_points.setdefault(key[0], []).append((key[1], key[2], twin.upto))
+            else:
+                _cut(mine, segments, batches, cut)
             if gone_from is not None and day >= gone_from:
                 oldest = segments[0]
                 if (
@@ -112,8 +131,81 @@ def daily_copies(sources: list[Path], out: Path, days: int, rng: random.Random |
                     for ext in (".log", *INDEXES, ".snapshot"):
                         with contextlib.suppress(FileNotFoundError):
                             os.remove(mine(oldest.path)[: -len(".log")] + ext)
+        for log_dir, entries in cleaner_points.items():
+            path = os.path.join(mine(log_dir), "cleaner-offset-checkpoint")
+            with open(path, "rb") as f:  # the source's entries, the cleaned partitions' replaced
+                kept = {(e["topic"], e["partition"]): e["offset"]
+                        for e in offset_checkpoint(f.read())["entries"]}  # fmt: skip
+            kept.update({(t, p): o for t, p, o in entries})
+            os.remove(path)  # a link to the source's: a file of its own
+            with open(path, "w") as f:
+                f.write(offset_checkpoint_text(sorted((t, p, o) for (t, p), o in kept.items())))
         for folder, (first, last) in present.items():
             if not first <= day <= last:
                 shutil.rmtree(day_dir / os.path.relpath(folder, common))
         roots.append([str(day_dir / os.path.relpath(s, common)) for s in sources])
     return roots
+
+
+def _cut(mine, segments: list, batches: list, cut: int) -> None:
+    """A replica's log in a day's copy (``mine``: a source file's path there) cut before batch
+    ``cut``: the segment cut, its indexes and later segments not there yet, nor snapshots past
+    the cut."""
+    if cut >= len(batches):
+        return
+    f, position, end = batches[cut]
+    with open(f.path, "rb") as src:
+        head = src.read(position)
+    os.remove(mine(f.path))  # a link to the source: a file of its own, cut
+    with open(mine(f.path), "wb") as dst:
+        dst.write(head)
+    for ext in INDEXES:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(mine(f.path)[: -len(".log")] + ext)
+    for g in segments:
+        if g.info.base_offset > f.info.base_offset:
+            for ext in (".log", *INDEXES):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(mine(g.path)[: -len(".log")] + ext)
+    folder = os.path.dirname(mine(f.path))
+    for name in os.listdir(folder):
+        stem, _, ext = name.partition(".")
+        if ext == "snapshot" and stem.isdigit() and int(stem) > end:
+            os.remove(os.path.join(folder, name))
+
+
+@dataclass
+class _Twin:
+    """A compacted replica's log in the cleaned twin: its segments and batches, the offset the
+    cleaner reached (its log dir's checkpoint), and the day its cleaning shows from."""
+
+    segments: list
+    batches: list
+    upto: int
+    from_day: int = 0
+
+
+def _cleaned_twins(sources: list[Path], twins: list[Path], logs: dict) -> dict[tuple, _Twin]:
+    """The replicas whose log the cleaner rewrote in ``twins`` (one per source, in order), by
+    (log dir, topic, partition) of the source."""
+    out: dict[tuple, _Twin] = {}
+    for source, twin in zip(sources, twins, strict=True):
+        theirs: dict[tuple, list] = {}
+        for f in decoders.discover([str(twin)]):
+            if f.kind == "log" and f.info.topic is not None:
+                log_dir = os.path.join(str(source), os.path.relpath(f.log_dir, str(twin)))
+                theirs.setdefault((log_dir, f.info.topic, f.info.partition), []).append(f)
+        for key, segments in sorted(theirs.items()):
+            if key not in logs:
+                continue
+            path = os.path.join(os.path.dirname(os.path.dirname(segments[0].path)),
+                                "cleaner-offset-checkpoint")  # fmt: skip
+            with open(path, "rb") as f:
+                upto = {(e["topic"], e["partition"]): e["offset"]
+                        for e in offset_checkpoint(f.read())["entries"]}.get(key[1:])  # fmt: skip
+            if not upto:
+                continue
+            segments.sort(key=lambda f: f.info.base_offset)
+            batches = [(f, p, o) for f in segments for p, o in _positions(f)]
+            out[key] = _Twin(segments, batches, upto)
+    return out

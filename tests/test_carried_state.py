@@ -394,6 +394,32 @@ def test_the_cleaner_rewrote_the_segment_of_the_point(tmp_path):
     assert _offsets(where) == list(range(7, 24))
 
 
+def test_the_cleaner_merged_the_segment_of_the_point_into_an_earlier_one(tmp_path):
+    """The cleaner groups small cleaned segments into one named by the first's base offset
+    (`LogCleaner.groupSegmentsBySize`): the point's segment file is gone while an earlier one
+    is still there, which retention never leaves. Not retention: a rewrite."""
+    import os
+
+    from replay.points import resume_from
+
+    _log(tmp_path)
+    row = _published(tmp_path, 7)
+    segments = _segments(tmp_path)
+    first, at = segments[0], next(f for f in segments
+                                  if f.info.base_offset == row["segment_base_offset"])  # fmt: skip
+    assert first.info.base_offset < at.info.base_offset
+    with open(first.path, "ab") as merged:  # the point's segment appended to the first one
+        for f in segments[1:]:
+            if f.info.base_offset > at.info.base_offset:
+                break
+            with open(f.path, "rb") as src:
+                merged.write(src.read())
+            os.remove(f.path)
+    where = resume_from(row, _segments(tmp_path))
+    assert where.carried and where.change == "rewritten" and "merged" in where.reason
+    assert _offsets(where) == list(range(7, 24))
+
+
 def test_a_log_truncated_below_the_point_is_replayed_from_its_start(tmp_path):
     import os
 

@@ -10,7 +10,7 @@ from importlib import resources
 from typing import Any
 
 from jobs.report.selection import rank
-from replay.tables import NEW
+from replay.tables import NEW, PROVISIONAL
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#212121;
@@ -151,19 +151,21 @@ EXPIRED = " <b class='sev sev-error'>expired</b>"
 
 def _seen(f: dict) -> str:
     """A card's mark of a run given --since: new, or known since the day first seen."""
-    if f.get("status") == NEW:
-        return "<span class='sev sev-error'>new</span> "
+    if f.get("status") in (NEW, PROVISIONAL):
+        return f"<span class='sev sev-error'>{_esc(f['status'])}</span> "
     if f.get("status"):
         return f"<span class='sev sev-info'>known since {_esc(f.get('first_seen'))}</span> "
     return ""
 
 
 def _statuses(summary: dict) -> str:
-    """ " (N new, M known, K gone)" of a run given --since (findings_history), else ""."""
+    """ " (N new, P provisional, M known, K gone)" of a run given --since (findings_history),
+    else ""."""
     by = (summary.get("findings") or {}).get("by_status")
     if not by:
         return ""
-    return f" ({_n(by['new'])} new, {_n(by['still present'])} known, {_n(by['gone'])} gone)"
+    return (f" ({_n(by['new'])} new, {_n(by.get(PROVISIONAL, 0))} provisional, "
+            f"{_n(by['still present'])} known, {_n(by['gone'])} gone)")  # fmt: skip
 
 
 def header(summary: dict, inputs: dict, counts: dict[str, dict[str, int]], order: list[str]) -> str:
