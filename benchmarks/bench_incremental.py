@@ -8,7 +8,10 @@ as a day's traffic spreads over every partition); then, in one run on the same m
 - **week, full**: the copy holding ``--days`` days audited in full (what every daily run would
   cost without a previous run to go on from);
 - **week + 1, incremental**: the next day's copy audited with ``--since`` the week's output:
-  it reads only the day's new bytes and hands on the week's rows.
+  it reads only the day's new bytes and hands on the week's rows;
+- with ``--fewer-days K``, also the copy of K days audited in full and the next day's going
+  on from it: an incremental run carrying K days against one carrying ``--days`` (does its
+  memory grow with the days carried?).
 
 Each run is `python -m jobs.cli audit` measured with its descendants (benchmarks/measure.py):
 wall and CPU seconds, bytes read (``summary.json``'s ``bytes_read``), peak RSS of the driver
@@ -74,6 +77,8 @@ def main() -> None:
     p.add_argument("--days", type=int, default=7)
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--scratch", default=os.path.join(ROOT, "benchmarks", "data", "incremental"))
+    p.add_argument("--fewer-days", type=int, default=None,
+                   help="also K days in full and day K+1 going on from them")  # fmt: skip
     args = p.parse_args()
     os.makedirs(args.scratch, exist_ok=True)
     whole = os.path.join(args.scratch, "whole")
@@ -90,6 +95,12 @@ def main() -> None:
     runs[f"day {args.days + 1}, incremental"] = audit(
         roots[args.days], os.path.join(outs, "next"), "--since", os.path.join(outs, "week")
     )
+    k = args.fewer_days
+    if k:
+        runs[f"{k} days, full"] = audit(roots[k - 1], os.path.join(outs, f"days-{k}"))
+        runs[f"day {k + 1}, incremental"] = audit(
+            roots[k], os.path.join(outs, f"next-{k}"), "--since", os.path.join(outs, f"days-{k}")
+        )
     print("| run | dump MB | read MB | wall s | CPU s | driver MB | largest worker MB | findings |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in runs.items():

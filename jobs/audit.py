@@ -53,14 +53,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PREVIOUS_OUT",
         help="the previous run's output (or 'auto': the latest earlier day's beside --out): "
         "tell findings new, provisional, still present or gone (findings_history; the gate "
-        "fails on new and provisional ones by default); the run reads only the bytes past where the previous run's replays "
-        "ended, going on from the state it published (docs/incremental.md)",
+        "fails on new and provisional ones by default); the run reads only the bytes past "
+        "where the previous run's replays ended, going on from the state it published "
+        "(docs/incremental.md)",
     )
     p.add_argument(
         "--full",
         action="store_true",
         help="with --since: read and replay the whole dump again (every byte verified anew), "
-        "the findings still told new, provisional, still present or gone against the previous run's",
+        "the findings still told new, provisional, still present or gone against the "
+        "previous run's",
     )
     from jobs.report import add_options as report_options
 

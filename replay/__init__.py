@@ -72,9 +72,9 @@ def findings_history(spark, tables, since: str | None, conf: str | dict | None =
                      logical_date: str | None = None):  # fmt: skip
     """This audit's findings (``tables`` of :func:`audit`) against a previous run's committed
     output, as `logreplay audit --since` tells them (docs/usage.md "Scheduled audits"): a
-    DataFrame of ``findings_history`` rows (new, provisional, still present or gone). ``since``: the
-    previous output's path or URI (None: every finding is new); ``conf``: the configuration
-    the audit ran with; ``logical_date``: the day judged (default today, UTC). Raises
+    DataFrame of ``findings_history`` rows (new, provisional, still present or gone).
+    ``since``: the previous output's path or URI (None: every finding is new); ``conf``: the
+    configuration the audit ran with; ``logical_date``: the day judged (default today, UTC). Raises
     ValueError naming why a previous output cannot be built on (another dump, another
     configuration, not committed, a later day, another version)."""
     from importlib.metadata import version

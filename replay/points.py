@@ -82,7 +82,8 @@ def resume_from(row: dict[str, Any], logs: list[DumpFile]) -> Resumed:
         if at is None and not merged:
             why = "the segment of the carried point is gone (retention)"
         elif merged:
-            why = "the segment of the carried point was merged into an earlier one (the log cleaner rewrote it)"  # fmt: skip
+            why = ("the segment of the carried point was merged into an earlier one (the log "
+                   "cleaner rewrote it)")  # fmt: skip
         else:
             why = "the batch at the carried point changed (the log cleaner rewrote its segment)"
         if base > end:

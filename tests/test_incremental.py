@@ -38,6 +38,12 @@ SCENARIOS = {
 }
 
 
+def _seeds(n: int, in_suite: int = 1) -> list:
+    """Seeds 0..n-1: the first ``in_suite`` in ./dev test (the sweep tier), the others `slow`
+    as well (``./dev test -m slow``): the suite keeps to its time budget."""
+    return [s if s < in_suite else pytest.param(s, marks=pytest.mark.slow) for s in range(n)]
+
+
 def _prints(result: dict) -> collections.Counter:
     return collections.Counter(f["fingerprint"] for f in result["findings"])
 
@@ -115,7 +121,7 @@ def test_the_larger_scenarios_weeks_find_what_full_audits_find(sim_all, tmp_path
 
 
 @pytest.mark.sweep
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", _seeds(3))
 def test_with_retention_the_chain_finds_what_every_day_s_data_shows(sim_all, tmp_path, seed):
     """Retention deletes each partition's oldest segment from a random day on: the chain
     finds every day what a full audit of the same day's copy holding every day's data finds
@@ -154,7 +160,7 @@ def _twins(root, scenarios, seed: int) -> tuple[list, list]:
 
 
 @pytest.mark.sweep
-@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("seed", _seeds(2))
 def test_the_cleaner_passing_between_days_changes_no_verdict(tmp_path, seed):
     """The cleaner rewrites compacted logs (user changelogs, `__consumer_offsets`,
     `__transaction_state`; each broker its own replicas, to its own reach) from some day on:
@@ -182,7 +188,7 @@ def test_the_cleaner_passing_between_days_changes_no_verdict(tmp_path, seed):
 
 
 @pytest.mark.sweep
-@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("seed", _seeds(2))
 def test_replicas_that_come_and_go_change_nothing_but_what_they_hold(sim_all, tmp_path, seed):
     """Replica directories appear from a random day on (a reassignment, a new log dir) or go
     (a broker or log dir removed): every day the chain finds what a full audit of the day's
