@@ -8,10 +8,10 @@ log; a cut segment's indexes are not there yet (a broker writes them as the segm
 ``retention``, a partition's oldest segment is deleted from some day on (its log start moves),
 as `retention.ms` deletes whole segments, with the producer snapshot named by its base offset.
 With ``cleaned`` (each source's twin whose compacted logs the cleaner rewrote: the same seed,
-the same records, offsets kept), a compacted partition is the cleaned twin's from a random day
-on, cut at the same offset: the cleaner passed between two days' copies, rewriting segments
-below the day before's cut (`LogCleaner`; never past the copy's end: a partition whose cut
-lies below the twin's cleaned offset stays uncleaned that day), and the log dir's
+the same records, offsets kept), a compacted replica is the cleaned twin's, cut at the same
+offset, from the first day whose cut reaches the twin's cleaned offset (`LogCleaner` never
+passes a copy's end; the day before's point may lie inside the rewritten range) or from a
+random later day: the cleaner passed between two days' copies, and the log dir's
 `cleaner-offset-checkpoint` names how far it went."""
 
 from __future__ import annotations
