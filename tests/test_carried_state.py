@@ -518,6 +518,89 @@ def test_random_coordinator_histories_carry_their_state(monkeypatch):
         _coordinator_carried(table(rows), cleaned, _cuts(len(rows), rng, 3))
 
 
+def test_the_cleaner_past_the_point_leaves_the_coordinator_as_a_full_audit_of_the_copy():
+    """Between two copies the cleaner passed the point of a `__transaction_state` partition:
+    of the records from the point to its reach only each id's latest survives (whole
+    transactions gone with the others). Going on from the carried state with this copy's
+    ``complete_from`` (the cleaner's reach) gives, from the reach on, the findings and the
+    transactions of a full replay of this copy (cleaned to the reach from its start), and no
+    finding before it: no transition across the cleaned records is judged, and no later
+    record completes the transaction in flight at the point."""
+    from tests.test_coordinator_blocks import _table as table
+    from tests.test_coordinator_blocks import history
+
+    def cleaned(rows: list[dict], lo: int, hi: int) -> list[dict]:
+        latest = {
+            r["transactional_id"]: r["log_offset"] for r in rows if lo <= r["log_offset"] < hi
+        }
+        return [r for r in rows if not lo <= r["log_offset"] < hi
+                or latest[r["transactional_id"]] == r["log_offset"]]  # fmt: skip
+
+    def later(rows: dict, upto: int) -> dict:  # (the latest epochs: what each run knew)
+        return {k: [{**r, "latest_epoch": None} for r in rows.get(k, []) if _at(r) >= upto]
+                for k in ("coord_txn", "finding")}  # fmt: skip
+
+    rng = random.Random(41)
+    checked = 0
+    for _ in range(12):
+        rows = history(rng, rng.randint(200, 600), rng.randint(1, 4))
+        cut = rng.randrange(len(rows) // 4, len(rows) // 2)
+        upto = rng.randrange(cut + 1, len(rows) - 10)
+        copy = rows[:cut] + cleaned(
+            rows[cut:], cut, upto
+        )  # what the later copy holds past the point
+        first, resumed = _coordinator_runs(table(rows[:cut]), table(copy[cut:]), {3: upto})
+        full = _coordinator_rows(table(cleaned(rows, 0, upto)), {3: upto}, None)[1]
+        assert not [f for f in resumed.get("finding", []) if _at(f) < upto]
+        # the transactions in flight at the point, handed on as a full audit sees a cleaned
+        # range's: partitions unknown (no later record completes them)
+        assert all(t["maybe"] and not t["partitions"]
+                   for t in resumed.get("coord_txn", []) if _at(t) < cut)  # fmt: skip
+        assert later(resumed, upto) == later(full, upto)
+        checked += len(later(full, upto)["coord_txn"])
+    assert checked
+
+
+def _at(row: dict) -> int:
+    """Where a coordinator replay's row is: its transaction's first record, its finding's."""
+    if "first_log_offset" in row:
+        return row["first_log_offset"] if row["first_log_offset"] is not None else -1
+    return json.loads(row["evidence"]).get("log_offset", -1)
+
+
+def _coordinator_runs(before: pa.Table, after: pa.Table, complete_from: dict
+                      ) -> tuple[dict, dict]:  # fmt: skip
+    """The rows of a coordinator replay over ``before``, and of one going on from its state
+    (carried through JSON) over ``after`` with ``complete_from``."""
+    from replay.carried import carry_coordinator, resume_coordinator
+    from replay.coordinator import CoordinatorReplay
+    from replay.grouped import txn_latest_epochs, txn_log_blocks
+
+    runs: list[dict[str, list]] = [{}]
+
+    def emit(kind, row):
+        runs[-1].setdefault(kind, []).append(row)
+
+    def emit_table(kind, t):
+        runs[-1].setdefault(kind, []).extend(t.to_pylist())
+
+    before = before.select(list(COORDINATOR_COLUMNS))
+    replay = CoordinatorReplay({}, txn_latest_epochs(before), emit, emit_table)
+    for block in txn_log_blocks([before]):
+        replay.block(block)
+    state = json.loads(json.dumps(carry_coordinator(replay)))
+    runs.append({})
+    after = after.select(list(COORDINATOR_COLUMNS))
+    replay = resume_coordinator(state, txn_latest_epochs(after), emit, emit_table, complete_from)
+    for block in txn_log_blocks([after]):
+        replay.block(block)
+    replay.finish()
+    for rows in runs:
+        for row in rows.get("coord_txn", []):
+            row["partitions"] = [(p["topic"], p["partition"]) for p in row["partitions"] or []]
+    return runs[0], runs[1]
+
+
 # -- the groups' state: every group of a `__consumer_offsets` partition -----------------------------
 
 

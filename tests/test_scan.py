@@ -231,3 +231,26 @@ def test_a_consumer_offsets_replica_without_one_kind_of_record_is_replayed(damag
         assert not [r for r in got if r["out"] == "generation"]
     else:  # no commits: no timeline
         assert not timeline
+
+
+def test_a_failed_run_s_background_writes_never_hang_its_release():
+    """The driver's error leaves the scratch area's background writes as they are: those that
+    ran have ended once the pool's threads are joined, those queued are cancelled, and a
+    future nothing will complete (seen once after an error on the driver) is not waited for:
+    the run ends with its own error instead of hanging."""
+    import threading
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from jobs.scan import Scratch
+
+    scratch = object.__new__(Scratch)  # only its background writes matter here
+    scratch.background = ThreadPoolExecutor(1)
+    ran = scratch.background.submit(lambda: "written")
+    orphan: Future = Future()  # no thread will ever complete it
+    scratch.pending = [ran, orphan]
+    released = threading.Thread(target=scratch.release, daemon=True)
+    released.start()
+    released.join(timeout=30)
+    assert not released.is_alive(), "release waited for a future nothing completes"
+    assert ran.result() == "written" and orphan.cancelled()
+    assert scratch.background is None and scratch.pending == []
