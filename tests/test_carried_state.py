@@ -439,11 +439,12 @@ def test_a_log_truncated_below_the_point_is_replayed_from_its_start(tmp_path):
 # -- the coordinator's state: every transactional id of a `__transaction_state` partition -----------
 
 
-def _coordinator_rows(records: pa.Table, complete_from: dict, cut: int | None
-                      ) -> tuple[dict, dict]:  # fmt: skip
+def _coordinator_rows(records: pa.Table, complete_from: dict, cut: int | None,
+                      complete_from_after: dict | None = None) -> tuple[dict, dict]:  # fmt: skip
     """The coordinator replay's rows (by table, in order) of the records whole; or those of a
     run that read the first ``cut`` records (its producers' latest epochs: of those) and those
-    of a run that goes on from its state, carried through JSON, over the rest."""
+    of a run that goes on from its state, carried through JSON, over the rest (with
+    ``complete_from_after``: where the later copy's history is whole from)."""
     from replay.carried import carry_coordinator, resume_coordinator
     from replay.coordinator import CoordinatorReplay
     from replay.grouped import txn_latest_epochs, txn_log_blocks
@@ -465,7 +466,8 @@ def _coordinator_rows(records: pa.Table, complete_from: dict, cut: int | None
         runs.append({})
         state = json.loads(json.dumps(carry_coordinator(replay)))
         records = records.slice(cut)
-        replay = resume_coordinator(state, txn_latest_epochs(records), emit, emit_table)
+        replay = resume_coordinator(state, txn_latest_epochs(records), emit, emit_table,
+                                    complete_from_after)  # fmt: skip
     for block in txn_log_blocks([records]):
         replay.block(block)
     replay.finish()
@@ -549,7 +551,7 @@ def test_the_cleaner_past_the_point_leaves_the_coordinator_as_a_full_audit_of_th
         copy = rows[:cut] + cleaned(
             rows[cut:], cut, upto
         )  # what the later copy holds past the point
-        first, resumed = _coordinator_runs(table(rows[:cut]), table(copy[cut:]), {3: upto})
+        resumed = _coordinator_rows(table(copy), {}, cut, {3: upto})[1]
         full = _coordinator_rows(table(cleaned(rows, 0, upto)), {3: upto}, None)[1]
         assert not [f for f in resumed.get("finding", []) if _at(f) < upto]
         # the transactions in flight at the point, handed on as a full audit sees a cleaned
@@ -566,39 +568,6 @@ def _at(row: dict) -> int:
     if "first_log_offset" in row:
         return row["first_log_offset"] if row["first_log_offset"] is not None else -1
     return json.loads(row["evidence"]).get("log_offset", -1)
-
-
-def _coordinator_runs(before: pa.Table, after: pa.Table, complete_from: dict
-                      ) -> tuple[dict, dict]:  # fmt: skip
-    """The rows of a coordinator replay over ``before``, and of one going on from its state
-    (carried through JSON) over ``after`` with ``complete_from``."""
-    from replay.carried import carry_coordinator, resume_coordinator
-    from replay.coordinator import CoordinatorReplay
-    from replay.grouped import txn_latest_epochs, txn_log_blocks
-
-    runs: list[dict[str, list]] = [{}]
-
-    def emit(kind, row):
-        runs[-1].setdefault(kind, []).append(row)
-
-    def emit_table(kind, t):
-        runs[-1].setdefault(kind, []).extend(t.to_pylist())
-
-    before = before.select(list(COORDINATOR_COLUMNS))
-    replay = CoordinatorReplay({}, txn_latest_epochs(before), emit, emit_table)
-    for block in txn_log_blocks([before]):
-        replay.block(block)
-    state = json.loads(json.dumps(carry_coordinator(replay)))
-    runs.append({})
-    after = after.select(list(COORDINATOR_COLUMNS))
-    replay = resume_coordinator(state, txn_latest_epochs(after), emit, emit_table, complete_from)
-    for block in txn_log_blocks([after]):
-        replay.block(block)
-    replay.finish()
-    for rows in runs:
-        for row in rows.get("coord_txn", []):
-            row["partitions"] = [(p["topic"], p["partition"]) for p in row["partitions"] or []]
-    return runs[0], runs[1]
 
 
 # -- the groups' state: every group of a `__consumer_offsets` partition -----------------------------
