@@ -58,7 +58,7 @@ OLD_BYTES_KINDS = (*INTEGRITY_KINDS, "replica_divergence")
 OPEN = "OPEN"  # a partition transaction without a marker at the end of the copy
 # rows read back and handed on at once: a handed-on row takes every column of its replay's
 # union schema (as_kind: ~60 columns, most null), so a partition's week of rows is handed on a
-# slice at a time and a task's memory does not grow with the days carried
+# slice at a time: what the hand-on holds does not grow with the days carried
 HAND_ON_ROWS = 8192
 
 
@@ -119,7 +119,8 @@ class PreviousOutput:
         """The rows of table ``name`` that ``where`` keeps, :data:`HAND_ON_ROWS` at a time: of
         each file, the row groups whose statistics may hold such rows (the others are not
         read), a page at a time. Not the dataset's own scanner: it decodes a whole row group
-        ahead (a week's commits of a group partition are one: ~40 MB where a slice is 1)."""
+        ahead (a week's commits of one group partition are one: 28 MB of Arrow memory at its
+        peak where reading it a page at a time takes 8)."""
         dataset = self.dataset(name)
         if dataset is None:
             return
