@@ -313,9 +313,11 @@ def _settled_coordinator(t: pa.Table, in_flight: set[tuple[str, int]],
 
 def _set(t: pa.Table, name: str, value: Any) -> pa.Table:
     """``t`` with every row's ``name`` set to ``value``."""
+    from decoders.columns import const
+
     i = t.schema.get_field_index(name)
     field_ = t.schema.field(i)
-    return t.set_column(i, field_, pa.array([value] * t.num_rows, field_.type))
+    return t.set_column(i, field_, const(value, t.num_rows, field_.type))
 
 
 def plain_times(t: pa.Table) -> pa.Table:
