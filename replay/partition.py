@@ -743,12 +743,24 @@ class PartitionReplay:
                     "marker_timestamp": None,
                     "coordinator_epoch": None,
                     "pinned_records": self.data_records - t["records_before"] - t["record_count"],
-                    "open_ms": self.last_timestamp - t["first_timestamp"],
+                    "open_ms": self._open_ms(t),
                     "bound_timestamp": t.get("bound_timestamp"),
                     "in_cleaned_range": t["first_offset"] < self.cleaned_upto,
                 }
             )
         return out
+
+    def _open_ms(self, t: dict) -> int | None:
+        """How long an open transaction has been open at the partition's last timestamp: from
+        its first batch's time, or, where that batch is not in the dump (a transaction the
+        producer snapshot says was open, its data deleted since), at least from the first
+        marker after it (``bound_timestamp``: that batch was appended before it); None where
+        neither is known (cannot tell, never judged hanging)."""
+        first = t["first_timestamp"]
+        if first is not None and first >= 0:
+            return self.last_timestamp - first
+        bound = t.get("bound_timestamp")
+        return None if bound is None else max(0, self.last_timestamp - bound)
 
     def states(self) -> dict[int, dict]:
         out = {}

@@ -44,8 +44,11 @@ def resume_from(row: dict[str, Any], logs: list[DumpFile]) -> Resumed:
 
     - segments rolled after the point: read in full;
     - retention deleted the segment of the point: the log goes on from the first batch at or
-      after the carried log end; offsets between the two that no copy read are a hole, as in
-      any copy whose log misses offsets (the replay's own rule);
+      after the carried log end. Where offsets between the two were deleted before any run
+      read them, the carried producer states miss what they held (a transaction the carried
+      state has open may have ended there, another begun), so the replica is replayed from
+      its log start as a full audit of this copy replays it (from the producer snapshot),
+      and what the chain carried of it lies below its log start (replay.previous);
     - the cleaner rewrote the segment (the batch at the point changed, or the segment was
       merged into an earlier one: a segment below it is still there, which retention never
       leaves; the log still reaches past it): headers read to the first batch at or after the
@@ -86,9 +89,12 @@ def resume_from(row: dict[str, Any], logs: list[DumpFile]) -> Resumed:
                    "cleaner rewrote it)")  # fmt: skip
         else:
             why = "the batch at the carried point changed (the log cleaner rewrote its segment)"
+        change = "retention" if at is None and not merged else "rewritten"
         if base > end:
             why += f"; offsets {end}..{base - 1} were gone before a run read them"
-        change = "retention" if at is None and not merged else "rewritten"
+            if change == "retention":  # the carried state misses what they held
+                return Resumed(_whole(segments), False, why + ": replayed from its start",
+                               change)  # fmt: skip
         return Resumed([ByteRange(f, position, f.size), *_whole(segments[i + 1 :])], True, why,
                        change)  # fmt: skip
     now = _log_end(segments)

@@ -183,7 +183,8 @@ class Resuming:
 
 def carried_rows(previous: PreviousOutput, cluster: str, topic: str, partition: int,
                  resuming: Resuming, latest_epoch: dict[tuple[str, int], int],
-                 cleaned_past: bool = False) -> Iterator[tuple[str, str, pa.Table]]:  # fmt: skip
+                 cleaned_past: bool = False, trim_below: int | None = None,
+                 ) -> Iterator[tuple[str, str, pa.Table]]:  # fmt: skip
     """(scratch table, kind, rows in the kind's output columns, timestamps as epoch ms) of the
     rows the previous run handed on for a resumed replica's bytes before its point (see the
     module's docstring). ``latest_epoch``: (transactional id, producer id) -> the highest epoch
@@ -194,7 +195,13 @@ def carried_rows(previous: PreviousOutput, cluster: str, topic: str, partition: 
     sees those of its cleaned range, which they now lie in: a partition's transactions
     ``in_cleaned_range`` (the cross-log alignment takes the cleaned range for a prefix of the
     partition's history, crosslog.Pair.cleaned), the coordinator's with their partitions maybe
-    not all known and the history not whole from them (:func:`_settled_coordinator`)."""
+    not all known and the history not whole from them (:func:`_settled_coordinator`).
+    ``trim_below``: retention moved a user partition's log start past the carried one, and
+    the partition's history is handed on from this offset (:func:`history_start`): its
+    transactions starting below it, its LSO changes and the findings about its offsets or its
+    deleted segments below it are not handed on, as a full audit of this copy holds none of
+    them. So what a chain carries of a partition is bounded by retention, not by the days it
+    ran."""
     end = resuming.log_end
     mine = (
         (ds.field(CLUSTER) == cluster)
@@ -214,6 +221,9 @@ def carried_rows(previous: PreviousOutput, cluster: str, topic: str, partition: 
         "offset_timeline": records & (ds.field("effective_log_offset") < end),
         "group_generations": records & (ds.field("log_offset") < end),
     }  # fmt: skip
+    if trim_below is not None:
+        below["transactions"] &= _position() >= trim_below
+        below["lso_changes"] &= ds.field("log_end_offset") > trim_below
     names = list(OF_EVERY_PARTITION) + list(OF_INTERNAL.get(topic, ()))
     in_flight = resuming.in_flight()
     for name in names:
@@ -226,14 +236,56 @@ def carried_rows(previous: PreviousOutput, cluster: str, topic: str, partition: 
                 t = _set(t, "in_cleaned_range", True)
             if t.num_rows:
                 yield table, kind, t
-    yield from _carried_findings(previous, cluster, topic, partition, resuming)
+    yield from _carried_findings(previous, cluster, topic, partition, resuming, trim_below)
+
+
+def history_start(previous: PreviousOutput, cluster: str, topic: str, partition: int,
+                  resuming: Resuming, log_start: int) -> int | None:  # fmt: skip
+    """Where a resumed user partition's handed-on history starts once retention moved its
+    log start to ``log_start`` (past the carried one): the log start, or below it the first
+    transaction still to hand on (one whose marker lies past the log start), or the first of
+    a producer whose transaction open at the point started below it (retention deleted its
+    data while it pins the LSO: a hanging transaction; its producer's history is kept whole,
+    as the cross-log alignment needs its earlier entries to tell which coordinator
+    transaction the open one belongs to). Every transaction starting below the returned
+    offset completed below ``log_start``: what is dropped is a prefix of the partition's
+    transactions in log order, never a hole between kept entries. None: nothing to drop."""
+    starts, hanging = [log_start], []
+    for p in resuming.state.get("producers", ()):
+        first = (p.get("txn") or {}).get("first_offset")
+        if first is not None and first < log_start:
+            starts.append(first)
+            hanging.append(p["producer_id"])
+    mine = (
+        (ds.field(CLUSTER) == cluster)
+        & (ds.field("topic") == topic)
+        & (ds.field("partition") == partition)
+    )
+    before = _position() < log_start
+    kept = (ds.field("marker_offset") >= log_start) | (ds.field("outcome") == OPEN)
+    if hanging:
+        kept |= ds.field("producer_id").isin(hanging)
+    for t in previous.read("transactions", mine & before & kept):
+        starts.append(pc.min(pc.coalesce(t.column("first_offset"),
+                                         t.column("marker_offset"))).as_py())  # fmt: skip
+    start = min(s for s in starts if s is not None)
+    carried = resuming.state.get("log_start")
+    return start if carried is None or start > carried else None
+
+
+def _position() -> ds.Expression:
+    """A transaction's place in its partition's log: its first offset, else (markers only:
+    its data before the dump) its marker's."""
+    return pc.coalesce(ds.field("first_offset"), ds.field("marker_offset"))
 
 
 def _carried_findings(previous: PreviousOutput, cluster: str, topic: str, partition: int,
-                      resuming: Resuming) -> Iterator[tuple[str, str, pa.Table]]:  # fmt: skip
+                      resuming: Resuming, trim_below: int | None = None,
+                      ) -> Iterator[tuple[str, str, pa.Table]]:  # fmt: skip
     """The findings of the replica's bytes before the point: those its replays judged (by
     fingerprint) and those of :data:`OLD_BYTES_KINDS` about its bytes before the point (by
-    offset, else by the file and position their evidence names), each once."""
+    offset, else by the file and position their evidence names), each once; not those about
+    offsets or segments below ``trim_below`` (retention deleted them since)."""
     judged = ds.field("fingerprint").isin(list(resuming.findings)) if resuming.findings else None
     old = (
         (ds.field("topic") == topic)
@@ -246,11 +298,12 @@ def _carried_findings(previous: PreviousOutput, cluster: str, topic: str, partit
     mine = set(resuming.findings)
     for t in previous.read("findings", where):
         keep = []
-        for i, (fp, first, evidence) in enumerate(zip(
-            *(t.column(c).to_pylist() for c in ("fingerprint", "first_offset", "evidence")),
+        for i, (fp, first, last, evidence) in enumerate(zip(
+            *(t.column(c).to_pylist()
+              for c in ("fingerprint", "first_offset", "last_offset", "evidence")),
             strict=True,
         )):  # fmt: skip
-            if fp in seen:
+            if fp in seen or _aged_out(first, last, evidence, trim_below):
                 continue
             if fp in mine or first is not None or _before(evidence, resuming.point):
                 seen.add(fp)
@@ -260,25 +313,45 @@ def _carried_findings(previous: PreviousOutput, cluster: str, topic: str, partit
             yield "replayed", "finding", t  # the audit reads every replay's findings alike
 
 
-def _before(evidence: str | None, point: dict[str, Any]) -> bool:
-    """Whether a finding without offsets is about a file's bytes before ``point``: a segment's
-    file (its name's base offset) below the point's segment, or the point's segment's own
-    bytes before its position (a later run reads neither); not a file read again each run
-    (the partition's metadata, checkpoints)."""
+def _aged_out(first: int | None, last: int | None, evidence: str | None,
+              below: int | None) -> bool:  # fmt: skip
+    """Whether a finding is about offsets wholly below ``below`` (its last, else first
+    offset), or, without offsets, about a segment file below it (deleted: no segment of this
+    copy starts below its log start)."""
+    if below is None:
+        return False
+    at = last if last is not None else first
+    if at is not None:
+        return at < below
+    segment = _segment_of(evidence)
+    return segment is not None and segment[0] < below
+
+
+def _segment_of(evidence: str | None) -> tuple[int, str, int | None] | None:
+    """(base offset, file extension, position) of the segment file a finding's evidence
+    names; None where it names none (the partition's metadata, checkpoints: files read again
+    each run)."""
     import posixpath
 
     try:
         ev = json.loads(evidence or "{}")
     except ValueError:
-        return False
+        return None
     name = posixpath.basename(str(ev.get("file") or "")) if isinstance(ev, dict) else ""
     stem, _, ext = name.partition(".")
-    if not stem.isdigit() or point.get("segment_base_offset") is None:
+    return (int(stem), ext, ev.get("position")) if stem.isdigit() else None
+
+
+def _before(evidence: str | None, point: dict[str, Any]) -> bool:
+    """Whether a finding without offsets is about a file's bytes before ``point``: a segment's
+    file (its name's base offset) below the point's segment, or the point's segment's own
+    bytes before its position (a later run reads neither)."""
+    segment = _segment_of(evidence)
+    if segment is None or point.get("segment_base_offset") is None:
         return False
-    base, at = int(stem), point["segment_base_offset"]
+    (base, ext, position), at = segment, point["segment_base_offset"]
     if base != at:
         return base < at
-    position = ev.get("position")
     return ext != "log" or (position is not None and position < (point["segment_position"] or 0))
 
 

@@ -57,6 +57,7 @@ from replay.grouped import (
 )
 from replay.partition import BATCH_COLUMNS, cleaner_leftovers_end
 from replay.points import truncation_finding
+from replay.previous import history_start
 from replay.spill import local_dir, remove_file
 from replay.tables import CLUSTER, rows_table
 
@@ -403,13 +404,21 @@ class ReplicaReplay:
             self.spec.cleaned, set(self.spec.compacted), self.broker, self.topic, self.partition,
             None if end is None else end + 1,
         )  # fmt: skip
+        state = None
         if resuming is not None:
             if resuming.records_state is not None and self.topic == TRANSACTION_STATE_TOPIC:
                 for t, p, e in resuming.records_state["latest_epoch"]:
                     latest[(t, p)] = max(latest.get((t, p), -1), e)
+            state, trim = resuming.state, None
+            start = self._log_start_now(state)
+            if start is not None:  # retention moved the log start: its history starts there
+                state = {**state, "log_start": start}
+                trim = history_start(self.spec.previous, self.cluster, self.topic,
+                                     self.partition, resuming, start)  # fmt: skip
             # the cleaner went past the previous run's end: records after the point may be
             # gone, and what was judged whole is now, as in a full audit, in the cleaned range
-            self._hand_on_carried(to, latest, cleaned_past=upto > resuming.log_end)
+            self._hand_on_carried(to, latest, cleaned_past=upto > resuming.log_end,
+                                  trim_below=trim)  # fmt: skip
         if self.in_order:  # as the scan reads a log: a piece at a time
             source = InOrder(
                 self.batches.pieces, self.broker, self.first_offset, self.leftovers_end
@@ -429,8 +438,7 @@ class ReplicaReplay:
                          resuming.findings if resuming is not None else (), crc_valid)  # fmt: skip
         summary = replay_partition(self.topic, self.partition, source, self.side,
                                    self.spec.facts, upto, to("replayed"),
-                                   carried.append if internal else None, ids,
-                                   resuming.state if resuming is not None else None)  # fmt: skip
+                                   carried.append if internal else None, ids, state)  # fmt: skip
         records_state = None
         records_resumed = resuming.records_state if resuming is not None else None
         judged: list[dict] = []  # the records' replay's findings before its end
@@ -464,16 +472,35 @@ class ReplicaReplay:
                           crc_valid, int(summary.get("cleaned_upto") or 0),
                           log_bytes, since)  # fmt: skip
 
+    def _log_start_now(self, state: dict) -> int | None:
+        """Where this copy of a resumed user partition's log starts, where retention moved
+        it past the carried log start (the lowest segment's base offset: retention deletes
+        whole segments from the oldest, ``UnifiedLog.deleteOldSegments``, and the cleaner
+        keeps a group's first base offset); None where it did not. Not of an internal topic
+        (compacted only: its log start does not move, and its records' replays carry where
+        their history is whole by themselves)."""
+        if self.topic in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC):
+            return None
+        bases = [f.info.base_offset for f in self.logs
+                 if f.kind == "log" and f.info.base_offset is not None]  # fmt: skip
+        carried = state.get("log_start")
+        if not bases or carried is None or min(bases) <= carried:
+            return None
+        return min(bases)
+
     def _hand_on_carried(self, to: Callable[[str], Callable[[pa.Table], None]],
-                         latest: dict[tuple[str, int], int], cleaned_past: bool) -> None:  # fmt: skip
+                         latest: dict[tuple[str, int], int], cleaned_past: bool,
+                         trim_below: int | None = None) -> None:  # fmt: skip
         """The rows the previous run handed on for the bytes before the point, handed on
-        again first (replay.previous): the stages across partitions judge the whole history
-        (``cleaned_past``: the cleaner's reach now passes the point, see carried_rows)."""
+        again first (replay.previous): the stages across partitions judge the history this
+        copy reaches back to (``cleaned_past``: the cleaner's reach now passes the point;
+        ``trim_below``: where the history handed on starts, retention having moved the log
+        start past the carried one; see carried_rows)."""
         from replay.previous import HAND_ON_ROWS, as_kind, carried_rows
 
         for table, kind, t in carried_rows(self.spec.previous, self.cluster, self.topic,
                                            self.partition, self.resuming, latest,
-                                           cleaned_past):  # fmt: skip
+                                           cleaned_past, trim_below):  # fmt: skip
             for at in range(0, t.num_rows, HAND_ON_ROWS):
                 to(table)(as_kind(t.slice(at, HAND_ON_ROWS), REPLAY_UNIONS[table], kind))
 

@@ -365,23 +365,35 @@ def test_the_log_rolled_on_after_the_point(tmp_path):
 
 
 def test_retention_deleted_the_segment_of_the_point(tmp_path):
+    """Retention deleted the point's segment: where the log goes on right after the point,
+    the carried state holds and the replay goes on; where offsets after the point were deleted
+    before any run read them, the carried producer states miss what they held, and the
+    replica is replayed from its log start (as a full audit of the copy replays it)."""
     import os
 
     from replay.points import resume_from
 
     _log(tmp_path)
-    row = _published(tmp_path, 7)
-    segments = _segments(tmp_path)
-    at = next(f for f in segments if f.info.base_offset == row["segment_base_offset"])
-    for f in segments:
-        if f.info.base_offset <= at.info.base_offset:
-            os.remove(f.path)
-    where = resume_from(row, _segments(tmp_path))
-    assert where.carried and "retention" in where.reason
-    following = min(f.info.base_offset for f in _segments(tmp_path))
-    assert _offsets(where) == list(range(following, 24))
-    if following > 7:  # offsets no run read: said, and a hole for the replay
-        assert f"offsets 7..{following - 1}" in where.reason
+    bases = [f.info.base_offset for f in _segments(tmp_path)]
+    for upto in (7, bases[2]):  # inside the second segment; at the end of the second
+        root = tmp_path / str(upto)
+        _log(root)
+        row = _published(root, upto)
+        segments = _segments(root)
+        at = next(f for f in segments if f.info.base_offset == row["segment_base_offset"])
+        for f in segments:
+            if f.info.base_offset <= at.info.base_offset:
+                os.remove(f.path)
+        where = resume_from(row, _segments(root))
+        following = min(f.info.base_offset for f in _segments(root))
+        assert where.change == "retention" and "retention" in where.reason
+        assert _offsets(where) == list(range(following, 24))
+        if following > upto:  # offsets no run read: said, and the state does not hold
+            assert not where.carried, where.reason
+            assert f"offsets {upto}..{following - 1} were gone" in where.reason
+            assert "replayed from its start" in where.reason
+        else:
+            assert where.carried and following == upto
 
 
 def test_the_cleaner_rewrote_the_segment_of_the_point(tmp_path):

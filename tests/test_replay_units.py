@@ -461,6 +461,27 @@ def test_a_log_starting_mid_stream_is_seeded_from_its_snapshot():
     assert (t["first_offset"], t["outcome"]) == (90, "ABORT")
 
 
+def test_a_transaction_open_in_the_snapshot_is_open_at_least_since_the_next_marker():
+    """Its data lies below the log start (retention): how long it has been open is bounded
+    from below by the first marker after it (that batch was appended before), never taken
+    from an unknown first timestamp; with no marker after it, cannot tell (never hanging)."""
+    snapshot = [{"producer_id": 4, "producer_epoch": 0, "last_sequence": 9, "last_offset": 97,
+                 "offset_delta": 0, "coordinator_epoch": 0, "current_txn_first_offset": 90,
+                 "timestamp": T0}]  # fmt: skip
+    for marked in (True, False):
+        log = Log()
+        log.next = 100
+        log.data(3, 0, 0, 5, ts=T0 + 1_000)
+        if marked:
+            log.data(5, 0, 0, 1, txn=True, ts=T0 + 2_000)
+            log.marker(5, 0, ts=T0 + 3_000)
+        log.data(3, 0, 5, 5, ts=T0 + 60_000)
+        replay = PartitionReplay("t", 0).run(pa.Table.from_pylist(log.rows), seed=snapshot)
+        [t] = replay.open_transactions()
+        assert (t["producer_id"], t["first_offset"]) == (4, 90)
+        assert t["open_ms"] == (57_000 if marked else None)
+
+
 def test_row_rules_make_findings_as_the_spark_checks_lay_them_out():
     """replay.rules: one rule, applied to a dict here and laid out as columns by
     replay.checks; the severity comes from the vocabulary, the other columns from the row."""
