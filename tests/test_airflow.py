@@ -81,6 +81,7 @@ def test_the_templated_arguments_are_run_specific_and_accepted_by_the_jobs(tmp_p
 
 DAG_ID = "logreplay_daily_audit"
 DAYS = ("2026-11-20", "2026-11-21", "2026-11-22")
+SUBMIT = "deploy-mode=client&spark-binary=spark-submit"  # the spark_default connection's extras
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +93,12 @@ def airflow_runs(tmp_path_factory, standalone) -> dict:
     logs whole (its anomalies appear), day 3 the same again, its conf waiving day 2's findings
     by fingerprint and counting every finding (``gate.on: all``).
 
-    Each day has an Airflow home of its own (a copy of one migrated SQLite database)."""
+    Each day has an Airflow home of its own (a copy of one migrated SQLite database). Day 1
+    runs on the standalone cluster, its connection written as a user writes it (the package
+    shipped to executors in their own JVM and Python); days 2 and 3 in Spark's local mode
+    (``local[2]``): what they prove (going on from the day before, waivers, the gate's
+    verdicts) does not depend on the master, and each cluster application costs ~10 s more
+    to start (tests/test_cluster.py runs the jobs' spark-submit on the cluster)."""
     import yaml
 
     from simulator import synth
@@ -120,9 +126,7 @@ def airflow_runs(tmp_path_factory, standalone) -> dict:
         AIRFLOW__CORE__DAGS_FOLDER=os.path.join(REPO, "jobs", "airflow"),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__CORE__UNIT_TEST_MODE="False",
-        AIRFLOW_CONN_SPARK_DEFAULT=(
-            f"{standalone.url}?deploy-mode=client&spark-binary=spark-submit"
-        ),
+        AIRFLOW_CONN_SPARK_DEFAULT=f"{standalone.url}?{SUBMIT}",
         SPARK_HOME=str(spark_home),
         SPARK_CONF_DIR=str(standalone.conf_dir(**{"spark.cores.max": "1"})),
         SPARK_LOCAL_IP="127.0.0.1",
@@ -147,6 +151,8 @@ def airflow_runs(tmp_path_factory, standalone) -> dict:
         home.mkdir(parents=True)
         shutil.copyfile(migrated / "airflow.db", home / "airflow.db")
         env = dict(base, AIRFLOW_HOME=str(home))
+        if day != DAYS[0]:  # the days after: Spark in local mode (see the docstring)
+            env["AIRFLOW_CONN_SPARK_DEFAULT"] = f"spark://local%5B2%5D?{SUBMIT}"
 
         def cli(*args: str, **kw) -> subprocess.CompletedProcess:
             return subprocess.run([airflow, *args], env=env, capture_output=True, text=True, **kw)

@@ -227,6 +227,7 @@ def _digest(root) -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow  # a determinism rerun (./dev test -m slow); S3's rerun stays in the suite
 def test_a_rerun_of_the_same_run_leaves_identical_bytes(gated, sim_all):
     """The retry runs in a new process (a new JVM too), as an Airflow retry would."""
     code, out = gated("broadcast_groups")
