@@ -202,6 +202,7 @@ def _inflate(out, target, n: int) -> None:
     (target / "summary.json").write_text(json.dumps(summary))
 
 
+@pytest.mark.slow  # a scale run (./dev test -m slow); every kind's cards render in the suite
 def test_a_report_of_100000_findings_is_small_and_fast(spark, reports, artifacts, tmp_path):
     big = tmp_path / "big"
     _inflate(reports("all"), big, 100_000)
