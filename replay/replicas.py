@@ -376,24 +376,34 @@ class ReplicaReplay:
         """(cluster, topic, partition, broker), as :attr:`ReplaySpec.points` names it."""
         return (self.cluster, self.topic, self.partition, self.broker)
 
-    def replay(self, write: Callable[[str, pa.Table], None]) -> ReplicaRow | None:
+    def replay(
+        self,
+        write: Callable[[str, pa.Table], None],
+        write_now: Callable[[str, pa.Table], None] | None = None,
+    ) -> ReplicaRow | None:
         """Replay the replica: its rows go to ``write(scratch table, rows)`` a block at a time
         (:data:`REPLAY_TABLES`; the coordinator's and the groups' for an internal topic's
-        replica). Returns the replica's row (its cluster, topic, partition, broker,
-        ``end_offset`` and ``crc_valid_batches``, what :func:`chosen_replicas` reads); None for
-        a replica without batches (the audit has no partition to replay there)."""
+        replica; ``write_now``: where the rows handed on from a previous run go, written as
+        given rather than gathered, else ``write``). Returns the replica's row (its cluster,
+        topic, partition, broker, ``end_offset`` and ``crc_valid_batches``, what
+        :func:`chosen_replicas` reads); None for a replica without batches (the audit has no
+        partition to replay there)."""
         try:
             if not self.batch_rows and self.resuming is None:
                 return None
-            return self._replay(write)
+            return self._replay(write, write_now or write)
         finally:
             for s in self._streams():
                 s.close()
             self.held_bytes = 0
 
-    def _replay(self, write: Callable[[str, pa.Table], None]) -> ReplicaRow:
+    def _replay(self, write: Callable[[str, pa.Table], None],
+                write_now: Callable[[str, pa.Table], None]) -> ReplicaRow:  # fmt: skip
         def to(table: str) -> Callable[[pa.Table], None]:
             return lambda rows: write(table, self._keyed(rows, table))
+
+        def now(table: str) -> Callable[[pa.Table], None]:
+            return lambda rows: write_now(table, self._keyed(rows, table))
 
         resuming = self.resuming
         latest = dict(self.latest_epoch)
@@ -417,7 +427,7 @@ class ReplicaReplay:
                                      self.partition, resuming, start)  # fmt: skip
             # the cleaner went past the previous run's end: records after the point may be
             # gone, and what was judged whole is now, as in a full audit, in the cleaned range
-            self._hand_on_carried(to, latest, cleaned_past=upto > resuming.log_end,
+            self._hand_on_carried(now, latest, cleaned_past=upto > resuming.log_end,
                                   trim_below=trim)  # fmt: skip
         if self.in_order:  # as the scan reads a log: a piece at a time
             source = InOrder(

@@ -262,10 +262,13 @@ def replica_tasks(files, range_bytes: int, min_tasks: int = 1) -> list[list[Byte
 class ScanTask:
     """Decode ``ranges`` once and hand every wanted table's batches to ``sink`` (decoded
     tables, and with a replay spec the replays' rows, :data:`replay.replicas.REPLAY_TABLES`,
-    a block at a time as the replays go); :attr:`report` holds what the driver is told."""
+    a block at a time as the replays go); :attr:`report` holds what the driver is told.
+    ``sink_now``: where a sink gathers batches before it writes them, one that writes what it
+    is given at once (the rows a replica hands on from a previous run: a slice at a time, so
+    that what a task holds of them does not grow with the days carried); else ``sink``."""
 
-    def __init__(self, opts: DecodeOptions, sink: Sink) -> None:
-        self.opts, self.sink = opts, sink
+    def __init__(self, opts: DecodeOptions, sink: Sink, sink_now: Sink | None = None) -> None:
+        self.opts, self.sink, self.sink_now = opts, sink, sink_now or sink
         self.report = TaskReport()
         # a header-only run (the audit) decodes the records of the internal topics only, in a
         # second pass over their ranges: the batch-level tables and the accounting stay exactly
@@ -405,7 +408,11 @@ class ScanTask:
             for b in t.to_batches():
                 self.sink(table, b)
 
-        row = replica.replay(rows)
+        def rows_now(table: str, t: pa.Table) -> None:  # rows handed on from a previous run
+            for b in t.to_batches():
+                self.sink_now(table, b)
+
+        row = replica.replay(rows, rows_now)
         if row is not None:
             self.report.replicas.append(row)
 

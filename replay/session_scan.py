@@ -282,7 +282,8 @@ def task_rows(ranges, opts: DecodeOptions, arrow: dict[str, pa.Schema]) -> Itera
     stream's schema by key. The task runs on a thread of its own and hands its batches over in
     chunks through a queue (:func:`_handed_over`), so that what it holds is bounded however
     long the replays' output (the replays hand their rows on through a callback, a block at a
-    time)."""
+    time); the rows a replica hands on from a previous run go out a slice at a time, with what
+    waits of their stream (ScanTask's ``sink_now``)."""
     pending: dict[str, list[pa.RecordBatch]] = {}
     held: dict[str, list[int]] = {}
     tables: dict[str, str] = {}  # stream key -> its table
@@ -296,14 +297,19 @@ def task_rows(ranges, opts: DecodeOptions, arrow: dict[str, pa.Schema]) -> Itera
         return _row(key, sink.getvalue().to_pybytes())
 
     report: list[TaskReport] = []
-    for table, given in _handed_over(lambda give: report.append(ScanTask(opts, give).run(ranges))):
+
+    def work(give: Callable[[str, pa.RecordBatch, bool], None]) -> None:
+        task = ScanTask(opts, lambda t, b: give(t, b, False), lambda t, b: give(t, b, True))
+        report.append(task.run(ranges))
+
+    for table, given, now in _handed_over(work):
         for key, batch in by_kind(table, given):
             tables[key] = table
             pending.setdefault(key, []).append(batch)
             n = held.setdefault(key, [0, 0])
             n[0] += batch.num_rows
             n[1] += batch.get_total_buffer_size()
-            if n[0] >= FLUSH_ROWS or n[1] >= FLUSH_BYTES:
+            if now or n[0] >= FLUSH_ROWS or n[1] >= FLUSH_BYTES:
                 yield stream(key)
     for key in list(pending):
         yield stream(key)
@@ -335,16 +341,16 @@ class _Closed(Exception):
 _END = object()
 
 
-def _handed_over(work: Callable[[Callable[[str, pa.RecordBatch], None]], None]):
-    """What ``work(give)`` gives, as an iterator: ``work`` runs on a thread of its own; what it
-    gives is handed over in chunks of :data:`HANDOFF_BYTES` (a hand-over per batch costs a
-    switch between the threads each), at most :data:`QUEUE_DEPTH` chunks waiting; an exception
-    of ``work`` is raised here; closing the iterator early stops ``work`` at its next
-    hand-over."""
+def _handed_over(work: Callable[[Callable[[str, pa.RecordBatch, bool], None]], None]):
+    """What ``work(give)`` gives (table, batch, whether it goes out at once), as an iterator:
+    ``work`` runs on a thread of its own; what it gives is handed over in chunks of
+    :data:`HANDOFF_BYTES` (a hand-over per batch costs a switch between the threads each), at
+    most :data:`QUEUE_DEPTH` chunks waiting; an exception of ``work`` is raised here; closing
+    the iterator early stops ``work`` at its next hand-over."""
     q: queue.Queue = queue.Queue(QUEUE_DEPTH)
     closed = threading.Event()
     failure: list[BaseException] = []
-    chunk: list[tuple[str, pa.RecordBatch]] = []
+    chunk: list[tuple[str, pa.RecordBatch, bool]] = []
     held = [0]
 
     def put(item) -> None:
@@ -356,8 +362,8 @@ def _handed_over(work: Callable[[Callable[[str, pa.RecordBatch], None]], None]):
                 continue
         raise _Closed
 
-    def give(table: str, batch: pa.RecordBatch) -> None:
-        chunk.append((table, batch))
+    def give(table: str, batch: pa.RecordBatch, now: bool) -> None:
+        chunk.append((table, batch, now))
         held[0] += batch.get_total_buffer_size()
         if held[0] >= HANDOFF_BYTES:
             put(list(chunk))

@@ -689,3 +689,48 @@ def test_only_a_truncation_below_the_checkpointed_high_watermark_is_a_finding():
     assert truncation_finding({**point, "high_watermark": None}, below, "t", 3) is None
     # not truncated (retention, the cleaner): no finding
     assert truncation_finding(point, {**below, "change": "retention"}, "t", 3) is None
+
+
+def test_the_rows_handed_on_are_written_a_slice_at_a_time(production, tmp_path, monkeypatch):
+    """What a scan task holds of the rows a run hands on from the previous one is one slice
+    (replay.previous.HAND_ON_ROWS), written to the task's files at once (ScanTask's
+    ``sink_now``: jobs.scan.TaskTables.write_now), never gathered up to the flush limits with
+    the replay's own rows: a task's memory does not grow with the days a chain carried."""
+    from dataclasses import replace
+
+    from decoders.spark import _struct
+    from jobs import scan
+    from replay import previous
+    from replay.local import audit_local
+    from replay.plan import replay_spec
+    from replay.replicas import REPLAY_TABLES
+    from replay.scan_task import AUDIT_DECODED, audit_schema, replica_units
+    from replay.settings import AuditConfig
+
+    earlier = str(tmp_path / "earlier")
+    _earlier_copy(production, earlier, random.Random(4))
+    points, before = previous.in_memory(audit_local([earlier]))
+    spec = replace(replay_spec([production], AuditConfig.from_conf(None)),
+                   points=points, previous=before)  # fmt: skip
+    conf = {"verify_crc": True, "window_bytes": 64 << 10, "memory_budget_mb": 64}
+    opts = scan.scan_options(lambda t, a: _struct(audit_schema(t)),
+                             [*AUDIT_DECODED, *REPLAY_TABLES], False, conf, None, spec)  # fmt: skip
+    slice_rows = 7
+    monkeypatch.setattr(previous, "HAND_ON_ROWS", slice_rows)
+    handed, largest, held = [0], [0], []
+    write_now = scan.TaskTables.write_now
+
+    def spied(self, table, batch):
+        handed[0] += batch.num_rows
+        largest[0] = max(largest[0], batch.num_rows)
+        write_now(self, table, batch)
+        held.append(self.held[table][0])
+
+    monkeypatch.setattr(scan.TaskTables, "write_now", spied)
+    files = decoders.discover([production])
+    for i, unit in enumerate(replica_units(files)):
+        scan.scan_ranges(unit, opts, str(tmp_path / "out"), "0123456789ab", i, 0)
+    carried = sum(len(before.tables[t]) for t in ("transactions", "offset_timeline"))
+    assert handed[0] >= carried // 2 > slice_rows  # most of the previous rows went on
+    assert largest[0] <= slice_rows
+    assert held and max(held) == 0  # nothing of them left waiting in the task
