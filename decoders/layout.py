@@ -307,7 +307,10 @@ def dump_layout(roots: list[str] | str) -> tuple[list[DumpFile], Layout]:
             listing, is_file = _listing(fs, match)
             found.append((root_key(os.fspath(root)), fs, match, listing, is_file))
     shown = _shared_display_roots(
-        [(key, fs, _display_root(fs, match, is_file)) for key, fs, match, _, is_file in found]
+        [
+            (key, fs, _display_root(fs, match, is_file, listing))
+            for key, fs, match, listing, is_file in found
+        ]  # fmt: skip
     )
     files: list[DumpFile] = []
     dirs: list[LogDir] = []
@@ -424,13 +427,23 @@ def root_key(root: str) -> str:
     return f"{split.scheme.replace('s3a', 's3')}://{split.netloc}"
 
 
-def _display_root(fs, root: str, is_file: bool) -> str:
+def _display_root(fs, root: str, is_file: bool, listing: list[tuple[str, int]]) -> str:
     """What a root's file paths are shown relative to: the directory above the broker's log
-    directory when the root is a partition directory or a file in one, else the root."""
+    directory when the root is a partition directory or a file in one, else the root. A
+    directory is a partition directory by its name and by holding files only: a dump root
+    named like one (a day's copy under `day-1` or `2026-11-20`, a broker's `kafka-1`) holds
+    directories, and its paths are shown from it (so that a broker without `meta.properties`,
+    named by its path, is named alike in each day's copy)."""
     top = _dirname(fs, root) if is_file else root
-    if _partition(_basename(fs, top)):
+    if _partition(_basename(fs, top)) and (is_file or _files_only(fs, top, listing)):
         return _dirname(fs, _dirname(fs, top))
     return _dirname(fs, top) if is_file else top
+
+
+def _files_only(fs, directory: str, listing: list[tuple[str, int]]) -> bool:
+    """Whether every listed file lies directly in ``directory`` (none in a directory below)."""
+    top = directory.rstrip("/" if fs is not None else os.sep)
+    return all(_dirname(fs, p).rstrip("/" if fs is not None else os.sep) == top for p, _ in listing)
 
 
 def _shared_display_roots(roots: list[tuple[str, object, str]]) -> list[str]:

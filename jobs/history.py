@@ -113,8 +113,15 @@ def previous_output(since: str, out: str | None, day: str, clusters: set[str], c
                       f"{', '.join(VERDICT_KEYS)} (or before findings had a memory)")  # fmt: skip
     before = set(doc.get("clusters") or [])
     if clusters and before and not clusters & before:
+        from decoders.brokers import UNKNOWN_PREFIX
+
+        hint = ""
+        if any(c.startswith(UNKNOWN_PREFIX) for c in clusters | before):
+            hint = ("; a cluster whose brokers have no meta.properties is named by its path: "
+                    "name it with audit.cluster (the same every day) to go on from a copy "
+                    "under another path")  # fmt: skip
         raise Refused(f"{since} audited another dump: clusters {', '.join(sorted(before))}, "
-                      f"this dump holds {', '.join(sorted(clusters))}")  # fmt: skip
+                      f"this dump holds {', '.join(sorted(clusters))}{hint}")  # fmt: skip
     theirs_day = doc.get("day") or (doc.get("logical_date") or "")[:10]
     if theirs_day and theirs_day > day:
         raise Refused(f"{since} is of {theirs_day}, after this run's day {day}")

@@ -238,3 +238,53 @@ def test_replicas_that_come_and_go_change_nothing_but_what_they_hold(sim_all, tm
     for day, result in enumerate(_chain(roots), 1):
         if day in (4, DAYS):
             assert _prints(result) == _prints(audit_local(roots[day - 1])), (seed, day)
+
+
+def test_copies_without_meta_properties_go_on_once_their_cluster_is_named(sim_all, tmp_path):
+    """Copies whose brokers have no meta.properties, under a new root each day (`day-1`,
+    `day-2`, ...: named like a partition directory, and shown from themselves): brokers are
+    named by their paths below the root, the cluster by `audit.cluster`; each day goes on
+    from the day before's points and finds what a full audit of the day's copy finds."""
+    roots = daily_copies([sim_all / "transaction_faults"], tmp_path, 3, random.Random(2))
+    for meta in tmp_path.rglob("meta.properties"):
+        meta.unlink()
+    conf = {"audit": {"cluster": "prod"}}
+    previous = None
+    for day, root in enumerate(roots, 1):
+        result = audit_local(root, conf, since=previous)
+        full = audit_local(root, conf)
+        assert {f["cluster"] for f in full["findings"]} == {"prod"}
+        assert _prints(result) == _prints(full), day
+        for name in TABLES:
+            assert _rows(result, name) == _rows(full, name), (day, name)
+        if day > 1:
+            went, read, logs = _went_on(result)
+            assert went == len(result["replicas"]) > 0, day
+            assert read < logs, day
+        previous = result
+
+
+def test_a_previous_output_of_path_named_clusters_elsewhere_is_refused_with_the_remedy(tmp_path):
+    """`--since` an output whose clusters are all another path's (brokers without
+    meta.properties) is another dump as far as names tell (exit 2); the message says how to
+    name such a cluster alike every day."""
+    from jobs import history
+    from jobs.output import LAYOUT_VERSION, SUMMARY
+    from replay.config import load
+
+    conf = load(None)
+    before = tmp_path / "before"
+    before.mkdir()
+    doc = {"layout": LAYOUT_VERSION, "versions": {"logreplay": "9.9"}, "day": "2026-11-20",
+           "verdict_config": history.verdict_config(conf),
+           "clusters": ["dir:/copies/2026-11-20/broker-1"]}  # fmt: skip
+    (before / SUMMARY).write_text(json.dumps(doc))
+    now = {"dir:/copies/2026-11-21/broker-1"}
+    with pytest.raises(history.Refused, match="another dump.*audit.cluster"):
+        history.previous_output(str(before), None, "2026-11-21", now, conf, "9.9", LAYOUT_VERSION)
+    named = {"prod"}  # the remedy named only where a cluster is named by its path
+    doc["clusters"] = ["Q2x1c3Rlci1B"]
+    (before / SUMMARY).write_text(json.dumps(doc))
+    with pytest.raises(history.Refused) as refused:
+        history.previous_output(str(before), None, "2026-11-21", named, conf, "9.9", LAYOUT_VERSION)
+    assert "audit.cluster" not in str(refused.value)

@@ -304,3 +304,18 @@ def test_a_listed_path_is_made_relative_as_relpath_makes_it(start, rest):
     p = start + rest if start.endswith("/") else f"{start}/{rest}"
     assert _relpath(None, p, start) == os.path.relpath(p, start)
     assert _relpath(object(), p, start) == posixpath.relpath(p, start)
+
+
+@pytest.mark.parametrize("name", ["day-1", "2026-11-20", "kafka-1"])
+def test_a_dump_root_named_like_a_partition_directory_is_shown_from_itself(tmp_path, name):
+    """A root is a partition directory by its name and by holding files only: a day's copy
+    under `day-1` or `2026-11-20` (a topic `2026-11`, partition 20, by its name alone) holds
+    broker directories, and its paths are shown from it, so that a broker without
+    meta.properties, named by its path, is named alike in every day's copy."""
+    d = log_dir(tmp_path / name / "broker-1", cluster=None)
+    partition(d, "events-0", "events")
+    labels = _labels(tmp_path / name)
+    assert labels == {"broker-1/events-0": (f"dir:{tmp_path / name / 'broker-1'}", "broker-1", "events")}  # fmt: skip
+    # a partition directory given as the root is still shown from above its log directory
+    (part,) = (f for f in dump_layout([str(d / "events-0")])[0] if f.kind == "log")
+    assert part.info.file == "broker-1/events-0/00000000000000000000.log"
