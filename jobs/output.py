@@ -295,12 +295,27 @@ def write_table(
         ),
         key=lambda f: f["path"],
     )
-    listed = listed or empty_table_files(base, folder, key, schema)
+    if not listed:
+        return write_empty(df, out, table, key)
     return {
         "schema": json.loads(df.schema.json()),
         "partition_by": partition_by if listed and "partition" in listed[0] else None,
         "rows": sum(f["rows"] for f in listed),
         "files": listed,
+    }
+
+
+def write_empty(df, out: OutputDir, table: str, key: str) -> dict:
+    """Table ``table`` with ``df``'s schema and no rows, written without running ``df``; its
+    entry for the commit record, as :func:`write_table` gives it."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(df.schema, timezone="UTC")
+    return {
+        "schema": json.loads(df.schema.json()),
+        "partition_by": None,
+        "rows": 0,
+        "files": empty_table_files(out.uri, table, key, schema),
     }
 
 

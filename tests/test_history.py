@@ -295,3 +295,32 @@ def test_a_run_since_the_previous_finds_where_each_replay_ended(spark, tmp_path,
     assert "committed_data_truncated" not in {
         f["kind"] for f in pq.read_table(days / "2026-11-23" / "findings").to_pylist()
     }
+
+
+def test_nothing_found_now_or_before_writes_an_empty_history_without_a_spark_job(spark, tmp_path):
+    """A healthy chain's day: no findings, none the day before: its `findings_history` has no
+    rows, written without the join's Spark jobs (four of them, ~1.2 s a run)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from jobs import history
+    from jobs.output import OutputDir, write_empty
+    from replay import tables as T
+
+    schema = from_arrow_schema(pa.schema([pa.field("cluster", pa.string()), *T.FINDINGS]))
+    findings = spark.createDataFrame([], schema)
+    before, now = OutputDir(str(tmp_path / "before")), OutputDir(str(tmp_path / "now"))
+    doc = {"tables": {"findings": write_empty(findings, before, "findings", "0123456789ab")}}
+    entries = {"findings": write_empty(findings, now, "findings", "0123456789ab")}
+    previous = history.Previous(before.uri, doc, "2026-11-20")
+    group = "logreplay-test-history-of-nothing"
+    spark.sparkContext.setJobGroup(group, "findings_history of a healthy day")
+    try:
+        entry = history.written(spark, now, entries, previous, "2026-11-21", "r", "0123456789ab")
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup(group) == []
+    assert entry["rows"] == 0
+    written = pq.read_table(tmp_path / "now" / history.HISTORY)
+    assert written.num_rows == 0
+    assert set(T.FINDINGS_HISTORY.names) <= set(written.column_names)
