@@ -180,8 +180,9 @@ class TaskTables:
     def write_now(self, table: str, batch) -> None:
         """``batch`` written at once, with what waits of its table (the rows a replica hands on
         from a previous run: what a task holds of them is a slice, whatever the days carried;
-        gathered up to the flush limits, their conversion and encoding held ~40 MB of a week's
-        transactions of one partition, 15 MB written a slice at a time)."""
+        gathered up to the flush limits, their conversion and encoding held 44 MB of Arrow for
+        a week's transactions of one partition, 11 MB written a slice at a time:
+        docs/benchmarks.md, "memory with the days carried")."""
         self.write(table, batch)
         self.flush(table)
 
