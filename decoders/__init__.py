@@ -12,7 +12,7 @@ Tables and their columns: :mod:`decoders.schemas`.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -33,6 +33,7 @@ __all__ = [
     "DumpFile",
     "FileInfo",
     "SegmentDecoder",
+    "decode_file",
     "discover",
     "iter_file",
     "read_dump",
@@ -80,6 +81,34 @@ def iter_file(
     records table keeps its schema; internal topics' tables, which read them, still get them).
     """
     wanted = set(tables)
+    segment = yield from decode_file(
+        path, wanted - {"segments"}, info=info, deep=deep, verify_crc=verify_crc,
+        max_rows=max_rows, window_bytes=window_bytes, start=start, stop=stop,
+        memory_budget=memory_budget, record_columns=record_columns,
+    )  # fmt: skip
+    if "segments" in wanted:
+        yield "segments", segments_batch([segment])
+
+
+def decode_file(
+    path,
+    tables: Iterable[str] = ("batches",),
+    *,
+    info: FileInfo | None = None,
+    deep: bool = True,
+    verify_crc: bool = True,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    window_bytes: int | None = None,
+    start: int = 0,
+    stop: int | None = None,
+    memory_budget: int | None = None,
+    record_columns: Iterable[str] | None = None,
+) -> Generator[tuple[str, pa.RecordBatch], None, dict]:
+    """:func:`iter_file` but for the ``segments`` table: the file's segments row is what the
+    generator returns, a dict, for a caller that gathers the rows of many files
+    (:func:`segments_batch`): a row's conversion costs more than a small file's decoding (a
+    quiet partition has six files)."""
+    wanted = set(tables) - {"segments"}
     unknown = wanted - TABLES.keys()
     if unknown:
         raise ValueError(f"unknown table(s) {sorted(unknown)}; known: {sorted(TABLES)}")
@@ -107,8 +136,7 @@ def iter_file(
             src.close()
     if "errors" in wanted and errors:
         yield "errors", _errors_batch(info, errors)
-    if "segments" in wanted:
-        yield "segments", _segment_row(info, acct, errors)
+    return _segment_row(info, acct, errors)
 
 
 def _unreadable(path, info: FileInfo, e: OSError, src) -> tuple[Accounting, list[ErrorRow]]:
@@ -163,10 +191,8 @@ def skipped_file(
     if "errors" in wanted:
         yield "errors", _errors_batch(file.info, errors)
     if "segments" in wanted:
-        yield (
-            "segments",
-            _segment_row(file.info, Accounting(size=file.size, corrupt=file.size), errors),
-        )
+        acct = Accounting(size=file.size, corrupt=file.size)
+        yield "segments", segments_batch([_segment_row(file.info, acct, errors)])
 
 
 def _changed(src, info: FileInfo) -> list[ErrorRow]:
@@ -317,8 +343,9 @@ def _errors_batch(info: FileInfo, errors: list[ErrorRow]) -> pa.RecordBatch:
     return schemas.from_rows("errors", rows).to_batches()[0]
 
 
-def _segment_row(info: FileInfo, acct: Accounting, errors: list[ErrorRow]) -> pa.RecordBatch:
-    row = {
+def _segment_row(info: FileInfo, acct: Accounting, errors: list[ErrorRow]) -> dict:
+    """A file's ``segments`` row: what it holds and how every byte of it was accounted for."""
+    return {
         "broker": info.broker,
         "topic": info.topic,
         "partition": info.partition,
@@ -336,7 +363,11 @@ def _segment_row(info: FileInfo, acct: Accounting, errors: list[ErrorRow]) -> pa
         "error_count": len(errors),
         "error": errors[0].reason if errors else None,
     }
-    return schemas.from_rows("segments", [row]).to_batches()[0]
+
+
+def segments_batch(rows: list[dict]) -> pa.RecordBatch:
+    """Files' ``segments`` rows (:func:`decode_file`) as one batch."""
+    return schemas.table_of_rows(TABLES["segments"], rows).combine_chunks().to_batches()[0]
 
 
 def read_segment(

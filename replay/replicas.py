@@ -101,6 +101,9 @@ def kinds_apart(rows):
     kinds = sorted(pc.unique(out).to_pylist())
     if len(kinds) == 1:
         return [(kinds[0], rows)]
+    if isinstance(rows, pa.Table):  # a filter costs per chunk: a task's rows are many small ones
+        rows = rows.combine_chunks()
+        out = rows.column("out")
     return [(kind, rows.filter(pc.equal(out, kind))) for kind in kinds]
 
 
@@ -282,19 +285,14 @@ class ReplicaReplay:
             self._side("snapshot", batch)
         elif table == "aborted_txns":
             self._side("aborted", batch)
-        elif table == "segments":
-            kinds = batch.column("kind").to_pylist()
-            files = batch.column("file").to_pylist()
-            self.log_bytes += sum(
-                n
-                for k, n in zip(kinds, batch.column("size").to_pylist(), strict=True)
-                if k == "log"
-            )
-            self.side += [
-                {"_row": "txnindex_file", **dict.fromkeys(SIDE_COLUMNS), "file": f}
-                for k, f in zip(kinds, files, strict=True)
-                if k == "txnindex"
-            ]
+
+    def segment(self, row: dict) -> None:
+        """One file of this replica as the decoders accounted for it (its ``segments`` row)."""
+        if row["kind"] == "log":
+            self.log_bytes += row["size"]
+        elif row["kind"] == "txnindex":
+            self.side.append({"_row": "txnindex_file", **dict.fromkeys(SIDE_COLUMNS),
+                              "file": row["file"]})  # fmt: skip
 
     def _batches(self, b: pa.RecordBatch) -> None:
         base = b.column("base_offset")

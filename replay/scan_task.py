@@ -29,6 +29,8 @@ SUMMED = ("size", "bytes_valid", "bytes_padding", "bytes_corrupt", "entries", "r
 AUDIT_DECODED = ("batches", "segments", "errors")
 
 Sink = Callable[[str, pa.RecordBatch], None]
+# files' ``segments`` rows a task gathers before it converts and gives them (ScanTask._segment)
+SEGMENT_ROWS = 4096
 
 
 def audit_schema(table: str) -> pa.Schema:
@@ -270,6 +272,8 @@ class ScanTask:
     def __init__(self, opts: DecodeOptions, sink: Sink, sink_now: Sink | None = None) -> None:
         self.opts, self.sink, self.sink_now = opts, sink, sink_now or sink
         self.report = TaskReport()
+        self.segments: list[dict] = []  # files' rows not yet given (_segment), their brokers
+        self.segment_brokers: list[str] = []
         # a header-only run (the audit) decodes the records of the internal topics only, in a
         # second pass over their ranges: the batch-level tables and the accounting stay exactly
         # those of the header scan
@@ -304,6 +308,7 @@ class ScanTask:
             for r in unit:
                 self._decode(r, replica, recovery)
             self._replay(replica)
+        self._give_segments()
         return self.report
 
     def _from_point(self, replica: ReplicaReplay, unit: list[ByteRange]
@@ -352,14 +357,12 @@ class ScanTask:
         partial = r.start != 0 or r.stop < r.file.size
         held_errors = None
         for table, batch in self._decoded(r, only):
-            if partial and table in ("errors", "segments"):
-                if table == "errors":
-                    held_errors = batch
-                else:
-                    self.report.split.append(self._split(r, batch, held_errors))
+            if table == "segments":  # the file's row, a dict: it comes last
+                self._segment(r, batch, held_errors if partial else None, replica)
                 continue
-            if table == "segments":
-                self.report.totals.add_segment(batch.to_pylist()[0])  # one row per file
+            if partial and table == "errors":
+                held_errors = batch
+                continue
             if replica is not None:
                 replica.add(table, batch)
             if table == "batches" and recovery is not None and kept:
@@ -368,18 +371,20 @@ class ScanTask:
                 self._give(table, batch, r.file)
 
     def _decoded(self, r: ByteRange, only: tuple[str, ...] | None = None):
+        """(table, batch) of the range's wanted tables, then ("segments", the file's row)."""
         import decoders
         from decoders.internal import internal_tables_for
         from decoders.layout import LOG_KINDS
 
-        passes = [(self.wanted if only is None else set(only), self.opts.deep)]
+        tables = self.wanted if only is None else set(only)
+        passes = [(tables, self.opts.deep)]
         internal = set(internal_tables_for(r.file.info.topic)) & self.records
         if only is None and internal and r.file.kind.split(".")[0] in LOG_KINDS:
             passes.append((internal, True))
-        for tables, deep in passes:
-            yield from decoders.iter_file(
+        for i, (wanted, deep) in enumerate(passes):
+            segment = yield from decoders.decode_file(
                 r.file,
-                tuple(sorted(tables)),
+                tuple(sorted(wanted)),
                 deep=deep,
                 verify_crc=self.opts.verify_crc,
                 start=r.start,
@@ -387,6 +392,40 @@ class ScanTask:
                 window_bytes=self.opts.window_bytes,
                 memory_budget=self.opts.memory_budget,
             )
+            if i == 0 and "segments" in tables:
+                yield "segments", segment
+
+    def _segment(self, r: ByteRange, row: dict, errors: pa.RecordBatch | None,
+                 replica: ReplicaReplay | None) -> None:  # fmt: skip
+        """A file's ``segments`` row: added up, told to its replica and gathered to be given
+        with other files' (one conversion for :data:`SEGMENT_ROWS` files: a quiet partition's
+        six files cost more converted one by one than decoded); a split file's range goes to
+        the driver instead (:meth:`_split`)."""
+        if r.start != 0 or r.stop < r.file.size:
+            self.report.split.append(self._split(r, row, errors))
+            return
+        self.report.totals.add_segment(row)
+        if replica is not None:
+            replica.segment(row)
+        if "segments" in self.opts.tables:
+            self.segments.append(row)
+            self.segment_brokers.append(r.file.info.broker or "")
+            if len(self.segments) >= SEGMENT_ROWS:
+                self._give_segments()
+
+    def _give_segments(self) -> None:
+        """The gathered ``segments`` rows to the sink, in an audit with their brokers' clusters."""
+        if not self.segments:
+            return
+        import decoders
+
+        batch = decoders.segments_batch(self.segments)
+        if self.opts.replay is not None:
+            cluster_of = self.opts.replay.cluster_of
+            batch = with_cluster(batch, pa.array([cluster_of(b) for b in self.segment_brokers],
+                                                 pa.string()))  # fmt: skip
+        self.segments, self.segment_brokers = [], []
+        self.sink("segments", batch)
 
     def _give(self, table: str, batch: pa.RecordBatch, file) -> None:
         """A decoded batch to the sink; in an audit, with its broker's cluster (and batch
@@ -416,11 +455,10 @@ class ScanTask:
         if row is not None:
             self.report.replicas.append(row)
 
-    def _split(self, r: ByteRange, segment, errors) -> SplitRange:
+    def _split(self, r: ByteRange, seg: dict, errors) -> SplitRange:
         """A split file's range: its segments row goes to the driver to be added up; its error
         rows are given here, but for the whole-file ones (unreadable, changed while read),
         which every range of the file reports and the driver keeps once."""
-        seg = segment.to_pylist()[0]
         whole = []
         if errors is not None:
             rows = errors.to_pylist()
