@@ -91,6 +91,7 @@ def replay_partition(
     carried: Callable[[dict], None] | None = None,
     ids: ReplicaIds | None = None,
     resumed: dict | None = None,
+    flush_rows: Callable[[list[dict]], None] | None = None,
 ) -> dict:
     """Replay one partition's batches (a table in any order with a ``broker`` column, or
     :class:`InOrder` pieces); compare with the newest `.snapshot` and with the
@@ -103,7 +104,8 @@ def replay_partition(
     state (:func:`replay.carried.carry`) the replay goes on from over batches past its point
     (``side``: the files of those batches only).
     The rows (:data:`PARTITION_SCHEMA`) leave through ``flush`` a block at a time as the replay
-    goes (a partition's transactions and LSO changes grow with its history); returns the
+    goes (a partition's transactions and LSO changes grow with its history), the rows held as
+    dicts through ``flush_rows`` if given (:class:`replay.tables.RowBlocks`); returns the
     partition's summary row."""
     snaps = [s for s in side if s["_row"] == "snapshot"]
     if isinstance(bt, InOrder):
@@ -118,7 +120,7 @@ def replay_partition(
     start = max((o for o in offsets if first is not None and 0 < o <= first), default=None)
     seed = [s for s in snaps if s["snapshot_offset"] == start] if start is not None else None
     cfg = Config(producer_id_expiration_ms=facts.producer_id_expiration_ms)
-    rows = T.RowBlocks(PARTITION_SCHEMA, flush)
+    rows = T.RowBlocks(PARTITION_SCHEMA, flush, flush_rows=flush_rows)
     found: list[dict] = []  # the findings of the replay: their fingerprints are carried
     emit, emit_table = _judged(rows, found)
     if resumed is not None:

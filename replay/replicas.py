@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from decoders.columns import const, outside_spark_range
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from decoders.schemas import table_of_rows
 from replay.carried import ReplicaIds, judged_prints, state_text
 from replay.grouped import (
     COMMIT_COLUMNS,
@@ -232,6 +233,10 @@ def _holding(batch: pa.RecordBatch, columns) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([_held(batch, c) for c in names], names=names)
 
 
+# where a replay's rows go as dicts: (scratch table, the replica's keys, rows), :func:`keyed_rows`
+RowsSink = Callable[[str, tuple, list[dict]], None]
+
+
 class ReplicaReplay:
     """Collects one replica's decoded rows (batch headers, snapshot entries, `.txnindex`
     files and entries; of an internal topic, the records of :data:`HELD_RECORDS` and the
@@ -378,27 +383,34 @@ class ReplicaReplay:
         self,
         write: Callable[[str, pa.Table], None],
         write_now: Callable[[str, pa.Table], None] | None = None,
+        write_rows: RowsSink | None = None,
     ) -> ReplicaRow | None:
         """Replay the replica: its rows go to ``write(scratch table, rows)`` a block at a time
         (:data:`REPLAY_TABLES`; the coordinator's and the groups' for an internal topic's
         replica; ``write_now``: where the rows handed on from a previous run go, written as
-        given rather than gathered, else ``write``). Returns the replica's row (its cluster,
+        given rather than gathered, else ``write``; ``write_rows``: where a partition's
+        replay hands its last rows as dicts, with the replica's keys, for the caller to convert
+        with other replicas' (:func:`keyed_rows`), else converted here). Returns the replica's row (its cluster,
         topic, partition, broker, ``end_offset`` and ``crc_valid_batches``, what
         :func:`chosen_replicas` reads); None for a replica without batches (the audit has no
         partition to replay there)."""
         try:
             if not self.batch_rows and self.resuming is None:
                 return None
-            return self._replay(write, write_now or write)
+            return self._replay(write, write_now or write, write_rows)
         finally:
             for s in self._streams():
                 s.close()
             self.held_bytes = 0
 
     def _replay(self, write: Callable[[str, pa.Table], None],
-                write_now: Callable[[str, pa.Table], None]) -> ReplicaRow:  # fmt: skip
+                write_now: Callable[[str, pa.Table], None],
+                write_rows: RowsSink | None) -> ReplicaRow:  # fmt: skip
         def to(table: str) -> Callable[[pa.Table], None]:
             return lambda rows: write(table, self._keyed(rows, table))
+
+        keys = (self.cluster, self.broker, self.topic, self.partition)
+        held = None if write_rows is None else lambda rows: write_rows("replayed", keys, rows)
 
         def now(table: str) -> Callable[[pa.Table], None]:
             return lambda rows: write_now(table, self._keyed(rows, table))
@@ -446,7 +458,8 @@ class ReplicaReplay:
                          resuming.findings if resuming is not None else (), crc_valid)  # fmt: skip
         summary = replay_partition(self.topic, self.partition, source, self.side,
                                    self.spec.facts, upto, to("replayed"),
-                                   carried.append if internal else None, ids, state)  # fmt: skip
+                                   carried.append if internal else None, ids, state,
+                                   held)  # fmt: skip
         records_state = None
         records_resumed = resuming.records_state if resuming is not None else None
         judged: list[dict] = []  # the records' replay's findings before its end
@@ -537,21 +550,36 @@ class ReplicaReplay:
         return iter([whole.take(pc.sort_indices(whole, LOG_ORDER))])
 
     def _keyed(self, t: pa.Table, table: str) -> pa.Table:
-        """Rows of the replay with the replica they come from, in the scratch table's schema.
-        Column by column, cast only where a type differs: a quiet partition's replay gives a
-        row or two per table, and a whole-table cast of ~50 columns cost more than its replay."""
-        target = REPLAY_TABLES[table]
-        keys = {CLUSTER: self.cluster, REPLICA_BROKER: self.broker,
-                "replica_topic": self.topic, "replica_partition": self.partition}  # fmt: skip
-        n = t.num_rows
-        columns = []
-        for f in target:
-            if f.name in keys:
-                columns.append(const(keys[f.name], n, f.type))
-                continue
-            column = t.column(f.name)
-            columns.append(column if column.type == f.type else column.cast(f.type))
-        return pa.Table.from_arrays(columns, schema=target)
+        """Rows of the replay with the replica they come from, in the scratch table's schema."""
+        keys = (self.cluster, self.broker, self.topic, self.partition)
+        return _with_keys(t, table, [const(k, t.num_rows, f.type)
+                                     for k, f in zip(keys, REPLICA_KEYS, strict=True)])  # fmt: skip
+
+
+def keyed_rows(table: str, rows: list[dict], keys: list[tuple]) -> pa.Table:
+    """Replays' rows of the scratch table ``table`` as dicts (``out`` naming each row's kind),
+    each with its replica's keys (cluster, broker, topic, partition): one table of the scratch
+    table's schema. A scan task gathers the rows of its replicas and converts them together
+    (replay.scan_task): a quiet partition's replay ends with a row or a few, whose conversion
+    cost more than their replay."""
+    columns = zip(*keys, strict=True) if keys else [()] * len(REPLICA_KEYS)
+    return _with_keys(table_of_rows(REPLAY_UNIONS[table], rows), table,
+                      [pa.array(c, f.type) for c, f in zip(columns, REPLICA_KEYS, strict=True)])  # fmt: skip
+
+
+def _with_keys(t: pa.Table, table: str, keys: list[pa.Array]) -> pa.Table:
+    """``t`` (a replay's rows) with the replicas' key columns (:data:`REPLICA_KEYS`, in their
+    order), in the scratch table's schema. Column by column, cast only where a type differs: a
+    whole-table cast of ~50 columns cost more than a quiet partition's replay."""
+    by_name = {f.name: k for f, k in zip(REPLICA_KEYS, keys, strict=True)}
+    columns = []
+    for f in REPLAY_TABLES[table]:
+        if f.name in by_name:
+            columns.append(by_name[f.name])
+            continue
+        column = t.column(f.name)
+        columns.append(column if column.type == f.type else column.cast(f.type))
+    return pa.Table.from_arrays(columns, schema=REPLAY_TABLES[table])
 
 
 class _Stream:

@@ -19,7 +19,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from decoders.planning import ByteRange
-from replay.replicas import REPLAY_READS, REPLAY_TABLES, ReplaySpec, ReplicaReplay, ReplicaRow
+from replay.replicas import (
+    REPLAY_READS,
+    REPLAY_TABLES,
+    ReplaySpec,
+    ReplicaReplay,
+    ReplicaRow,
+    keyed_rows,
+)
 from replay.tables import CLUSTER, with_cluster
 
 CHANGED = "file changed size from"  # the reason decoders give a file that changed while read
@@ -29,7 +36,8 @@ SUMMED = ("size", "bytes_valid", "bytes_padding", "bytes_corrupt", "entries", "r
 AUDIT_DECODED = ("batches", "segments", "errors")
 
 Sink = Callable[[str, pa.RecordBatch], None]
-# files' ``segments`` rows a task gathers before it converts and gives them (ScanTask._segment)
+# files' ``segments`` rows, and replays' last rows, a task gathers before it converts and gives
+# them (ScanTask._segment, ScanTask._held_rows)
 SEGMENT_ROWS = 4096
 
 
@@ -274,6 +282,8 @@ class ScanTask:
         self.report = TaskReport()
         self.segments: list[dict] = []  # files' rows not yet given (_segment), their brokers
         self.segment_brokers: list[str] = []
+        self.rows: dict[str, list[dict]] = {}  # replays' rows not yet given (_held_rows)
+        self.row_keys: dict[str, list[tuple]] = {}
         # a header-only run (the audit) decodes the records of the internal topics only, in a
         # second pass over their ranges: the batch-level tables and the accounting stay exactly
         # those of the header scan
@@ -309,6 +319,7 @@ class ScanTask:
                 self._decode(r, replica, recovery)
             self._replay(replica)
         self._give_segments()
+        self._give_rows()
         return self.report
 
     def _from_point(self, replica: ReplicaReplay, unit: list[ByteRange]
@@ -444,16 +455,34 @@ class ScanTask:
             return
 
         def rows(table: str, t: pa.Table) -> None:  # a block of the replay's rows, as it goes
+            self._give_rows(table)  # after what waits of the table: each kind keeps its order
             for b in t.to_batches():
                 self.sink(table, b)
 
         def rows_now(table: str, t: pa.Table) -> None:  # rows handed on from a previous run
+            self._give_rows(table)
             for b in t.to_batches():
                 self.sink_now(table, b)
 
-        row = replica.replay(rows, rows_now)
+        row = replica.replay(rows, rows_now, self._held_rows)
         if row is not None:
             self.report.replicas.append(row)
+
+    def _held_rows(self, table: str, keys: tuple, rows: list[dict]) -> None:
+        """A replay's last rows as dicts, gathered with other replicas' (:data:`SEGMENT_ROWS`
+        at most) and converted together (replay.replicas.keyed_rows)."""
+        self.rows.setdefault(table, []).extend(rows)
+        self.row_keys.setdefault(table, []).extend([keys] * len(rows))
+        if len(self.rows[table]) >= SEGMENT_ROWS:
+            self._give_rows(table)
+
+    def _give_rows(self, table: str | None = None) -> None:
+        """The gathered rows of ``table`` (default every one's) to the sink."""
+        for t in [table] if table is not None else list(self.rows):
+            rows, keys = self.rows.pop(t, None), self.row_keys.pop(t, None)
+            if rows:
+                for b in keyed_rows(t, rows, keys).to_batches():
+                    self.sink(t, b)
 
     def _split(self, r: ByteRange, seg: dict, errors) -> SplitRange:
         """A split file's range: its segments row goes to the driver to be added up; its error

@@ -367,11 +367,21 @@ class RowBlocks:
     one block of Python rows, never its whole output."""
 
     def __init__(
-        self, schema: pa.Schema, flush: Callable[[pa.Table], None], block: int = BLOCK_ROWS
-    ) -> None:
+        self, schema: pa.Schema, flush: Callable[[pa.Table], None], block: int = BLOCK_ROWS,
+        flush_rows: Callable[[list[dict]], None] | None = None,
+    ) -> None:  # fmt: skip
+        """``flush_rows``: where the rows held are handed as dicts (``out`` naming each one's
+        table) instead of converted here, for a caller converting many replays' together."""
         self.schema, self.flush, self.block = schema, flush, block
+        self.flush_rows = flush_rows
         self.rows: dict[str, list[dict]] = {}
         self.count = 0
+
+    def _hand(self, rows: list[dict]) -> None:
+        if self.flush_rows is not None:
+            self.flush_rows(rows)
+        else:
+            self.flush(table_of_rows(self.schema, rows))
 
     def add(self, out: str, row: dict) -> None:
         self.rows.setdefault(out, []).append(row)
@@ -386,7 +396,7 @@ class RowBlocks:
         held = self.rows.pop(out, None)
         if held:
             self.count -= len(held)
-            self.flush(rows_table(self.schema, out, held))
+            self._hand([{**r, "out": out} for r in held])
         n = table.num_rows
         if not n:
             return
@@ -409,9 +419,7 @@ class RowBlocks:
         the union's ~55 columns, more than the rows themselves."""
         rows, self.rows, self.count = self.rows, {}, 0
         if rows:
-            self.flush(table_of_rows(
-                self.schema, [{**r, "out": out} for out, these in rows.items() for r in these]
-            ))  # fmt: skip
+            self._hand([{**r, "out": out} for out, these in rows.items() for r in these])
 
 
 # END
