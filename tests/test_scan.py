@@ -254,3 +254,83 @@ def test_a_failed_run_s_background_writes_never_hang_its_release():
     assert not released.is_alive(), "release waited for a future nothing completes"
     assert ran.result() == "written" and orphan.cancelled()
     assert scratch.background is None and scratch.pending == []
+
+
+@pytest.fixture(scope="module")
+def quiet(tmp_path_factory):
+    """Quiet partitions: 80 of them with two small batches each, from an idempotent producer."""
+    from simulator.clients import Producer
+    from simulator.cluster import Cluster, TopicConfig
+
+    out = tmp_path_factory.mktemp("quiet") / "dump"
+    c = Cluster(str(out), 3, brokers=1)
+    c.create_topic(TopicConfig("quiet", 80))
+    producer = Producer(c)
+    for _ in range(2):
+        c.clock.tick(5)
+        for p in range(80):
+            producer.send("quiet", p, 3)
+    c.close()
+    return out
+
+
+@pytest.mark.parametrize("dump, slice_rows", [("damaged", 7), ("quiet", 64)])
+def test_a_task_converts_its_files_and_replays_small_rows_together(dump, slice_rows, request,
+                                                                    monkeypatch):  # fmt: skip
+    """A quiet partition's six files and its replay's few rows cost more converted one by one
+    than decoded (docs/benchmarks.md, "a quiet partition's rows"): a scan task gathers the
+    files' ``segments`` rows and the replays' last rows and converts them a slice at a time
+    (``SEGMENT_ROWS``, a few here). The rows, and each replica's rows of each kind in their order,
+    are those of the file-by-file decoders and of each replica's replay converting its own (a
+    transactional replay hands on tables too: what waits goes first)."""
+    import pyarrow as pa
+
+    from replay import scan_task
+    from replay.replicas import REPLAY_TABLES, ReplicaReplay, replay_spec
+    from replay.scan_task import ScanTask, audit_options, replica_units
+
+    monkeypatch.setattr(scan_task, "SEGMENT_ROWS", slice_rows)
+    root = [str(request.getfixturevalue(dump))]
+    files = decoders.discover(root)
+    spec = replay_spec(root, AuditConfig.from_conf(None))
+    opts = audit_options(files, AuditConfig.from_conf(None), spec)
+    got: dict[str, list[pa.RecordBatch]] = {}
+    ScanTask(opts, lambda t, b: got.setdefault(t, []).append(b)).run(
+        [r for unit in replica_units(files) for r in unit]
+    )
+    # the segments rows: every file's, as the decoders give them file by file, a slice a batch
+    assert max(b.num_rows for b in got["segments"]) == slice_rows
+    assert len(got["segments"]) == -(-len(files) // slice_rows)
+    one_by_one = [
+        row for f in files for t, b in decoders.iter_file(f, ["segments"], deep=False)
+        for row in b.to_pylist()
+    ]  # fmt: skip
+    segments = pa.Table.from_batches(got["segments"]).drop_columns(["cluster"]).to_pylist()
+    assert sorted(map(repr, segments)) == sorted(map(repr, one_by_one))
+
+    # the replays' rows: each replica's, kind by kind in order, as its replay converts them
+    def by_replica(batches: list) -> dict:
+        out: dict = {}
+        for row in (row for b in batches for row in b.to_pylist()):
+            key = (row["replica_broker"], row["replica_topic"], row["replica_partition"])
+            out.setdefault((*key, row["out"]), []).append(repr(row))
+        return out
+
+    replayed = by_replica(got["replayed"])
+    replicas = {key[:3] for key in replayed}
+    if dump == "quiet":  # not one conversion per replica, nor per kind
+        assert len(replicas) > 50
+        assert len(got["replayed"]) < len(replicas) / 4
+    # each replica alone, its replay converting its own rows (no ``write_rows``)
+    alone: dict[str, list] = {}
+
+    def own(replica: ReplicaReplay | None) -> None:
+        if replica is not None:
+            replica.replay(lambda t, rows: alone.setdefault(t, []).extend(rows.to_batches()))
+
+    for unit in replica_units(files):
+        task = ScanTask(opts, lambda t, b: None)
+        task._replay = own
+        task.run(unit)
+    for table in REPLAY_TABLES:
+        assert by_replica(got.get(table, [])) == by_replica(alone.get(table, [])), table
