@@ -38,7 +38,7 @@ AUDIT_DECODED = ("batches", "segments", "errors")
 Sink = Callable[[str, pa.RecordBatch], None]
 # files' ``segments`` rows, and replays' last rows, a task gathers before it converts and gives
 # them (ScanTask._segment, ScanTask._held_rows)
-SEGMENT_ROWS = 4096
+GATHERED_ROWS = 4096
 
 
 def audit_schema(table: str) -> pa.Schema:
@@ -409,7 +409,7 @@ class ScanTask:
     def _segment(self, r: ByteRange, row: dict, errors: pa.RecordBatch | None,
                  replica: ReplicaReplay | None) -> None:  # fmt: skip
         """A file's ``segments`` row: added up, told to its replica and gathered to be given
-        with other files' (one conversion for :data:`SEGMENT_ROWS` files: a quiet partition's
+        with other files' (one conversion for :data:`GATHERED_ROWS` files: a quiet partition's
         six files cost more converted one by one than decoded); a split file's range goes to
         the driver instead (:meth:`_split`)."""
         if r.start != 0 or r.stop < r.file.size:
@@ -421,7 +421,7 @@ class ScanTask:
         if "segments" in self.opts.tables:
             self.segments.append(row)
             self.segment_brokers.append(r.file.info.broker or "")
-            if len(self.segments) >= SEGMENT_ROWS:
+            if len(self.segments) >= GATHERED_ROWS:
                 self._give_segments()
 
     def _give_segments(self) -> None:
@@ -469,11 +469,11 @@ class ScanTask:
             self.report.replicas.append(row)
 
     def _held_rows(self, table: str, keys: tuple, rows: list[dict]) -> None:
-        """A replay's last rows as dicts, gathered with other replicas' (:data:`SEGMENT_ROWS`
+        """A replay's last rows as dicts, gathered with other replicas' (:data:`GATHERED_ROWS`
         at most) and converted together (replay.replicas.keyed_rows)."""
         self.rows.setdefault(table, []).extend(rows)
         self.row_keys.setdefault(table, []).extend([keys] * len(rows))
-        if len(self.rows[table]) >= SEGMENT_ROWS:
+        if len(self.rows[table]) >= GATHERED_ROWS:
             self._give_rows(table)
 
     def _give_rows(self, table: str | None = None) -> None:

@@ -280,7 +280,7 @@ def test_a_task_converts_its_files_and_replays_small_rows_together(dump, slice_r
     """A quiet partition's six files and its replay's few rows cost more converted one by one
     than decoded (docs/benchmarks.md, "a quiet partition's rows"): a scan task gathers the
     files' ``segments`` rows and the replays' last rows and converts them a slice at a time
-    (``SEGMENT_ROWS``, a few here). The rows, and each replica's rows of each kind in their order,
+    (``GATHERED_ROWS``, a few here). The rows, and each replica's rows of each kind in their order,
     are those of the file-by-file decoders and of each replica's replay converting its own (a
     transactional replay hands on tables too: what waits goes first)."""
     import pyarrow as pa
@@ -289,7 +289,7 @@ def test_a_task_converts_its_files_and_replays_small_rows_together(dump, slice_r
     from replay.replicas import REPLAY_TABLES, ReplicaReplay, replay_spec
     from replay.scan_task import ScanTask, audit_options, replica_units
 
-    monkeypatch.setattr(scan_task, "SEGMENT_ROWS", slice_rows)
+    monkeypatch.setattr(scan_task, "GATHERED_ROWS", slice_rows)
     root = [str(request.getfixturevalue(dump))]
     files = decoders.discover(root)
     spec = replay_spec(root, AuditConfig.from_conf(None))
