@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from decoders.planning import TaskPlans
 from replay.plan import LOOKUP_KEYS, Copied
 from replay.tables import CLUSTER
 
@@ -88,6 +89,7 @@ def copy_tables(spark, scratch, wanted: dict[str, tuple[Copied, int]], out, key:
 
     tasks = plan_copies(scratch, wanted, lookups)
     base, area = out.uri, scratch.area.uri
+    plans = TaskPlans(tasks)  # each task unpickles its own
 
     def run(batches):  # no hints: Spark infers its UDF type from them
         import pyarrow as pa
@@ -96,8 +98,7 @@ def copy_tables(spark, scratch, wanted: dict[str, tuple[Copied, int]], out, key:
         attempt = TaskContext.get().attemptNumber()
         for b in batches:
             for i in b.column(0).to_pylist():
-                t = tasks[i]
-                reports = copy_task(t, area, base, key, attempt, kill)
+                reports = copy_task(plans[i], area, base, key, attempt, kill)
                 yield pa.RecordBatch.from_arrays(
                     [pa.array([json.dumps(r) for r in reports], pa.string())], names=["report"]
                 )

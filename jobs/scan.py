@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from decoders.planning import SPLITTABLE, ByteRange, pack, split
+from decoders.planning import SPLITTABLE, ByteRange, TaskPlans, pack, split
 from replay.replicas import REPLAY_TABLES, kinds_apart
 from replay.scan_task import (
     ByteTotals,
@@ -117,6 +117,7 @@ def run_scan(spark, tasks: list[list[ByteRange]], opts: ScanOptions, base: str, 
     small reports of the tasks (files written, accounting, replicas) come back."""
     n = len(tasks)
     done = _byte_counter(spark)
+    plans = TaskPlans(tasks)  # each task unpickles its own ranges
 
     def scan(batches):  # no hints: Spark infers its UDF type from them
         import pyarrow as pa
@@ -125,9 +126,10 @@ def run_scan(spark, tasks: list[list[ByteRange]], opts: ScanOptions, base: str, 
         attempt = TaskContext.get().attemptNumber()
         for b in batches:
             for i in b.column(0).to_pylist():
-                report = scan_ranges(tasks[i], opts, base, key, i, attempt, kill)
+                ranges = plans[i]
+                report = scan_ranges(ranges, opts, base, key, i, attempt, kill)
                 if done is not None:
-                    done.add(sum(r.size for r in tasks[i]))
+                    done.add(sum(r.size for r in ranges))
                 yield pa.RecordBatch.from_arrays(
                     [pa.array([json.dumps(report.to_json())], pa.string())], names=["report"]
                 )

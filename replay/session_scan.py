@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from decoders.planning import TaskPlans
 from replay.replicas import (
     REPLAY_KINDS,
     REPLAY_TABLES,
@@ -149,11 +150,13 @@ class CachedScan:
         self.streams = {key: spark_schemas(*of) for key, of in stream_keys(opts.tables).items()}
         arrow = {key: s[1] for key, s in self.streams.items()}
 
+        plans = TaskPlans(tasks)  # each task unpickles its own ranges
+
         def scan(batches):  # no hints: Spark infers its UDF type from them
             settled()
             for b in batches:
                 for i in b.column(0).to_pylist():
-                    yield from task_rows(tasks[i], opts, arrow)
+                    yield from task_rows(plans[i], opts, arrow)
 
         n = max(len(tasks), 1)
         self.output = self._keep(spark.range(0, len(tasks), 1, n).mapInArrow(scan, ROWS_SCHEMA))
