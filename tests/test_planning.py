@@ -89,3 +89,20 @@ def test_small_files_share_tasks(corpus):
     tasks = plan(files, "segments")
     assert len(tasks) < len(files) / 10
     assert sum(len(t.ranges) for t in tasks) == len(files)
+
+
+def test_a_task_unpickles_its_own_plan_only(corpus):
+    """A Spark job's function carries every task's plan (decoders.planning.TaskPlans); a task
+    unpickles its own: the others stay bytes, however many files the dump has."""
+    import pickle
+
+    from decoders.planning import ByteRange, TaskPlans
+
+    files = decoders.discover([str(corpus / "seanorth__kafka-server")])
+    tasks = [[ByteRange(f, 0, f.size) for f in files[i::3]] for i in range(3)]
+    plans = pickle.loads(pickle.dumps(TaskPlans(tasks)))  # as a task gets them
+    # every task's plan still bytes: none of the dump's files made until a task asks for its own
+    assert len(plans) == len(tasks) and all(type(p) is bytes for p in plans.pickled)
+    assert [(r.file.path, r.start, r.stop) for r in plans[1]] == [
+        (r.file.path, r.start, r.stop) for r in tasks[1]
+    ]
