@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -58,34 +59,19 @@ def _info_for(path, info: FileInfo | None) -> FileInfo:
 
 
 def iter_file(
-    path,
-    tables: Iterable[str] = ("batches",),
-    *,
-    info: FileInfo | None = None,
-    deep: bool = True,
-    verify_crc: bool = True,
-    max_rows: int = DEFAULT_MAX_ROWS,
-    window_bytes: int | None = None,
-    start: int = 0,
-    stop: int | None = None,
-    memory_budget: int | None = None,
-    record_columns: Iterable[str] | None = None,
+    path, tables: Iterable[str] = ("batches",), **options: Any
 ) -> Iterator[tuple[str, pa.RecordBatch]]:
     """Decode one file, yielding (table name, record batch) with at most ``max_rows`` rows each.
 
     Every table of :data:`TABLES` can be asked for; a file yields rows only for the tables its
     kind has (a `.log` has batches, records, internal tables and errors; an `.index` has
     index_entries...). ``segments`` and ``errors`` rows come last, once the file is accounted for.
-    ``record_columns``: the columns of ``records`` the caller reads (default all); key, value
-    and headers not among them are left null rather than copied out of the records (the
-    records table keeps its schema; internal topics' tables, which read them, still get them).
+    ``options``: the keywords of :func:`decode_file` (``info``, ``deep``, ``verify_crc``,
+    ``max_rows``, ``window_bytes``, ``start``, ``stop``, ``memory_budget``,
+    ``record_columns``).
     """
     wanted = set(tables)
-    segment = yield from decode_file(
-        path, wanted - {"segments"}, info=info, deep=deep, verify_crc=verify_crc,
-        max_rows=max_rows, window_bytes=window_bytes, start=start, stop=stop,
-        memory_budget=memory_budget, record_columns=record_columns,
-    )  # fmt: skip
+    segment = yield from decode_file(path, wanted - {"segments"}, **options)
     if "segments" in wanted:
         yield "segments", segments_batch([segment])
 
@@ -107,7 +93,13 @@ def decode_file(
     """:func:`iter_file` but for the ``segments`` table: the file's segments row is what the
     generator returns, a dict, for a caller that gathers the rows of many files
     (:func:`segments_batch`): a row's conversion costs more than a small file's decoding (a
-    quiet partition has six files)."""
+    quiet partition has six files).
+
+    ``record_columns``: the columns of ``records`` the caller reads (default all); key, value
+    and headers not among them are left null rather than copied out of the records (the
+    records table keeps its schema; internal topics' tables, which read them, still get them).
+    ``start``/``stop``: the byte range whose entries are decoded; ``info``: the file's place
+    when ``path`` does not say it."""
     wanted = set(tables) - {"segments"}
     unknown = wanted - TABLES.keys()
     if unknown:
