@@ -268,7 +268,9 @@ class PartitionReplay:
             self._report_overlaps(t, rows, bad, before)
         top = int(np.argmax(np.maximum(last, base)))
         if int(reach[-1]) > self.highest[0]:
-            r = t.slice(int(rows[top]), 1).to_pylist()[0]
+            i = int(rows[top])  # the row's fields it keeps, not the whole row (~20 columns)
+            r = {c: t.column(c)[i].as_py() for c in ("file", "position", "base_offset", "crc")
+                 if c in t.column_names}  # fmt: skip
             self.highest = (int(reach[-1]), r.get("file"), r.get("position"), r["base_offset"],
                             r.get("crc"))  # fmt: skip
 

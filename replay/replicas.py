@@ -354,17 +354,14 @@ class ReplicaReplay:
         return [self.batches, self.markers, *self.records.values()]
 
     def _side(self, row: str, batch: pa.RecordBatch) -> None:
-        have = set(batch.schema.names)
-        cols = {}
-        for c, t in SIDE_COLUMNS.items():
-            if c not in have:
-                cols[c] = pa.nulls(batch.num_rows, t)
-            elif c == "timestamp":
-                cols[c] = millis(batch.column(c))
-            else:
-                cols[c] = batch.column(c).cast(t)
-        rows = pa.table(cols).to_pylist()
-        self.side += [{"_row": row, **r} for r in rows]
+        """A snapshot's entries or a `.txnindex`'s as rows of :data:`SIDE_COLUMNS` (a few per
+        partition: converted as Python values, not column by column)."""
+        have = [c for c in SIDE_COLUMNS if c in batch.schema.names]
+        if "timestamp" in have:
+            batch = batch.set_column(batch.schema.get_field_index("timestamp"), "timestamp",
+                                     millis(batch.column("timestamp")))  # fmt: skip
+        empty = dict.fromkeys(SIDE_COLUMNS)
+        self.side += [{"_row": row, **empty, **r} for r in batch.select(have).to_pylist()]
 
     @property
     def cluster(self) -> str:
