@@ -69,7 +69,10 @@ class Runs:
 
     def __init__(self, t: pa.Table, expiry_ms: int) -> None:
         def col(name: str, null: int) -> np.ndarray:
-            return pc.fill_null(t.column(name).cast(pa.int64()), null).to_numpy()
+            c = t.column(name)
+            if not c.null_count and pa.types.is_integer(c.type):  # most: no Arrow call per column
+                return c.to_numpy().astype(np.int64, copy=False)
+            return pc.fill_null(c.cast(pa.int64()), null).to_numpy()
 
         def flag(name: str) -> np.ndarray:
             return pc.fill_null(t.column(name).cast(pa.bool_()), False).to_numpy(
