@@ -76,15 +76,16 @@ def run(args) -> int:
     from jobs.exits import FAILED, OK, USAGE
     from jobs.output import SUMMARY, commit, start_run
     from jobs.resilience import run_resilient
-    from jobs.session import dump_files, job_conf
+    from jobs.session import dump_listing, job_conf
 
     conf = job_conf(args)
-    files = dump_files("audit", args.inputs)
-    if files is None:
+    listed = dump_listing("audit", args.inputs)
+    if listed is None:
         return USAGE
+    files = listed[0]
     from replay.plan import replay_spec
 
-    spec = replay_spec(args.inputs, conf.audit)  # the dump's small files, read once per run
+    spec = replay_spec(args.inputs, conf.audit, listed)  # the dump listed once per run
     try:
         previous = _previous(args, conf, spec)
     except ValueError as e:  # history.Refused

@@ -166,14 +166,21 @@ def job_conf(args):
 def dump_files(job: str, inputs: list[str]):
     """The files of the dump roots ``inputs`` (names and sizes only: a small listing), or None,
     said on stderr, when a local root does not exist or no Kafka file is there."""
-    import decoders
+    listed = dump_listing(job, inputs)
+    return None if listed is None else listed[0]
+
+
+def dump_listing(job: str, inputs: list[str]):
+    """:func:`dump_files` with how their directories were read (brokers, clusters, topic
+    incarnations): :func:`decoders.layout.dump_layout`'s (files, layout), or None."""
+    from decoders.layout import dump_layout
 
     missing = [p for p in inputs if "://" not in p and not os.path.exists(p)]
     if missing:
         print(f"logreplay {job}: no such path: {', '.join(missing)}", file=sys.stderr)
         return None
-    files = decoders.discover(inputs)
-    if not files:
+    listed = dump_layout(inputs)
+    if not listed[0]:
         print(f"logreplay {job}: no Kafka files under {', '.join(inputs)}", file=sys.stderr)
         return None
-    return files
+    return listed

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import decoders
+from decoders.layout import dump_layout
 from replay import tables as T
 from replay.coverage import (
     coverage_rows,
@@ -55,14 +56,15 @@ def _by(rows: list[dict], *keys: str) -> dict[tuple, list[dict]]:
 
 
 def scanned(
-    paths: list[str], config: AuditConfig, spec=None
+    paths: list[str], config: AuditConfig, spec=None, listed: tuple | None = None
 ) -> tuple[dict[str, pa.Table], set[tuple], list]:
     """Every replica of the dump read and replayed as the scan's tasks do, one unit (a
     partition directory, or a file outside one) at a time: the scan's tables (decoded ones with
     their broker's cluster, the replays' with their replica's keys), the replicas kept and
-    every replica replayed."""
-    files = decoders.discover(paths)
-    opts = audit_options(files, config, spec or replay_spec(paths, config))
+    every replica replayed. ``listed``: the dump's listing, if the caller made it."""
+    listed = listed if listed is not None else dump_layout(paths)
+    files = listed[0]
+    opts = audit_options(files, config, spec or replay_spec(paths, config, listed))
     parts: dict[str, list[pa.RecordBatch]] = {t: [] for t in opts.tables}
     replicas = []
     for unit in replica_units(files):
@@ -106,13 +108,14 @@ def audit_local(paths: list[str], conf: dict | AuditConfig | None = None,
     checks), each row with its ``cluster``. ``since``: the result of a previous run over an
     earlier copy of the dump, which this one goes on from (`--since`: replay.previous)."""
     config = AuditConfig.of(conf)
-    spec = replay_spec(paths, config)
+    listed = dump_layout(paths)  # once: the spec's small files and the scan's
+    spec = replay_spec(paths, config, listed)
     if since is not None:
         from replay.previous import in_memory
 
         points, previous = in_memory(since)
         spec = replace(spec, points=points, previous=previous)
-    tables, chosen, replicas = scanned(paths, config, spec)
+    tables, chosen, replicas = scanned(paths, config, spec, listed)
     replayed = {t: _kept(tables[t], chosen) for t in REPLAY_TABLES}
     part, coord, groups = replayed["replayed"], replayed["coordinated"], replayed["grouped"]
     transactions = _rows(part, "transaction", T.TRANSACTIONS)

@@ -752,10 +752,12 @@ def audit(
 
 
 def _cached_scan(spark, paths: list[str], config: AuditConfig, skip, since=None):
+    from decoders.layout import dump_layout
     from replay.session_scan import CachedScan
 
-    spec = replay_spec(paths, config)
+    listed = dump_layout(paths)  # once: the spec's small files and the scan's
+    spec = replay_spec(paths, config, listed)
     if since is not None:  # the previous output, checked against this dump's clusters
         points, previous = since(set(spec.clusters.values()))
         spec = replace(spec, points=points, previous=previous)
-    return CachedScan(spark, paths, config, spec, skip or {})
+    return CachedScan(spark, paths, config, spec, skip or {}, listed[0])

@@ -132,14 +132,16 @@ class CachedScan:
         config: AuditConfig,
         spec: ReplaySpec,
         skip: dict[str, str],
+        files: list | None = None,
     ) -> None:
+        """``files``: the dump's files as the spec's listing gave them, else listed here."""
         import decoders
 
         self.spark, self.cached, self.spec = spark, [], spec
         self.background, self.pending = None, []
         self.opened: dict[str, DataFrame] = {}
         self.opening = threading.Lock()  # the background builds open kinds of rows too
-        files = decoders.discover(paths)
+        files = decoders.discover(paths) if files is None else files
         self.dump_bytes = sum(f.size for f in files)
         left_out = [f for f in files if f.path in skip]
         files = [f for f in files if f.path not in skip]
