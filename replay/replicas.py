@@ -375,6 +375,11 @@ class ReplicaReplay:
         return (self.cluster, self.topic, self.partition)
 
     @property
+    def replica_keys(self) -> tuple[str, str, str, int]:
+        """The values of :data:`REPLICA_KEYS` its rows carry."""
+        return (self.cluster, self.broker, self.topic, self.partition)
+
+    @property
     def row_key(self) -> tuple[str, str, int, str]:
         """(cluster, topic, partition, broker), as :attr:`ReplaySpec.points` names it."""
         return (self.cluster, self.topic, self.partition, self.broker)
@@ -390,8 +395,9 @@ class ReplicaReplay:
         replica; ``write_now``: where the rows handed on from a previous run go, written as
         given rather than gathered, else ``write``; ``write_rows``: where a partition's
         replay hands its last rows as dicts, with the replica's keys, for the caller to convert
-        with other replicas' (:func:`keyed_rows`), else converted here). Returns the replica's row (its cluster,
-        topic, partition, broker, ``end_offset`` and ``crc_valid_batches``, what
+        with other replicas' (:func:`keyed_rows`), else converted here). Returns the
+        replica's row (its cluster, topic, partition, broker, ``end_offset`` and
+        ``crc_valid_batches``, what
         :func:`chosen_replicas` reads); None for a replica without batches (the audit has no
         partition to replay there)."""
         try:
@@ -409,7 +415,7 @@ class ReplicaReplay:
         def to(table: str) -> Callable[[pa.Table], None]:
             return lambda rows: write(table, self._keyed(rows, table))
 
-        keys = (self.cluster, self.broker, self.topic, self.partition)
+        keys = self.replica_keys
         held = None if write_rows is None else lambda rows: write_rows("replayed", keys, rows)
 
         def now(table: str) -> Callable[[pa.Table], None]:
@@ -551,9 +557,8 @@ class ReplicaReplay:
 
     def _keyed(self, t: pa.Table, table: str) -> pa.Table:
         """Rows of the replay with the replica they come from, in the scratch table's schema."""
-        keys = (self.cluster, self.broker, self.topic, self.partition)
-        return _with_keys(t, table, [const(k, t.num_rows, f.type)
-                                     for k, f in zip(keys, REPLICA_KEYS, strict=True)])  # fmt: skip
+        keys = zip(self.replica_keys, REPLICA_KEYS, strict=True)
+        return _with_keys(t, table, [const(k, t.num_rows, f.type) for k, f in keys])
 
 
 def keyed_rows(table: str, rows: list[dict], keys: list[tuple]) -> pa.Table:
