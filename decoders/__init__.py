@@ -234,7 +234,10 @@ def _dispatch(src, info: FileInfo, opts: _Options):
     }
     if kind in readers:
         reader, table = readers[kind]
-        res = reader(src, info, **({"memory_budget": memory_budget} if memory_budget else {}))
+        kwargs = {"memory_budget": memory_budget} if memory_budget else {}
+        if table == "index_entries":  # the accounting only, unless its rows are asked for
+            kwargs["rows"] = table in wanted
+        res = reader(src, info, **kwargs)
         if table in wanted:
             for b in res.table.to_batches(max_chunksize=max_rows):
                 yield table, b

@@ -130,9 +130,13 @@ def _entries(src, entry_size: int, budget: int, ok_fn):
 
 
 def _index_result(
-    src, info, kind, entry_size, count, rel, budget, log_position=None, timestamp=None
-) -> IndexResult:
-    """The first `count` entries as index_entries rows; the bytes after them as padding or inconsistent."""
+    src, info, kind, entry_size, count, rel, budget, log_position=None, timestamp=None,
+    rows: bool = True,
+) -> IndexResult:  # fmt: skip
+    """The first `count` entries as index_entries rows (``rows`` False: none, the accounting
+    only, for a caller that does not read them: an audit's quiet partition spent more
+    building its two indexes' rows than reading them); the bytes after them as padding or
+    inconsistent."""
     acct = Accounting(size=src.size)
     acct.valid = count * entry_size
     acct.batches = count
@@ -146,6 +150,10 @@ def _index_result(
         budget,
     )
     base = info.base_offset or 0
+    if count:
+        acct.see_offsets(int(rel[0] + base), int(rel[count - 1] + base))
+    if not rows:
+        return IndexResult(INDEX_ENTRIES.empty_table(), acct)
     ts_type = pa.timestamp("ms", tz="UTC")
     table = pa.table(
         {
@@ -167,8 +175,6 @@ def _index_result(
         },
         schema=INDEX_ENTRIES,
     )
-    if count:
-        acct.see_offsets(int(rel[0] + base), int(rel[count - 1] + base))
     return IndexResult(table, acct)
 
 
@@ -201,8 +207,9 @@ def _time_ok(raw: np.ndarray, prev: np.ndarray | None) -> np.ndarray:
 
 @reads_source
 def read_offset_index(
-    src: ByteSource, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET
-) -> IndexResult:
+    src: ByteSource, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET,
+    rows: bool = True,
+) -> IndexResult:  # fmt: skip
     info = info or FileInfo(file=src.name, kind="index")
     raw = _entries(src, OFFSET_INDEX_ENTRY_SIZE, memory_budget, _offset_ok)
     rel = fixed.field(raw, OFFSET_INDEX_RELATIVE_OFFSET_OFFSET, ">i4").astype(np.int64)
@@ -216,13 +223,15 @@ def read_offset_index(
         rel,
         memory_budget,
         log_position=pos,
+        rows=rows,
     )
 
 
 @reads_source
 def read_time_index(
-    src: ByteSource, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET
-) -> IndexResult:
+    src: ByteSource, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET,
+    rows: bool = True,
+) -> IndexResult:  # fmt: skip
     info = info or FileInfo(file=src.name, kind="timeindex")
     raw = _entries(src, TIME_INDEX_ENTRY_SIZE, memory_budget, _time_ok)
     ts = fixed.field(raw, TIME_INDEX_TIMESTAMP_OFFSET, ">i8")
@@ -239,6 +248,7 @@ def read_time_index(
         rel,
         memory_budget,
         timestamp=ts,
+        rows=rows,
     )
 
 
