@@ -293,6 +293,9 @@ class ReplicaReplay:
             self._side("snapshot", batch)
         elif table == "aborted_txns":
             self._side("aborted", batch)
+        elif table == "segments":  # a scan task hands each file's row to segment() directly
+            for row in batch.to_pylist():
+                self.segment(row)
 
     def segment(self, row: dict) -> None:
         """One file of this replica as the decoders accounted for it (its ``segments`` row)."""
@@ -567,7 +570,7 @@ def keyed_rows(table: str, rows: list[dict], keys: list[tuple]) -> pa.Table:
     table's schema. A scan task gathers the rows of its replicas and converts them together
     (replay.scan_task): a quiet partition's replay ends with a row or a few, whose conversion
     cost more than their replay."""
-    columns = zip(*keys, strict=True) if keys else [()] * len(REPLICA_KEYS)
+    columns = zip(*keys, strict=True)
     return _with_keys(table_of_rows(REPLAY_UNIONS[table], rows), table,
                       [pa.array(c, f.type) for c, f in zip(columns, REPLICA_KEYS, strict=True)])  # fmt: skip
 

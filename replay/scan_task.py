@@ -369,7 +369,7 @@ class ScanTask:
         held_errors = None
         for table, batch in self._decoded(r, only):
             if table == "segments":  # the file's row, a dict: it comes last
-                self._segment(r, batch, held_errors if partial else None, replica)
+                self._segment(r, batch, held_errors, replica, partial)
                 continue
             if partial and table == "errors":
                 held_errors = batch
@@ -407,12 +407,12 @@ class ScanTask:
                 yield "segments", segment
 
     def _segment(self, r: ByteRange, row: dict, errors: pa.RecordBatch | None,
-                 replica: ReplicaReplay | None) -> None:  # fmt: skip
+                 replica: ReplicaReplay | None, partial: bool) -> None:  # fmt: skip
         """A file's ``segments`` row: added up, told to its replica and gathered to be given
         with other files' (one conversion for :data:`GATHERED_ROWS` files: a quiet partition's
         six files cost more converted one by one than decoded); a split file's range goes to
         the driver instead (:meth:`_split`)."""
-        if r.start != 0 or r.stop < r.file.size:
+        if partial:
             self.report.split.append(self._split(r, row, errors))
             return
         self.report.totals.add_segment(row)
