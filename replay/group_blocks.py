@@ -34,42 +34,23 @@ PENDING_COLUMNS = (
 NEVER = np.iinfo(np.int64).max
 
 
-def apply_block(replay: GroupsReplay, block: pa.RecordBatch) -> bool:
-    """Apply ``block`` (events in log order) as :meth:`GroupsReplay.event` would one by one;
-    False, changing nothing, where it holds group metadata or a commit moves an offset back."""
-    kinds, kind = T.value_codes(block.column("event"))
-    if "metadata" in kinds:
-        return False
-    block = _complete(block)
-    n = block.num_rows
-    names = np.array(kinds + [None], dtype=object)[kind]
-    commit, marker = names == "commit", names == "marker"
-    txn = commit & pc.fill_null(block.column("is_transactional"), False).to_numpy(
-        zero_copy_only=False
-    )
-    pid = T.int_column(block, "producer_id")
-    # the commits the replay holds from before, as rows after the block's
+def _with_held(replay: GroupsReplay, block: pa.RecordBatch) -> tuple[list, pa.Table]:
+    """The commits the replay holds from before (group, producer id, commit), and the block's
+    events with them as rows after its own."""
     held = [(g, p, c) for g, group in sorted(replay.groups.items())
             for p, waiting in group.pending.items() for c in waiting]  # fmt: skip
     events = block.select(list(PENDING_COLUMNS))
-    if held:
-        carried = pa.Table.from_pylist([{k: c.get(k) for k in PENDING_COLUMNS} for _, _, c in held],
-                                       schema=events.schema)  # fmt: skip
-        events = pa.concat_tables([pa.Table.from_batches([events]), carried])
-    else:
-        events = pa.Table.from_batches([events])
-    m = len(held)
-    rows = np.concatenate([np.flatnonzero(commit), n + np.arange(m)])
-    groups, gcode = _codes(events.column("group_id"))
-    rank = np.argsort(np.argsort(np.array(groups, dtype=object)))  # group names' order
-    epid = np.concatenate([pid, [p for _, p, _ in held]]).astype(np.int64)
-    etxn = np.concatenate([txn, np.ones(m, bool)])
-    # where each commit takes effect: its own record, or its producer's next marker (held ones:
-    # the first), dropped after an ABORT, still waiting after the block's end
-    at = np.where(etxn[rows], NEVER, np.minimum(rows, n))
-    outcome = pc.fill_null(pc.equal(block.column("control_type"), "COMMIT"), False)
-    committed = outcome.to_numpy(zero_copy_only=False)
-    markers = np.flatnonzero(marker)
+    if not held:
+        return held, pa.Table.from_batches([events])
+    carried = pa.Table.from_pylist([{k: c.get(k) for k in PENDING_COLUMNS} for _, _, c in held],
+                                   schema=events.schema)  # fmt: skip
+    return held, pa.concat_tables([pa.Table.from_batches([events]), carried])
+
+
+def _markers_applied(rows, n: int, epid, etxn, pid, markers, committed, at):
+    """Each transactional commit (of ``rows``, held ones from ``n`` on) takes effect at its
+    producer's next marker (held ones: the first), which ``at`` is given; returns whether it
+    is dropped (the marker aborts) and whether it still waits after the block's end."""
     drop = np.zeros(len(rows), bool)
     waiting = np.zeros(len(rows), bool)
     for p in np.unique(epid[rows[etxn[rows]]]).tolist():
@@ -86,6 +67,76 @@ def apply_block(replay: GroupsReplay, block: pa.RecordBatch) -> bool:
         )
         at[mine[has]] = where[has]
         drop[mine[has]] = ~committed[where[has]]
+    return drop, waiting
+
+
+def _offsets_before(replay: GroupsReplay, new, new_known, by, firsts, group_codes: tuple,
+                    topic_codes: tuple, parts):  # fmt: skip
+    """The offset before each applied commit (``by``: their order by group and partition;
+    ``firsts``: the first of each): the same group and partition's last, or the one the replay
+    holds; and whether it is known. ``group_codes``, ``topic_codes``: (names, each commit's
+    code)."""
+    (groups, gcode), (topics, tcode) = group_codes, topic_codes
+    before = np.empty(len(new), np.int64)
+    before_known = np.empty(len(new), bool)
+    before[by[1:]] = new[by[:-1]]
+    before_known[by[1:]] = new_known[by[:-1]]
+    for i in np.flatnonzero(firsts).tolist():
+        g = replay.groups.get(groups[gcode[i]])
+        held_offset = g.offsets.get((topics[tcode[i]], int(parts[i]))) if g else None
+        before[i] = -1 if held_offset is None else held_offset
+        before_known[i] = held_offset is not None
+    return before, before_known
+
+
+def _still_waiting(replay: GroupsReplay, events: pa.Table, held: list, still, n: int,
+                   groups: list, gcode, epid) -> None:  # fmt: skip
+    """The commits that still wait for their producer's marker after the block (``still``:
+    their rows, held ones from ``n`` on, in the order they wait in) become the replay's."""
+    for g in replay.groups.values():
+        g.pending.clear()
+    replay.waiting.clear()
+    if not len(still):
+        return
+    block_rows = still[still < n]
+    fresh = iter(events.take(pa.array(block_rows)).to_pylist()) if len(block_rows) else iter(())
+    for r in still.tolist():
+        c = held[r - n][2] if r >= n else next(fresh)
+        name = groups[gcode[r]]
+        _group(replay, name).pending.setdefault(int(epid[r]), []).append(c)
+        replay.waiting.setdefault(int(epid[r]), set()).add(name)
+
+
+def apply_block(replay: GroupsReplay, block: pa.RecordBatch) -> bool:
+    """Apply ``block`` (events in log order) as :meth:`GroupsReplay.event` would one by one;
+    False, changing nothing, where it holds group metadata or a commit moves an offset back."""
+    kinds, kind = T.value_codes(block.column("event"))
+    if "metadata" in kinds:
+        return False
+    block = _complete(block)
+    n = block.num_rows
+    names = np.array(kinds + [None], dtype=object)[kind]
+    commit, marker = names == "commit", names == "marker"
+    txn = commit & pc.fill_null(block.column("is_transactional"), False).to_numpy(
+        zero_copy_only=False
+    )
+    pid = T.int_column(block, "producer_id")
+    # the commits the replay holds from before, as rows after the block's
+    held, events = _with_held(replay, block)
+    m = len(held)
+    rows = np.concatenate([np.flatnonzero(commit), n + np.arange(m)])
+    groups, gcode = _codes(events.column("group_id"))
+    rank = np.argsort(np.argsort(np.array(groups, dtype=object)))  # group names' order
+    epid = np.concatenate([pid, [p for _, p, _ in held]]).astype(np.int64)
+    etxn = np.concatenate([txn, np.ones(m, bool)])
+    # where each commit takes effect: its own record, or its producer's next marker (held ones:
+    # the first), dropped after an ABORT, still waiting after the block's end
+    at = np.where(etxn[rows], NEVER, np.minimum(rows, n))
+    outcome = pc.fill_null(pc.equal(block.column("control_type"), "COMMIT"), False)
+    committed = outcome.to_numpy(zero_copy_only=False)
+    drop, waiting = _markers_applied(
+        rows, n, epid, etxn, pid, np.flatnonzero(marker), committed, at
+    )
     applied = ~waiting & ~drop
     # the order they take effect in: by record, then group name, then log order (held first)
     sub = np.where(rows >= n, rows - n - m, rows)
@@ -107,15 +158,8 @@ def apply_block(replay: GroupsReplay, block: pa.RecordBatch) -> bool:
     firsts = np.ones(len(app), bool)
     if len(app):
         firsts[by[1:]] = (np.diff(key[:, by], axis=1) != 0).any(axis=0)
-    before = np.empty(len(app), np.int64)
-    before_known = np.empty(len(app), bool)
-    before[by[1:]] = new[by[:-1]]
-    before_known[by[1:]] = new_known[by[:-1]]
-    for i in np.flatnonzero(firsts).tolist():
-        g = replay.groups.get(groups[gcode[app[i]]])
-        held_offset = g.offsets.get((topics[tcode[app[i]]], int(part[app[i]]))) if g else None
-        before[i] = -1 if held_offset is None else held_offset
-        before_known[i] = held_offset is not None
+    before, before_known = _offsets_before(replay, new, new_known, by, firsts,
+                                           (groups, gcode[app]), (topics, tcode[app]), part[app])  # fmt: skip
     if (before_known & new_known & (new < before)).any():
         return False  # a regression: judged by the reference replay
     _emit(replay, events, app, groups, gcode, topics, tcode, part, at[order], block,
@@ -131,18 +175,8 @@ def apply_block(replay: GroupsReplay, block: pa.RecordBatch) -> bool:
             g.offsets.pop(tp, None)
         else:
             g.offsets[tp] = int(value[app[i]])
-    for g in replay.groups.values():
-        g.pending.clear()
-    replay.waiting.clear()
-    still = rows[waiting][np.argsort(sub[waiting], kind="stable")]  # held first, then the log's
-    if len(still):
-        block_rows = still[still < n]
-        fresh = iter(events.take(pa.array(block_rows)).to_pylist()) if len(block_rows) else iter(())
-        for r in still.tolist():
-            c = held[r - n][2] if r >= n else next(fresh)
-            name = groups[gcode[r]]
-            _group(replay, name).pending.setdefault(int(epid[r]), []).append(c)
-            replay.waiting.setdefault(int(epid[r]), set()).add(name)
+    _still_waiting(replay, events, held, rows[waiting][np.argsort(sub[waiting], kind="stable")],
+                   n, groups, gcode, epid)  # fmt: skip
     return True
 
 

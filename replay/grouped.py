@@ -108,12 +108,7 @@ def replay_partition(
     dicts through ``flush_rows`` if given (:class:`replay.tables.RowBlocks`); returns the
     partition's summary row."""
     snaps = [s for s in side if s["_row"] == "snapshot"]
-    if isinstance(bt, InOrder):
-        broker, first = bt.broker, bt.first_offset
-        cleaned_upto = max(cleaned_upto, bt.leftovers_end)
-    else:
-        broker = bt.column("broker")[0].as_py() if bt.num_rows else None
-        first = pc.min(bt.column("base_offset")).as_py() if bt.num_rows else None
+    broker, first, cleaned_upto = _first_batch(bt, cleaned_upto)
     offsets = sorted({s["snapshot_offset"] for s in snaps})
     # a log that starts mid-stream: seed producer state from the newest snapshot at or below
     # its first offset (the broker's own starting point)
@@ -148,19 +143,8 @@ def replay_partition(
     # carried to a later run, unlike what the log itself shows
     per_copy = len(findings)
     counts += _txn_index_check(topic, partition, r, side, findings)
-    judged, cleaned = r.sequence_batches
-    counts += [count_row(topic, partition, C.SEQUENCES_JUDGED, judged),
-               count_row(topic, partition, C.SEQUENCES_CLEANED, cleaned),
-               count_row(topic, partition, C.MARKERS_WITHOUT_DATA, r.cleaned_markers[0]),
-               count_row(topic, partition, C.MARKERS_HORIZON, r.cleaned_markers[1])]  # fmt: skip
-    summary = {
-        "topic": topic, "partition": partition, "broker": broker,
-        "log_start_offset": r.log_start, "log_end_offset": r.log_end, "lso": r.lso(),
-        "cleaned_upto": r.cleaned_upto, "data_records": r.data_records,
-        "first_timestamp": r.first_timestamp,
-        "last_timestamp": r.last_timestamp, "complete_from": r.complete_from(),
-        "copy_end_timestamp": r.copy_end_timestamp(),
-    }  # fmt: skip
+    counts += _end_counts(topic, partition, r)
+    summary = _summary(topic, partition, broker, r)
     state = carried_row(r, broker, ids, found + findings[per_copy:])
     for kind, these in (("finding", findings), ("partition", [summary]), ("count", counts),
                         ("carried", [] if carried else [state])):  # fmt: skip
@@ -170,6 +154,37 @@ def replay_partition(
     if carried:
         carried(state)
     return summary
+
+
+def _first_batch(bt: pa.Table | InOrder, cleaned_upto: int) -> tuple[str | None, int | None, int]:
+    """The replica's broker, its first batch's offset, and how far the cleaner went (pieces in
+    order carry the leftovers' end of a compacted log)."""
+    if isinstance(bt, InOrder):
+        return bt.broker, bt.first_offset, max(cleaned_upto, bt.leftovers_end)
+    broker = bt.column("broker")[0].as_py() if bt.num_rows else None
+    first = pc.min(bt.column("base_offset")).as_py() if bt.num_rows else None
+    return broker, first, cleaned_upto
+
+
+def _end_counts(topic: str, partition: int, r: PartitionReplay) -> list[dict]:
+    """What the replay judged and what the cleaner left it unable to judge (the checks' rows)."""
+    judged, cleaned = r.sequence_batches
+    return [count_row(topic, partition, C.SEQUENCES_JUDGED, judged),
+            count_row(topic, partition, C.SEQUENCES_CLEANED, cleaned),
+            count_row(topic, partition, C.MARKERS_WITHOUT_DATA, r.cleaned_markers[0]),
+            count_row(topic, partition, C.MARKERS_HORIZON, r.cleaned_markers[1])]  # fmt: skip
+
+
+def _summary(topic: str, partition: int, broker: str | None, r: PartitionReplay) -> dict:
+    """The partition's summary row (the ``partition`` kind of PARTITION_SCHEMA)."""
+    return {
+        "topic": topic, "partition": partition, "broker": broker,
+        "log_start_offset": r.log_start, "log_end_offset": r.log_end, "lso": r.lso(),
+        "cleaned_upto": r.cleaned_upto, "data_records": r.data_records,
+        "first_timestamp": r.first_timestamp,
+        "last_timestamp": r.last_timestamp, "complete_from": r.complete_from(),
+        "copy_end_timestamp": r.copy_end_timestamp(),
+    }  # fmt: skip
 
 
 def _judged(rows: T.RowBlocks, judged: list[dict]):

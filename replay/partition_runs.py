@@ -306,28 +306,8 @@ def _producer_stretch(r, pid, p, runs, a, b, mine, records_after, log_end) -> No
     others_first = min(others) if others else None
     _emit_closed(r, pid, p, runs, a, mine, closes, is_marker, label, carried,
                  (txn_first, txn_last, txn_records, txn_batches, txn_first_ts))  # fmt: skip
-    # the LSO at every opening and closing (10.6), as PartitionReplay._lso_changed gives it
-    events = np.flatnonzero(opens | closes)
-    if len(events):
-        rows = mine[events]
-        ends = log_end[rows]
-        if others_first is None:
-            lso = np.where(opens[events], base[rows], ends)
-        else:
-            lso = np.where(opens[events], np.minimum(base[rows], others_first), others_first)
-        r.emit_columns("lso", LSO_COLUMNS, {
-            "topic": _same(r.topic, len(rows)), "partition": _same(r.partition, len(rows)),
-            "timestamp": ts[rows], "log_end_offset": ends, "lso": lso,
-        })  # fmt: skip
-    # markers bound the append time of everyone else's open transactions (their first marker)
-    marker_rows = mine[is_marker]
-    if len(marker_rows):
-        r.last_marker_timestamp = int(ts[marker_rows[-1]])
-        first_marker = int(ts[marker_rows[0]])
-        for k, q in r.producers.items():
-            if k != pid and q.txn is not None and q.txn.get("bound_timestamp") is None:
-                q.txn["bound_timestamp"] = first_marker
-        p.coordinator_epoch = max(p.coordinator_epoch, int(runs.coord[a:b][marker_rows].max()))
+    _emit_lso(r, mine, opens, closes, base, ts, log_end, others_first)
+    _bound_others(r, pid, p, runs.coord[a:b], mine[is_marker], ts)
     # the producer's state after its last batch of the stretch
     if len(data_rows):
         rows = mine[data_rows]
@@ -361,6 +341,39 @@ def _producer_stretch(r, pid, p, runs, a, b, mine, records_after, log_end) -> No
                 "records_before": int(records_after[j] - records[j]),
                 "bound_timestamp": None,
             }
+
+
+def _emit_lso(r, mine, opens, closes, base, ts, log_end, others_first) -> None:
+    """The LSO at every opening and closing of the producer's transactions in the stretch
+    (10.6), as PartitionReplay._lso_changed gives it; ``others_first``: the first offset of
+    everyone else's open transactions."""
+    events = np.flatnonzero(opens | closes)
+    if not len(events):
+        return
+    rows = mine[events]
+    ends = log_end[rows]
+    if others_first is None:
+        lso = np.where(opens[events], base[rows], ends)
+    else:
+        lso = np.where(opens[events], np.minimum(base[rows], others_first), others_first)
+    r.emit_columns("lso", LSO_COLUMNS, {
+        "topic": _same(r.topic, len(rows)), "partition": _same(r.partition, len(rows)),
+        "timestamp": ts[rows], "log_end_offset": ends, "lso": lso,
+    })  # fmt: skip
+
+
+def _bound_others(r, pid, p, coord, marker_rows, ts) -> None:
+    """The producer's markers (``marker_rows`` of the stretch) bound the append time of
+    everyone else's open transactions (their first marker); its coordinator epoch is the
+    highest its markers carry (``coord``: the stretch's)."""
+    if not len(marker_rows):
+        return
+    r.last_marker_timestamp = int(ts[marker_rows[-1]])
+    first_marker = int(ts[marker_rows[0]])
+    for k, q in r.producers.items():
+        if k != pid and q.txn is not None and q.txn.get("bound_timestamp") is None:
+            q.txn["bound_timestamp"] = first_marker
+    p.coordinator_epoch = max(p.coordinator_epoch, int(coord[marker_rows].max()))
 
 
 def _emit_closed(r, pid, p, runs, a, mine, closes, is_marker, label, carried, txns) -> None:

@@ -279,26 +279,8 @@ class Audit:
                 checks.integrity(self.decoded("errors")),
                 leaks(),
                 checks.propagation(leaks(), transactions, coord_txns),
+                *self._across_replicas(carried),
             ]
-            topics = replicated_topics(self.scan.replicas)  # where replicas can diverge
-            batches = cleaned = None
-            if topics:
-                batches = self.decoded("batches", topics)
-                bounds = cleaned_bounds(self.scan.replicas)
-                cleaned = None
-                if bounds:
-                    cleaned = local_frame(
-                        self.spark,
-                        [(*k, v) for k, v in sorted(bounds.items())],
-                        pa.schema([(CLUSTER, pa.string()), ("topic", pa.string()),
-                                   ("partition", pa.int32()), ("cleaned_upto", pa.int64())]),
-                    )  # fmt: skip
-            diverging = checks.divergence(batches, cleaned, carried)
-            if diverging is not None:
-                found.append(diverging)
-            stale = self._layout().findings
-            if stale:
-                found.append(self._driver_rows(stale, T.FINDINGS))
             every = reduce(DataFrame.unionByName, found)
             return checks.remediations(every, target_of(self.config.remediation))
 
@@ -339,6 +321,30 @@ class Audit:
             _copies(kept),
             {"txn_ids": lambda: _txn_ids(coord_txns)},
         )
+
+    def _across_replicas(self, carried: DataFrame | None) -> list[DataFrame]:
+        """The findings judged from the dump's layout and its replicas side by side: replicas
+        that diverge (``carried``: a previous run's, going on) and stale layout entries."""
+        found = []
+        topics = replicated_topics(self.scan.replicas)  # where replicas can diverge
+        batches = cleaned = None
+        if topics:
+            batches = self.decoded("batches", topics)
+            bounds = cleaned_bounds(self.scan.replicas)
+            if bounds:
+                cleaned = local_frame(
+                    self.spark,
+                    [(*k, v) for k, v in sorted(bounds.items())],
+                    pa.schema([(CLUSTER, pa.string()), ("topic", pa.string()),
+                               ("partition", pa.int32()), ("cleaned_upto", pa.int64())]),
+                )  # fmt: skip
+        diverging = checks.divergence(batches, cleaned, carried)
+        if diverging is not None:
+            found.append(diverging)
+        stale = self._layout().findings
+        if stale:
+            found.append(self._driver_rows(stale, T.FINDINGS))
+        return found
 
     # -- what could be judged --------------------------------------------------------------------
     def _layout(self):
@@ -491,29 +497,24 @@ class Audit:
             for t in judge_stream(batches, facts):
                 yield from t.to_batches()
 
-        def row(kind: int, columns: dict[str, Column], topic=None, partition=None,
-                p1=None, p2=None) -> list[Column]:  # fmt: skip
-            """One kind's columns in the stream's shared slots (STREAM_FIELDS)."""
-            fields = STREAM_FIELDS[kind]
-            named = {slot: columns[name] for slot, name in fields.items()}
-            return [
-                F.col(CLUSTER), F.col("producer_id").cast("long").alias("producer_id"),
-                F.lit(kind).alias(KIND),
-                (F.col("topic") if topic is None else topic).cast("string").alias("topic"),
-                (F.col("partition") if partition is None else partition).cast("int").alias("partition"),
-                *[named.get(n, F.lit(None)).cast("long").alias(n) for n in INT_SLOTS],
-                *[named.get(n, F.lit(None)).cast("string").alias(n) for n in TEXT_SLOTS],
-                (F.lit(0) if p1 is None else p1).cast("long").alias("_p1"),
-                (F.lit(0) if p2 is None else p2).cast("long").alias("_p2"),
-            ]  # fmt: skip
-
         txn_fields = STREAM_FIELDS[TXN].values()
-        txns = pt.select(*row(TXN, {c: F.col(c) for c in txn_fields},
-                              p1=F.coalesce(F.col("first_offset"), F.col("marker_offset"))))  # fmt: skip
+        txns = pt.select(*_stream_row(TXN, {c: F.col(c) for c in txn_fields},
+                                      p1=F.coalesce(F.col("first_offset"), F.col("marker_offset"))))  # fmt: skip
+        return (
+            txns.unionByName(self._stream_sides(pt, ct, partitions))
+            .unionByName(_stream_coord(ct, partitions))
+            .repartition(self.tasks, CLUSTER, "producer_id")
+            .sortWithinPartitions(*STREAM_ORDER)
+            .drop("_p1", "_p2")
+            .mapInArrow(judge, struct_type(schema))
+        )
+
+    def _stream_sides(self, pt: DataFrame, ct: DataFrame, partitions: DataFrame) -> DataFrame:
+        """The cross-log stream's SIDE rows: what each copy of a partition a producer touched
+        (wrote, or its coordinator listed) covers."""
         listed = ct.select(CLUSTER, "producer_id", F.explode("partitions").alias("tp")).select(
             CLUSTER, "producer_id", "tp.topic", "tp.partition"
         )
-        by = (CLUSTER, "producer_id")
         # each side's pairs made distinct before they are shuffled (Spark's partial
         # aggregation, within each task): a long-lived producer gives one per transaction
         touched = (
@@ -525,39 +526,14 @@ class Audit:
         # execution does not change a cached plan's partitioning
         side_cols = ("complete_from", "copy_end_timestamp")
         sides = (
-            touched.repartition(self.tasks, *by)
+            touched.repartition(self.tasks, CLUSTER, "producer_id")
             .distinct()
             .join(
                 F.broadcast(partitions.select(CLUSTER, "topic", "partition", *side_cols)),
                 [CLUSTER, "topic", "partition"],
             )
         )
-        sides = sides.select(*row(SIDE, {c: F.col(c) for c in side_cols}))
-        ends = partitions.filter(F.col("topic") == TRANSACTION_STATE_TOPIC).select(
-            CLUSTER,
-            F.col("partition").alias("log_partition"),
-            F.col("copy_end_timestamp").alias("copy_end_ts"),
-        )
-        # a transaction's partitions as "topic:partition,..." (a topic name holds neither)
-        listing = F.concat_ws(",", F.transform(
-            "partitions", lambda x: F.concat(x.topic, F.lit(":"), x.partition.cast("string"))))  # fmt: skip
-        coord_columns = {c: F.col(c) for c in STREAM_FIELDS[COORD].values()}
-        coord_columns["partitions"] = F.when(F.col("partitions").isNotNull(), listing)
-        coord_columns["maybe"] = F.col("maybe").cast("int")
-        coord_columns["history_from_start"] = F.col("history_from_start").cast("int")
-        coord = ct.join(F.broadcast(ends), [CLUSTER, "log_partition"], "left").select(
-            *row(COORD, coord_columns, topic=F.lit(None), partition=F.lit(None),
-                 p1=F.coalesce(F.col("log_partition"), F.lit(0)),
-                 p2=F.coalesce(F.col("first_log_offset"), F.lit(0)))
-        )  # fmt: skip
-        return (
-            txns.unionByName(sides)
-            .unionByName(coord)
-            .repartition(self.tasks, *by)
-            .sortWithinPartitions(*STREAM_ORDER)
-            .drop("_p1", "_p2")
-            .mapInArrow(judge, struct_type(schema))
-        )
+        return sides.select(*_stream_row(SIDE, {c: F.col(c) for c in side_cols}))
 
     def _with_txn_ids(self, pt: DataFrame, ct: DataFrame) -> DataFrame:
         # one row per transactional producer id: broadcast, so that the transactions keep their
@@ -627,6 +603,45 @@ def _txn_ids(ct: DataFrame) -> DataFrame:
         F.max("transactional_id").alias("transactional_id"),
         F.max(F.col("fenced").cast("int")).cast("boolean").alias("coordinator_fenced"),
     )
+
+
+def _stream_row(kind: int, columns: dict[str, Column], topic=None, partition=None,
+                p1=None, p2=None) -> list[Column]:  # fmt: skip
+    """One kind's columns in the cross-log stream's shared slots (STREAM_FIELDS)."""
+    fields = STREAM_FIELDS[kind]
+    named = {slot: columns[name] for slot, name in fields.items()}
+    return [
+        F.col(CLUSTER), F.col("producer_id").cast("long").alias("producer_id"),
+        F.lit(kind).alias(KIND),
+        (F.col("topic") if topic is None else topic).cast("string").alias("topic"),
+        (F.col("partition") if partition is None else partition).cast("int").alias("partition"),
+        *[named.get(n, F.lit(None)).cast("long").alias(n) for n in INT_SLOTS],
+        *[named.get(n, F.lit(None)).cast("string").alias(n) for n in TEXT_SLOTS],
+        (F.lit(0) if p1 is None else p1).cast("long").alias("_p1"),
+        (F.lit(0) if p2 is None else p2).cast("long").alias("_p2"),
+    ]  # fmt: skip
+
+
+def _stream_coord(ct: DataFrame, partitions: DataFrame) -> DataFrame:
+    """The cross-log stream's COORD rows: the coordinators' transactions, each with where its
+    log's copy ends."""
+    ends = partitions.filter(F.col("topic") == TRANSACTION_STATE_TOPIC).select(
+        CLUSTER,
+        F.col("partition").alias("log_partition"),
+        F.col("copy_end_timestamp").alias("copy_end_ts"),
+    )
+    # a transaction's partitions as "topic:partition,..." (a topic name holds neither)
+    listing = F.concat_ws(",", F.transform(
+        "partitions", lambda x: F.concat(x.topic, F.lit(":"), x.partition.cast("string"))))  # fmt: skip
+    coord_columns = {c: F.col(c) for c in STREAM_FIELDS[COORD].values()}
+    coord_columns["partitions"] = F.when(F.col("partitions").isNotNull(), listing)
+    coord_columns["maybe"] = F.col("maybe").cast("int")
+    coord_columns["history_from_start"] = F.col("history_from_start").cast("int")
+    return ct.join(F.broadcast(ends), [CLUSTER, "log_partition"], "left").select(
+        *_stream_row(COORD, coord_columns, topic=F.lit(None), partition=F.lit(None),
+                     p1=F.coalesce(F.col("log_partition"), F.lit(0)),
+                     p2=F.coalesce(F.col("first_log_offset"), F.lit(0)))
+    )  # fmt: skip
 
 
 def _copies(kept: tuple[tuple[str, ...], bool] | None) -> dict[str, Copied]:

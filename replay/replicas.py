@@ -433,28 +433,8 @@ class ReplicaReplay:
             self.spec.cleaned, set(self.spec.compacted), self.broker, self.topic, self.partition,
             None if end is None else end + 1,
         )  # fmt: skip
-        state = None
-        if resuming is not None:
-            if resuming.records_state is not None and self.topic == TRANSACTION_STATE_TOPIC:
-                for t, p, e in resuming.records_state["latest_epoch"]:
-                    latest[(t, p)] = max(latest.get((t, p), -1), e)
-            state, trim = resuming.state, None
-            start = self._log_start_now(state)
-            if start is not None:  # retention moved the log start: its history starts there
-                state = {**state, "log_start": start}
-                trim = history_start(self.spec.previous, self.cluster, self.topic,
-                                     self.partition, resuming, start)  # fmt: skip
-            # the cleaner went past the previous run's end: records after the point may be
-            # gone, and what was judged whole is now, as in a full audit, in the cleaned range
-            self._hand_on_carried(now, latest, cleaned_past=upto > resuming.log_end,
-                                  trim_below=trim)  # fmt: skip
-        if self.in_order:  # as the scan reads a log: a piece at a time
-            source = InOrder(
-                self.batches.pieces, self.broker, self.first_offset, self.leftovers_end
-            )
-        else:  # out of order (a damaged log): all of it, sorted by the replay
-            bt = pa.concat_tables([_plain_files(p) for p in self.batches.pieces()])
-            source = bt.append_column("broker", pa.array([self.broker] * bt.num_rows, pa.string()))
+        state = None if resuming is None else self._resume(resuming, now, latest, upto)
+        source = self._source()
         # an internal topic's replay_states row waits for its records' state; the others go
         # out with the partition's other rows (one table: a quiet partition's cost is per table)
         carried: list[dict] = []
@@ -469,22 +449,8 @@ class ReplicaReplay:
                                    self.spec.facts, upto, to("replayed"),
                                    carried.append if internal else None, ids, state,
                                    held)  # fmt: skip
-        records_state = None
-        records_resumed = resuming.records_state if resuming is not None else None
         judged: list[dict] = []  # the records' replay's findings before its end
-        if self.topic == TRANSACTION_STATE_TOPIC:
-            # where this partition's whole history starts: its own replay's summary
-            records_state = replay_coordinator(
-                self._in_log_order(self.records["txn_log"], TXN_LOG_ORDER),
-                {self.partition: summary["complete_from"]},
-                self.latest_epoch,
-                to("coordinated"),
-                records_resumed,
-                judged,
-            )
-        elif self.topic == CONSUMER_OFFSETS_TOPIC:
-            records_state = replay_groups(self._group_events(), self.spec.broadcast,
-                                          to("grouped"), records_resumed, judged)  # fmt: skip
+        records_state = self._replay_records(summary, to, judged)
         # the partition's state and, of an internal topic, its records' (replay.carried)
         for row in carried:
             row["records_state"] = state_text(records_state)
@@ -501,6 +467,54 @@ class ReplicaReplay:
         return ReplicaRow(self.cluster, self.topic, self.partition, self.broker, end,
                           crc_valid, int(summary.get("cleaned_upto") or 0),
                           log_bytes, since)  # fmt: skip
+
+    def _resume(self, resuming, now: Callable[[str], Callable[[pa.Table], None]],
+                latest: dict, upto: int) -> dict:  # fmt: skip
+        """The replay's state where the previous run ended (``latest``, the coordinator's
+        epochs, updated with the carried ones); what the previous run judged is handed on."""
+        if resuming.records_state is not None and self.topic == TRANSACTION_STATE_TOPIC:
+            for t, p, e in resuming.records_state["latest_epoch"]:
+                latest[(t, p)] = max(latest.get((t, p), -1), e)
+        state, trim = resuming.state, None
+        start = self._log_start_now(state)
+        if start is not None:  # retention moved the log start: its history starts there
+            state = {**state, "log_start": start}
+            trim = history_start(self.spec.previous, self.cluster, self.topic,
+                                 self.partition, resuming, start)  # fmt: skip
+        # the cleaner went past the previous run's end: records after the point may be
+        # gone, and what was judged whole is now, as in a full audit, in the cleaned range
+        self._hand_on_carried(now, latest, cleaned_past=upto > resuming.log_end,
+                              trim_below=trim)  # fmt: skip
+        return state
+
+    def _source(self):
+        """The replica's batches for its replay: in order, as the scan reads a log, a piece at
+        a time; out of order (a damaged log), all of them, sorted by the replay."""
+        if self.in_order:
+            return InOrder(self.batches.pieces, self.broker, self.first_offset, self.leftovers_end)
+        bt = pa.concat_tables([_plain_files(p) for p in self.batches.pieces()])
+        return bt.append_column("broker", pa.array([self.broker] * bt.num_rows, pa.string()))
+
+    def _replay_records(self, summary: dict, to: Callable[[str], Callable[[pa.Table], None]],
+                        judged: list[dict]) -> dict | None:  # fmt: skip
+        """An internal topic's records replayed (the coordinator's, the groups'): their state
+        at the end, ``judged`` given the findings before it; None for a user topic."""
+        resuming = self.resuming
+        records_resumed = resuming.records_state if resuming is not None else None
+        if self.topic == TRANSACTION_STATE_TOPIC:
+            # where this partition's whole history starts: its own replay's summary
+            return replay_coordinator(
+                self._in_log_order(self.records["txn_log"], TXN_LOG_ORDER),
+                {self.partition: summary["complete_from"]},
+                self.latest_epoch,
+                to("coordinated"),
+                records_resumed,
+                judged,
+            )
+        if self.topic == CONSUMER_OFFSETS_TOPIC:
+            return replay_groups(self._group_events(), self.spec.broadcast,
+                                 to("grouped"), records_resumed, judged)  # fmt: skip
+        return None
 
     def _log_start_now(self, state: dict) -> int | None:
         """Where this copy of a resumed user partition's log starts, where retention moved

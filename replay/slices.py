@@ -123,21 +123,9 @@ def _add_run(want: Want, place: Place, lo: int, hi: int) -> None:
     want.runs.setdefault(place, []).append((min(lo, hi), max(lo, hi)))
 
 
-def for_finding(
-    f: dict, coordinator: list[dict] | None = None, commits: list[dict] | None = None
-) -> Want:
-    """The tightest want for finding ``f`` (a findings row): its offsets and those its evidence
-    cites as one run in its partition, its producers' batches near its time in the partitions
-    their transactions list, and the records of its transactional ids and group.
-
-    ``coordinator``: rows of the audit's ``coordinator_transactions`` for its producers;
-    ``commits``: rows of ``offset_timeline`` for its group (both give the internal partitions
-    that hold them)."""
-    ev = evidence_of(f)
-    want = Want()
-    here: Place | None = None
-    if f.get("topic") is not None and f.get("partition") is not None:
-        here = (unlabelled(f["topic"]), int(f["partition"]))
+def _cited(f: dict, ev: dict, want: Want) -> tuple[list[int], list[int], set[int]]:
+    """The offsets, timestamps and producer ids finding ``f`` and its evidence ``ev`` cite;
+    the places and file positions they name are added to ``want``."""
     offsets: list[int] = []
     stamps: list[int] = []
     pids = {f["producer_id"]} if f.get("producer_id") is not None else set()
@@ -165,18 +153,13 @@ def for_finding(
             want.pid_places.add(tp)
         elif k == "file" and isinstance(v, str) and isinstance(ev.get("position"), int):
             want.verbatim.add((v, ev["position"]))
-    if here is not None and here[0] not in INTERNAL and offsets:
-        _add_run(want, here, min(offsets), max(offsets))
-    want.pids = pids
-    if stamps:
-        want.window = (min(stamps) - WINDOW_SLACK_MS, max(stamps) + WINDOW_SLACK_MS)
-        want.coordinator_window = (min(stamps) - COORDINATOR_REACH_MS,
-                                   max(stamps) + COORDINATOR_REACH_MS)  # fmt: skip
-    if f.get("kind") == "replica_divergence" and here is not None:
-        want.verbatim_places.add(here)
-    if f.get("transactional_id"):
-        want.transactional_ids.add(f["transactional_id"])
-    mine = [r for r in coordinator or [] if r.get("producer_id") in pids]
+    return offsets, stamps, pids
+
+
+def _with_coordinator(want: Want, mine: list[dict]) -> None:
+    """``want`` given the coordinator's transactions of its producers (``mine``): their
+    transactional ids and log partitions, and the partitions they list near its window, with
+    a window that covers every one kept."""
     want.coordinator_rows = mine
     for row in mine:
         want.transactional_ids.add(row["transactional_id"])
@@ -196,6 +179,36 @@ def for_finding(
     if times and want.window is not None:
         want.covering_window = (min(want.window[0], min(times) - WINDOW_SLACK_MS),
                                 max(want.window[1], max(times) + WINDOW_SLACK_MS))  # fmt: skip
+
+
+def for_finding(
+    f: dict, coordinator: list[dict] | None = None, commits: list[dict] | None = None
+) -> Want:
+    """The tightest want for finding ``f`` (a findings row): its offsets and those its evidence
+    cites as one run in its partition, its producers' batches near its time in the partitions
+    their transactions list, and the records of its transactional ids and group.
+
+    ``coordinator``: rows of the audit's ``coordinator_transactions`` for its producers;
+    ``commits``: rows of ``offset_timeline`` for its group (both give the internal partitions
+    that hold them)."""
+    ev = evidence_of(f)
+    want = Want()
+    here: Place | None = None
+    if f.get("topic") is not None and f.get("partition") is not None:
+        here = (unlabelled(f["topic"]), int(f["partition"]))
+    offsets, stamps, pids = _cited(f, ev, want)
+    if here is not None and here[0] not in INTERNAL and offsets:
+        _add_run(want, here, min(offsets), max(offsets))
+    want.pids = pids
+    if stamps:
+        want.window = (min(stamps) - WINDOW_SLACK_MS, max(stamps) + WINDOW_SLACK_MS)
+        want.coordinator_window = (min(stamps) - COORDINATOR_REACH_MS,
+                                   max(stamps) + COORDINATOR_REACH_MS)  # fmt: skip
+    if f.get("kind") == "replica_divergence" and here is not None:
+        want.verbatim_places.add(here)
+    if f.get("transactional_id"):
+        want.transactional_ids.add(f["transactional_id"])
+    _with_coordinator(want, [r for r in coordinator or [] if r.get("producer_id") in pids])
     if f.get("group_id"):
         want.groups.add(f["group_id"])
         for row in commits or []:

@@ -100,35 +100,15 @@ def run_gate(
     """Validate ``tables`` (name -> DataFrame, as :func:`jobs.output.read_tables` reads a
     committed output); write result.json and Data Docs in ``gate_dir``, a local directory."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # no network calls from a gate
-    from pyspark.sql import functions as F
-
     policy = GatePolicy.from_conf(conf)
     frames = dict(sorted(tables.items()))
     rows = rows or {}
     suites: list[Suite] = []
-    waivers = parsed(policy.waivers)
     waiver_rows: list[dict] = []
     known = 0  # findings that would fail the gate but the previous run had them (gate.on: new)
     if "findings" in frames:
-        findings = frames["findings"]
-        kinds = sorted(policy.thresholds())
-        blocking = _blocking(policy, kinds, F)
-        if waivers:
-            day = run_day(logical_date)
-            for c in ("fingerprint", "group_id", "transactional_id", "topic"):
-                if c not in findings.columns:  # an output written before the column existed
-                    findings = findings.withColumn(c, F.lit(None).cast("string"))
-            findings = findings.withColumn(WAIVED, _waived(waivers, day, F))
-            waiver_rows = _waiver_rows(findings, waivers, day, F)
-            blocking = F.when(F.col(WAIVED).isNull(), blocking)
-        history = frames.get(HISTORY)
-        if policy.on == "new" and history is not None:  # what the previous run had: known
-            seen = history.filter(F.col("status") == PRESENT).select("fingerprint").distinct()
-            findings = findings.join(seen.withColumn(KNOWN, F.lit(True)), "fingerprint", "left")
-            known = findings.filter(F.col(KNOWN) & blocking.isNotNull()).count()
-            blocking = F.when(F.col(KNOWN).isNull(), blocking)
-        frames["findings"] = findings.withColumn(BLOCKING, blocking)
-        suites.append(findings_suite(policy, kinds, rows.get("findings")))
+        frames["findings"], waiver_rows, known = _blocking_findings(frames, policy, logical_date)
+        suites.append(findings_suite(policy, sorted(policy.thresholds()), rows.get("findings")))
     coverage = frames.pop("coverage", None)
     if policy.data_expectations:
         suites += data_suites({t: df.columns for t, df in frames.items()}, rows)
@@ -141,6 +121,50 @@ def run_gate(
 
     context = _context(gate_dir, policy)
     run = _run_identifier(run_id, logical_date)
+    failures, evaluated, described = _validated(context, suites, frames, run, policy)
+    docs = None
+    if policy.data_docs:
+        # the site is built once, from every stored result and suite: a checkpoint's own
+        # UpdateDataDocsAction would rebuild the index after each table (~0.35 s each)
+        context.build_data_docs()
+        settle_docs(os.path.join(gate_dir, DOCS), run.run_time)
+        docs = os.path.join(gate_dir, DOCS, "index.html")
+    result = GateResult(not failures, run_id, evaluated, failures, docs, waiver_rows, known)
+    _write_result(gate_dir, result, policy, logical_date, described)
+    return result
+
+
+def _blocking_findings(frames: dict, policy: GatePolicy, logical_date: str | None):
+    """The findings with the column that says which block the gate (a finding of a kind and
+    severity the policy fails on, not waived, and under ``gate.on: new`` not known from the
+    previous run); the waivers' rows; how many blocking findings the previous run had."""
+    from pyspark.sql import functions as F
+
+    findings = frames["findings"]
+    blocking = _blocking(policy, sorted(policy.thresholds()), F)
+    waivers = parsed(policy.waivers)
+    waiver_rows: list[dict] = []
+    known = 0
+    if waivers:
+        day = run_day(logical_date)
+        for c in ("fingerprint", "group_id", "transactional_id", "topic"):
+            if c not in findings.columns:  # an output written before the column existed
+                findings = findings.withColumn(c, F.lit(None).cast("string"))
+        findings = findings.withColumn(WAIVED, _waived(waivers, day, F))
+        waiver_rows = _waiver_rows(findings, waivers, day, F)
+        blocking = F.when(F.col(WAIVED).isNull(), blocking)
+    history = frames.get(HISTORY)
+    if policy.on == "new" and history is not None:  # what the previous run had: known
+        seen = history.filter(F.col("status") == PRESENT).select("fingerprint").distinct()
+        findings = findings.join(seen.withColumn(KNOWN, F.lit(True)), "fingerprint", "left")
+        known = findings.filter(F.col(KNOWN) & blocking.isNotNull()).count()
+        blocking = F.when(F.col(KNOWN).isNull(), blocking)
+    return findings.withColumn(BLOCKING, blocking), waiver_rows, known
+
+
+def _validated(context, suites: list[Suite], frames: dict, run, policy: GatePolicy):
+    """Each suite validated against its table: the failures (each with the rows behind it),
+    how many expectations were evaluated, and each result as Great Expectations describes it."""
     failures, evaluated, described = [], 0, []
     for suite in suites:
         result = _validate(context, suite, frames[suite.table], run)
@@ -154,30 +178,28 @@ def run_gate(
                 failed.append((check, r))
         behind = _behind([c for c, _ in failed], frames[suite.table], policy.sample_findings)
         failures += [_failure(suite, c, r, behind.get(c.description, [])) for c, r in failed]
-    docs = None
-    if policy.data_docs:
-        # the site is built once, from every stored result and suite: a checkpoint's own
-        # UpdateDataDocsAction would rebuild the index after each table (~0.35 s each)
-        context.build_data_docs()
-        settle_docs(os.path.join(gate_dir, DOCS), run.run_time)
-        docs = os.path.join(gate_dir, DOCS, "index.html")
-    result = GateResult(not failures, run_id, evaluated, failures, docs, waiver_rows, known)
+    return failures, evaluated, described
+
+
+def _write_result(gate_dir: str, result: GateResult, policy: GatePolicy,
+                  logical_date: str | None, described: list) -> None:  # fmt: skip
+    """The gate's result.json: its verdict, the policy it applied, and every result."""
     with open(os.path.join(gate_dir, RESULT), "w") as f:
         json.dump(
             {
-                "run_id": run_id,
+                "run_id": result.run_id,
                 "logical_date": logical_date,
                 "success": result.success,
-                "evaluated": evaluated,
-                "failures": [asdict(x) for x in failures],
+                "evaluated": result.evaluated,
+                "failures": [asdict(x) for x in result.failures],
                 "policy": {
                     "fail_at": policy.fail_at,
                     "kinds": policy.kinds,
                     "min_coverage": policy.min_coverage,
                     "on": policy.on,
                 },
-                "waivers": waiver_rows,
-                "known": known,
+                "waivers": result.waivers,
+                "known": result.known,
                 "great_expectations": described,
             },
             f,
@@ -185,7 +207,6 @@ def run_gate(
             sort_keys=True,
             default=str,
         )
-    return result
 
 
 GE_LOGO = re.compile(

@@ -189,6 +189,18 @@ def header(summary: dict, inputs: dict, counts: dict[str, dict[str, int]], order
         f"{' · logical date ' + _esc(summary['logical_date']) if summary.get('logical_date') else ''}"
         "</span></header><main>"
     )
+    nav = "<nav>" + "".join(f"<a href='#kind-{_esc(k)}'>{_esc(k)}</a>" for k in order) + "</nav>"
+    return (
+        head
+        + gate_panels(gate)
+        + f"<div class='grid'>{kinds_panel(counts, order)}{inputs_panels(summary, inputs)}"
+        f"{coverage_panel(summary)}{since_panel(summary)}</div>"
+        f"{nav}<h2 id='overview'>Overview</h2>"
+    )
+
+
+def gate_panels(gate: dict | None) -> str:
+    """The gate's failed expectations and its waivers, where there are any."""
     failed = "".join(f"<li>{_esc(f)}</li>" for f in (gate or {}).get("failed") or [])
     gate_panel = (
         f"<div class='panel' id='gate'><b>Failed expectations</b><ul>{failed}</ul>"
@@ -212,6 +224,11 @@ def header(summary: dict, inputs: dict, counts: dict[str, dict[str, int]], order
         if waivers
         else ""
     )
+    return gate_panel + waiver_panel
+
+
+def kinds_panel(counts: dict[str, dict[str, int]], order: list[str]) -> str:
+    """The findings by kind and severity."""
     sevs = ("critical", "error", "warning", "info")
     rows = "".join(
         f"<tr><td><a href='#kind-{_esc(k)}'>{_esc(k)}</a></td>"
@@ -227,6 +244,11 @@ def header(summary: dict, inputs: dict, counts: dict[str, dict[str, int]], order
         + "".join(f"<th><span class='sev sev-{s}'>{s}</span></th>" for s in sevs)
         + f"<th>total</th></tr>{rows or '<tr><td colspan=6>no findings</td></tr>'}</table></div>"
     )
+    return kinds
+
+
+def inputs_panels(summary: dict, inputs: dict) -> str:
+    """What was read and how its bytes were accounted for."""
     i = inputs
     inp = (
         "<div class='panel' id='inputs'><b>Inputs</b><table>"
@@ -247,15 +269,7 @@ def header(summary: dict, inputs: dict, counts: dict[str, dict[str, int]], order
         f"<tr><td>error rows</td><td>{_n(sum(i['errors'].values()))} ({_esc(errors)})</td></tr>"
         "</table></div>"
     )
-    nav = "<nav>" + "".join(f"<a href='#kind-{_esc(k)}'>{_esc(k)}</a>" for k in order) + "</nav>"
-    return (
-        head
-        + gate_panel
-        + waiver_panel
-        + f"<div class='grid'>{kinds}{inp}{acct}{coverage_panel(summary)}"
-        f"{since_panel(summary)}</div>"
-        f"{nav}<h2 id='overview'>Overview</h2>"
-    )
+    return inp + acct
 
 
 def coverage_panel(summary: dict) -> str:
