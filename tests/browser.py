@@ -42,10 +42,13 @@ class Browser:
 
     def __init__(self, width: int = 1400, height: int = 1000) -> None:
         self.profile = tempfile.mkdtemp(prefix="logreplay-chromium-")
+        # its temporary files (the singleton socket's directory) inside the profile, which is
+        # removed on exit: a killed Chromium leaves them behind in the system's temp directory
         self.proc = subprocess.Popen(
             [chromium(), *FLAGS, f"--window-size={width},{height}",
              f"--user-data-dir={self.profile}", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, "TMPDIR": self.profile},
         )  # fmt: skip
         port = self._port()
         self.ws = websocket.create_connection(self._page_url(port), timeout=60)
