@@ -650,10 +650,11 @@ def _with_sort_keys(spark: SparkSession, stream: DataFrame, replicas: list[Repli
     Why: Spark sorts by comparing a prefix of the first key and, where prefixes tie, every
     key in turn. The cross-log stream's order begins with the cluster's name and the producer
     id, equal for all of a long-lived producer's millions of rows, then the topic's name: each
-    comparison compared strings. On 6 M rows of one producer the sort took 11.2-11.7 s with
-    these keys in front, 19.0-20.7 s without (docs/benchmarks.md). A cluster or partition not
-    among the scan's replicas (none is expected) gets a hash (cluster) or no rank
-    (partition): its rows still keep together, in the full order among themselves."""
+    comparison compared strings. On 6 M rows of one producer the sort takes 12.8 s with these
+    keys in front (making them included), 16.4 s without (benchmarks/bench_stream_sort.py). A
+    cluster or partition not among the scan's replicas (none is expected) gets a hash
+    (cluster) or no rank (partition): its rows still keep together, in the full order among
+    themselves."""
     clusters = sorted({r.cluster for r in replicas})
     c = F.xxhash64(CLUSTER).bitwiseAND(F.lit((1 << 62) - 1)) + F.lit(1 << 62)
     for i, name in reversed(list(enumerate(clusters))):
