@@ -6,7 +6,7 @@ producer id, the row's kind, topic, partition, 13 integer slots, positions) of `
 of one producer over 5 partitions, written once as Parquet, then, alternating, ``--runs`` times:
 
 - sorted within each of 8 tasks by STREAM_ORDER alone, against the same with the leading keys
-  of ``replay.plan._with_sort_keys`` (written to Spark's `noop` sink: the sort is the work);
+  of ``replay.plan.crosslog_keyed`` (written to Spark's `noop` sink: the sort is the work);
 - the rows in one task handed to a Python task that counts them (``mapInArrow``), with Spark's
   default ``spark.sql.execution.arrow.maxBytesPerBatch`` (64 MB: Spark measures the batch after
   each row) against no bound in bytes (conf/default.yaml).
@@ -61,11 +61,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
 
-    from pyspark.sql import functions as F
-
     from jobs.session import spark_session
-    from replay.crosslog_stream import KIND, STREAM_ORDER
-    from replay.plan import SORT_KEYS, _with_sort_keys
+    from replay.crosslog_stream import STREAM_ORDER
+    from replay.plan import crosslog_keyed
     from replay.replicas import ReplicaRow
     from replay.tables import CLUSTER
 
@@ -75,8 +73,7 @@ def main() -> None:
         df = stream(spark, args.rows, os.path.join(scratch, "stream"))
         replicas = [ReplicaRow("c2ltdWxhdGVkLWNsdXN0", f"enriched-{t}", p, "broker-1", None, 0)
                     for t in range(5) for p in range(4)]  # fmt: skip
-        keyed = _with_sort_keys(spark, df, replicas, F.col("_p1"))
-        _c, k1 = SORT_KEYS
+        keyed, keyed_order = crosslog_keyed(spark, df, replicas)
 
         def sort(frame, keys):
             def run():
@@ -103,9 +100,7 @@ def main() -> None:
 
         cases = {
             "sort: STREAM_ORDER": sort(df, STREAM_ORDER),
-            "sort: leading keys, then STREAM_ORDER": sort(
-                keyed, [_c, "producer_id", KIND, k1, *STREAM_ORDER]
-            ),
+            "sort: leading keys, then STREAM_ORDER": sort(keyed, keyed_order),
             "to Python: maxBytesPerBatch 64 MB (Spark's default)": handed("64m"),
             "to Python: rows only (logreplay's sessions)": handed(UNBOUNDED),
         }

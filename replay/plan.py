@@ -503,15 +503,10 @@ class Audit:
         stream = txns.unionByName(self._stream_sides(pt, ct, partitions)).unionByName(
             _stream_coord(ct, partitions)
         )
-        # a coordinator transaction's place is its log partition and offset in it
-        coord = F.col(KIND) == COORD
-        keyed = _with_sort_keys(self.spark, stream, self.scan.replicas,
-                                F.when(coord, F.col("_p2")).otherwise(F.col("_p1")),
-                                F.when(coord, F.col("_p1")))  # fmt: skip
-        _c, k1 = SORT_KEYS
+        keyed, order = crosslog_keyed(self.spark, stream, self.scan.replicas)
         return (
             keyed.repartition(self.tasks, CLUSTER, "producer_id")
-            .sortWithinPartitions(_c, "producer_id", KIND, k1, *STREAM_ORDER)
+            .sortWithinPartitions(*order)
             .drop("_p1", "_p2", *SORT_KEYS)
             .mapInArrow(judge, struct_type(schema))
         )
@@ -674,6 +669,19 @@ def _with_sort_keys(spark: SparkSession, stream: DataFrame, replicas: list[Repli
     k1 = high * F.lit(1 << POSITION_BITS) + clamp(position, POSITION_BITS)
     keyed = stream.join(F.broadcast(ranks), ["topic", "partition"], "left")
     return keyed.select(*stream.columns, c.alias("_c"), k1.alias("_k1"))
+
+
+def crosslog_keyed(spark: SparkSession, stream: DataFrame, replicas: list[ReplicaRow]
+                   ) -> tuple[DataFrame, list[str]]:  # fmt: skip
+    """The cross-log stream with its leading sort keys (:func:`_with_sort_keys`; a coordinator
+    transaction's place is its log partition and offset in it), and the columns to sort it by
+    for :data:`STREAM_ORDER`."""
+    coord = F.col(KIND) == COORD
+    keyed = _with_sort_keys(spark, stream, replicas,
+                            F.when(coord, F.col("_p2")).otherwise(F.col("_p1")),
+                            F.when(coord, F.col("_p1")))  # fmt: skip
+    _c, k1 = SORT_KEYS
+    return keyed, [_c, "producer_id", KIND, k1, *STREAM_ORDER]
 
 
 def _stream_coord(ct: DataFrame, partitions: DataFrame) -> DataFrame:

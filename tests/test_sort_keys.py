@@ -1,4 +1,4 @@
-"""The streams' leading sort keys (replay.plan._with_sort_keys) put rows in the same order as
+"""The cross-log stream's leading sort keys (replay.plan.crosslog_keyed) put rows in the same order as
 the full order they stand for: offsets past the key's width, missing positions, coordinator
 transactions by log partition and offset; and a cluster or partition the scan never saw
 still keeps its rows together."""
@@ -8,10 +8,8 @@ from __future__ import annotations
 import itertools
 import random
 
-from pyspark.sql import functions as F
-
 from replay.crosslog_stream import COORD, KIND, SIDE, STREAM_ORDER, TXN
-from replay.plan import POSITION_BITS, SORT_KEYS, _with_sort_keys
+from replay.plan import POSITION_BITS, crosslog_keyed
 from replay.replicas import ReplicaRow
 from replay.tables import CLUSTER
 
@@ -37,13 +35,8 @@ def _rows(clusters: list[str], topics: list[str], seed: int) -> list[tuple]:
 def _sorted(spark, rows: list[tuple], replicas: list[ReplicaRow], keyed: bool) -> list[tuple]:
     df = spark.createDataFrame(rows, SCHEMA).repartition(1)
     order = list(STREAM_ORDER)
-    if keyed:
-        coord = F.col(KIND) == COORD
-        df = _with_sort_keys(spark, df, replicas,
-                             F.when(coord, F.col("_p2")).otherwise(F.col("_p1")),
-                             F.when(coord, F.col("_p1")))  # fmt: skip
-        _c, k1 = SORT_KEYS
-        order = [_c, "producer_id", KIND, k1, *STREAM_ORDER]
+    if keyed:  # as the audit's cross-log stage keys and sorts it
+        df, order = crosslog_keyed(spark, df, replicas)
     got = df.sortWithinPartitions(*order).select(*STREAM_ORDER).collect()
     return [tuple(r) for r in got]
 
