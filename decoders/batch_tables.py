@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from decoders import fixed
+from decoders import kernels
 from decoders.accounting import FileInfo
 from decoders.columns import (
     CODEC_NAMES,
@@ -24,25 +24,14 @@ from decoders.columns import (
     timestamps,
 )
 from decoders.constants import (
-    ATTRIBUTES_OFFSET,
-    BASE_OFFSET_OFFSET,
-    BASE_SEQUENCE_OFFSET,
-    BASE_TIMESTAMP_OFFSET,
     COMPRESSION_CODEC_MASK,
     COMPRESSION_NONE,
     CONTROL_FLAG_MASK,
-    CRC_OFFSET,
     DELETE_HORIZON_FLAG_MASK,
-    LAST_OFFSET_DELTA_OFFSET,
     LOG_OVERHEAD,
     MAGIC_VALUE_V2,
     MAX_SEQUENCE,
-    MAX_TIMESTAMP_OFFSET,
-    PARTITION_LEADER_EPOCH_OFFSET,
-    PRODUCER_EPOCH_OFFSET,
-    PRODUCER_ID_OFFSET,
     RECORD_BATCH_OVERHEAD,
-    RECORDS_COUNT_OFFSET,
     RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
@@ -53,7 +42,9 @@ from decoders.primitives import ByteReader
 from decoders.record_walk import Walked
 from decoders.schemas import BATCHES, HEADERS, RECORDS
 
-_HEADER_BYTES = np.arange(RECORD_BATCH_OVERHEAD)
+# the types of V2Headers' fields from base_offset to count, in their order (DefaultRecordBatch's
+# header: kernels.v2_header_fields reads them)
+_HEADER_TYPES = ("i8", "i4", "u4", "i2", "i4", "i8", "i8", "i8", "i2", "i4", "i4")
 
 # fail(headers, batch index, error kind, reason): marks a batch bad (see SegmentDecoder.fail)
 Fail = Callable[["V2Headers", int, str, str], None]
@@ -87,28 +78,17 @@ class V2Headers:
     def read(
         cls, buf: np.ndarray, base: int, positions: np.ndarray, sizes: np.ndarray
     ) -> V2Headers:
-        hdr = buf[positions[:, None] + _HEADER_BYTES]  # one gather for every header of the window
-
-        def col(at: int, dt: str) -> np.ndarray:
-            return fixed.field(hdr, at, dt)
-
         n = len(positions)
+        if n and (positions.min() < 0 or positions.max() + RECORD_BATCH_OVERHEAD > len(buf)):
+            raise IndexError("a v2 batch header runs past the window")
+        fields = [np.empty(n, dt) for dt in _HEADER_TYPES]
+        kernels.v2_header_fields(buf, positions.astype(np.int64, copy=False), *fields)
         return cls(
             positions,
             sizes,
             positions + base,
             positions + LOG_OVERHEAD + sizes,
-            col(BASE_OFFSET_OFFSET, ">i8"),
-            col(PARTITION_LEADER_EPOCH_OFFSET, ">i4"),
-            col(CRC_OFFSET, ">u4"),
-            col(ATTRIBUTES_OFFSET, ">i2"),
-            col(LAST_OFFSET_DELTA_OFFSET, ">i4"),
-            col(BASE_TIMESTAMP_OFFSET, ">i8"),
-            col(MAX_TIMESTAMP_OFFSET, ">i8"),
-            col(PRODUCER_ID_OFFSET, ">i8"),
-            col(PRODUCER_EPOCH_OFFSET, ">i2"),
-            col(BASE_SEQUENCE_OFFSET, ">i4"),
-            col(RECORDS_COUNT_OFFSET, ">i4"),
+            *fields,
             [None] * n,
             np.zeros(n, bool),
         )

@@ -24,12 +24,16 @@ from numba.extending import intrinsic
 # on them, below).
 from decoders.constants import (
     ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    BASE_SEQUENCE_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
     COMPRESSION_LZ4,
     COMPRESSION_SNAPPY,
     CRC32C_POLYNOMIAL_REFLECTED,
     CRC_OFFSET,
     CURRENT_MAGIC_VALUE,
     HEADER_SIZE_UP_TO_MAGIC,
+    LAST_OFFSET_DELTA_OFFSET,
     LOG_OVERHEAD,
     LZ4_BD_SIZE_SHIFT,
     LZ4_FLG_INDEPENDENT_BLOCKS,
@@ -40,9 +44,14 @@ from decoders.constants import (
     LZ4_UNCOMPRESSED_BLOCK_FLAG,
     MAGIC_OFFSET,
     MAGIC_VALUE_V2,
+    MAX_TIMESTAMP_OFFSET,
     MIN_BATCH_LENGTH_V2,
     MIN_LEGACY_ENTRY_SIZE,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
     RECORD_BATCH_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
     SIZE_OFFSET,
     SNAPPY_XERIAL_HEADER_SIZE,
     SNAPPY_XERIAL_MAGIC,
@@ -130,6 +139,36 @@ def _be32(b, p):
         | (np.int64(b[p + 2]) << 8)
         | np.int64(b[p + 3])
     )
+
+
+@njit(cache=_CACHE, nogil=True, inline="always")
+def _be(b, p, width):
+    """The big-endian unsigned integer of ``width`` bytes at p."""
+    v = np.uint64(0)
+    for k in range(width):
+        v = (v << np.uint64(8)) | np.uint64(b[p + k])
+    return v
+
+
+@njit(cache=_CACHE, nogil=True)
+def v2_header_fields(buf, positions, base_offset, leader_epoch, crc, attributes, last_delta,
+                     base_ts, max_ts, producer_id, producer_epoch, base_seq, count):  # fmt: skip
+    """The fixed header fields of the v2 batches at ``positions`` (each with its
+    RECORD_BATCH_OVERHEAD bytes in ``buf``: the caller checks), into the arrays given, each of
+    its field's type: one pass over the headers, where a numpy gather made an index per byte."""
+    for i in range(positions.shape[0]):
+        p = positions[i]
+        base_offset[i] = np.int64(_be(buf, p + BASE_OFFSET_OFFSET, 8))
+        leader_epoch[i] = np.int32(_be(buf, p + PARTITION_LEADER_EPOCH_OFFSET, 4))
+        crc[i] = np.uint32(_be(buf, p + CRC_OFFSET, 4))
+        attributes[i] = np.int16(_be(buf, p + ATTRIBUTES_OFFSET, 2))
+        last_delta[i] = np.int32(_be(buf, p + LAST_OFFSET_DELTA_OFFSET, 4))
+        base_ts[i] = np.int64(_be(buf, p + BASE_TIMESTAMP_OFFSET, 8))
+        max_ts[i] = np.int64(_be(buf, p + MAX_TIMESTAMP_OFFSET, 8))
+        producer_id[i] = np.int64(_be(buf, p + PRODUCER_ID_OFFSET, 8))
+        producer_epoch[i] = np.int16(_be(buf, p + PRODUCER_EPOCH_OFFSET, 2))
+        base_seq[i] = np.int32(_be(buf, p + BASE_SEQUENCE_OFFSET, 4))
+        count[i] = np.int32(_be(buf, p + RECORDS_COUNT_OFFSET, 4))
 
 
 @njit(cache=_CACHE, nogil=True)
