@@ -172,7 +172,11 @@ class TaskTables:
         self.limit = min(FLUSH_BYTES, budget // 16) if budget else FLUSH_BYTES
 
     def write(self, table: str, batch) -> None:
-        self.pending.setdefault(table, []).append(batch)
+        # a replay table's rows go apart by kind as they come (a replay hands on one kind's
+        # rows at a time): split at the flush, the rows held would be gathered into one
+        # table of the union's ~55 columns and filtered per kind, a copy of every row
+        pieces = kinds_apart(batch) if table in REPLAY_TABLES else [(None, batch)]
+        self.pending.setdefault(table, []).extend(pieces)
         held = self.held[table]
         held[0] += batch.num_rows
         held[1] += batch.get_total_buffer_size()  # (nbytes: ~25 us a batch)
@@ -199,10 +203,12 @@ class TaskTables:
             arrow = self.opts.schemas[table][1]
             self.sinks[table] = _TaskFiles(self.base, table, self.task, self.attempt, self.key,
                                            arrow, self.opts.partition_by[table])  # fmt: skip
-        converted = _converted(batches, table, self.opts)
-        kinds = kinds_apart(converted) if table in REPLAY_TABLES else [(None, converted)]
-        for _, rows in kinds:
-            self.sinks[table].write(rows)
+        kinds: dict = {}
+        for kind, rows in batches:
+            kinds.setdefault(kind, []).append(rows)
+        # each kind's rows as row groups of their own, kinds in sorted order (kinds_apart)
+        for kind in [None] if None in kinds else sorted(kinds):
+            self.sinks[table].write(_converted(kinds[kind], table, self.opts))
         if first and self.kill:
             from decoders import seams
 
