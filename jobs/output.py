@@ -364,7 +364,8 @@ class _TaskFiles:
             target = self.out.path(f"{folder}/.{self.name}.tmp" if self.out.renames else rel)
             self.out.fs.create_dir(self.out.path(folder), recursive=True)
             schema = self.schema if value is not None else self.full_schema
-            w = pq.ParquetWriter(target, schema, filesystem=self.out.fs)
+            w = pq.ParquetWriter(target, schema, filesystem=self.out.fs,
+                                 use_dictionary=_dictionary_columns(schema))  # fmt: skip
             self.open[value] = _Sink(w, rel, target, value)
         return self.open[value]
 
@@ -392,6 +393,16 @@ class _TaskFiles:
             ],
             names=["file", "rows", "value"],
         )
+
+
+def _dictionary_columns(schema) -> list[str]:
+    """The columns Parquet dictionary-encodes: the text ones (topics, clusters, kinds, outcomes,
+    files: few values each). Numbers are offsets, timestamps and ids, nearly all distinct: a
+    dictionary tried on them is given up after its first page, and trying costs ~7% of a
+    replay's task (docs/benchmarks.md)."""
+    import pyarrow as pa
+
+    return [f.name for f in schema if pa.types.is_string(f.type)]
 
 
 class _Sink:
