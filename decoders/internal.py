@@ -32,6 +32,9 @@ def internal_tables_for(topic: str | None) -> tuple[str, ...]:
 # Records decoded together: keys and values become Python bytes for the per-record decoders
 # of this many records at a time, so a batch of a million tombstones holds a slice, not all.
 SLICE_ROWS = 8192
+# `__transaction_state`'s are decoded over columns (each distinct key and value head once,
+# :func:`_transaction_state`): what costs is the ~30 Arrow calls per slice, not the records
+COLUMN_SLICE_ROWS = 65_536
 
 _POSITION_FROM = {  # column of the internal tables <- column of the records table
     "broker": "broker",
@@ -59,16 +62,17 @@ def decode_internal(
     if records.num_rows == 0:
         return {}, []
     topic = records.column("topic")[0].as_py()
+    slice_rows = SLICE_ROWS
     if topic == CONSUMER_OFFSETS_TOPIC:
         decode, names = _consumer_offsets, ("offset_commits", "group_metadata", "group_records")
     elif topic == TRANSACTION_STATE_TOPIC:
-        decode, names = _transaction_state, ("txn_log",)
+        decode, names, slice_rows = _transaction_state, ("txn_log",), COLUMN_SLICE_ROWS
     else:
         return {}, []
     parts: dict[str, list[pa.Table]] = {t: [] for t in names}
     errors: list[ErrorRow] = []
-    for start in range(0, records.num_rows, SLICE_ROWS):
-        chunk = records.slice(start, SLICE_ROWS)
+    for start in range(0, records.num_rows, slice_rows):
+        chunk = records.slice(start, slice_rows)
         rows, errs = decode(chunk, file)
         errors.extend(errs)
         for t in names:

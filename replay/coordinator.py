@@ -17,7 +17,7 @@ import pyarrow as pa
 from decoders.transaction_log import DEAD, valid_previous_states
 from replay.coordinator_blocks import apply_block
 from replay.findings import finding
-from replay.tables import emit_rows
+from replay.tables import emit_rows, slices_apart
 
 
 def _partitions(value: list[dict] | None) -> set[tuple[str, int]]:
@@ -106,7 +106,7 @@ class CoordinatorReplay:
         """The next records of the log, in order (timestamps filled with -1): at once where
         they keep to the usual course (:func:`replay.coordinator_blocks.apply_block`), else
         one by one."""
-        if self.fast and apply_block(self, block):
+        if (self.fast and apply_block(self, block)) or slices_apart(block, self.block):
             return
         for r in block.to_pylist():
             self.record(r)

@@ -395,13 +395,18 @@ def replay_coordinator(
 
 def txn_log_blocks(pieces: Iterable[pa.Table]) -> Iterator[pa.RecordBatch]:
     """`__transaction_state` records in log order as the coordinator's replay takes them: of a
-    transactional id, timestamps filled with -1, :data:`replay.tables.BLOCK_ROWS` at a time."""
-    for piece in pieces:
-        piece = piece.filter(pc.is_valid(piece.column("transactional_id")))
-        for c in ("start_timestamp", "last_update_timestamp"):  # none: -1
-            i = piece.schema.get_field_index(c)
-            piece = piece.set_column(i, c, pc.fill_null(piece.column(i), -1))
-        yield from piece.to_batches(max_chunksize=T.BLOCK_ROWS)
+    transactional id, timestamps filled with -1, a block at a time
+    (:func:`replay.tables.column_blocks`)."""
+
+    def cleaned() -> Iterator[pa.Table]:
+        for piece in pieces:
+            piece = piece.filter(pc.is_valid(piece.column("transactional_id")))
+            for c in ("start_timestamp", "last_update_timestamp"):  # none: -1
+                i = piece.schema.get_field_index(c)
+                piece = piece.set_column(i, c, pc.fill_null(piece.column(i), -1))
+            yield piece
+
+    return T.column_blocks(cleaned())
 
 
 def txn_latest_epochs(t: pa.Table | pa.RecordBatch) -> dict[tuple[str, int], int]:
@@ -471,9 +476,8 @@ def replay_groups(
         replay = resume_groups(resumed, broadcast, emit, emit_table)
     else:
         replay = GroupsReplay(broadcast, emit, emit_table)
-    for piece in pieces:
-        for block in piece.to_batches(max_chunksize=T.BLOCK_ROWS):
-            replay.block(block)
+    for block in T.column_blocks(pieces):
+        replay.block(block)
     state = carry_groups(replay)
     if judged is not None:
         judged += seen

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from replay.findings import finding
 from replay.group_blocks import apply_block
-from replay.tables import emit_rows
+from replay.tables import emit_rows, slices_apart
 
 
 def _owners(members: list[dict] | None) -> dict[tuple[str, int], list[str]]:
@@ -155,7 +155,7 @@ class GroupsReplay:
     def block(self, block: pa.RecordBatch) -> None:
         """The next events of the partition, in log order: at once where they allow it
         (:func:`replay.group_blocks.apply_block`), else one by one."""
-        if self.fast and apply_block(self, block):
+        if (self.fast and apply_block(self, block)) or slices_apart(block, self.block):
             return
         for r in block.to_pylist():
             if r.get("members") is not None:  # a member's id and assignment is all it reads

@@ -7,7 +7,7 @@ Timestamps are int64 milliseconds inside the replay functions and become
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -343,6 +343,46 @@ def rows_table(schema: pa.Schema, out: str, rows: list[dict]) -> pa.Table:
 
 
 BLOCK_ROWS = 8_192  # rows a replay holds as Python objects at a time, in or out
+# rows a replay applies at once over columns (replay.coordinator_blocks, replay.group_blocks):
+# their numpy and Arrow calls cost per block, ~40 of them, which at BLOCK_ROWS were a third of
+# a long-lived producer's coordinator replay; a block outside the usual course goes again as
+# BLOCK_ROWS slices (:func:`slices_apart`)
+COLUMN_BLOCK_ROWS = 65_536
+
+
+def column_blocks(pieces: Iterable[pa.Table]) -> Iterator[pa.RecordBatch]:
+    """Consecutive pieces (a log's records or events, in order) as blocks of up to
+    :data:`COLUMN_BLOCK_ROWS` rows, each one chunk: the pieces are what the decoder's slices and
+    the merge of a log's streams give, a few thousand rows each. Pieces of different columns
+    (one kind of event's) are never in one block."""
+    held: list[pa.Table] = []
+    n = 0
+    for piece in pieces:
+        if not piece.num_rows:
+            continue
+        if held and piece.schema != held[0].schema:
+            yield from pa.concat_tables(held).combine_chunks().to_batches()
+            held, n = [], 0
+        held.append(piece)
+        n += piece.num_rows
+        if n >= COLUMN_BLOCK_ROWS:
+            t = pa.concat_tables(held).combine_chunks()
+            full = n - n % COLUMN_BLOCK_ROWS
+            yield from t.slice(0, full).to_batches(max_chunksize=COLUMN_BLOCK_ROWS)
+            held, n = ([t.slice(full)] if full < n else []), n - full
+    if held:
+        yield from pa.concat_tables(held).combine_chunks().to_batches()
+
+
+def slices_apart(block: pa.RecordBatch, apply: Callable[[pa.RecordBatch], None]) -> bool:
+    """Whether ``block`` was longer than :data:`BLOCK_ROWS`, and so given to ``apply`` a slice
+    of them at a time (a replay whose block over columns failed: only the slices outside the
+    usual course go row by row, each holding at most BLOCK_ROWS rows as Python objects)."""
+    if block.num_rows <= BLOCK_ROWS:
+        return False
+    for start in range(0, block.num_rows, BLOCK_ROWS):
+        apply(block.slice(start, BLOCK_ROWS))
+    return True
 
 
 def emit_rows(

@@ -307,7 +307,7 @@ def _records_went_on(row: dict, earlier: str, later: str, ranges) -> int:
         def blocks(t):
             import replay.tables as T
 
-            return [] if t is None else t.to_batches(max_chunksize=T.BLOCK_ROWS)
+            return [] if t is None else t.to_batches(max_chunksize=T.COLUMN_BLOCK_ROWS)
 
         groups = {"broadcast-app"}
         full = fed(GroupsReplay(groups, emit, emit_table), blocks(whole), True)
@@ -506,7 +506,7 @@ def test_the_coordinator_carries_its_state(production, monkeypatch):
     import replay.tables as T
     from tests.test_coordinator_blocks import _txn_logs
 
-    monkeypatch.setattr(T, "BLOCK_ROWS", 53)  # transactions across blocks and cuts
+    monkeypatch.setattr(T, "COLUMN_BLOCK_ROWS", 53)  # transactions across blocks and cuts
     rng = random.Random(5)
     logs = _txn_logs(production)
     assert logs
@@ -523,7 +523,7 @@ def test_random_coordinator_histories_carry_their_state(monkeypatch):
     from tests.test_coordinator_blocks import _table as table
     from tests.test_coordinator_blocks import history
 
-    monkeypatch.setattr(T, "BLOCK_ROWS", 41)
+    monkeypatch.setattr(T, "COLUMN_BLOCK_ROWS", 41)
     rng = random.Random(29)
     for n in range(30):
         rows = history(rng, rng.randint(100, 800), rng.randint(1, 5))
@@ -604,7 +604,7 @@ def _group_runs(events: pa.Table, cut: int | None) -> tuple[dict, dict]:
     def feed(replay, t):
         import replay.tables as T
 
-        for block in t.to_batches(max_chunksize=T.BLOCK_ROWS):
+        for block in t.to_batches(max_chunksize=T.COLUMN_BLOCK_ROWS):
             replay.block(block)
 
     replay = GroupsReplay(broadcast, emit, emit_table)
@@ -640,7 +640,7 @@ def test_the_groups_carry_their_state(production, monkeypatch):
     import replay.tables as T
     from tests.test_group_blocks import _of_dump
 
-    monkeypatch.setattr(T, "BLOCK_ROWS", 59)
+    monkeypatch.setattr(T, "COLUMN_BLOCK_ROWS", 59)
     rng = random.Random(6)
     parts = _of_dump(production)
     assert parts
@@ -653,7 +653,7 @@ def test_random_group_histories_carry_their_state(monkeypatch):
     import replay.tables as T
     from tests.test_group_blocks import history
 
-    monkeypatch.setattr(T, "BLOCK_ROWS", 43)
+    monkeypatch.setattr(T, "COLUMN_BLOCK_ROWS", 43)
     rng = random.Random(31)
     for n in range(24):
         commits, metadata, markers = history(rng, rng.randint(200, 1500), broken=n % 2 == 1)

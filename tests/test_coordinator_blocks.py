@@ -69,7 +69,7 @@ def production(tmp_path_factory):
 
 @pytest.mark.sweep  # every scenario and production traffic: in ./dev test, not the inner loop
 def test_every_scenario_s_coordinator_replays_the_same(sim_all, production, monkeypatch):
-    monkeypatch.setattr(T, "BLOCK_ROWS", 61)
+    monkeypatch.setattr(T, "COLUMN_BLOCK_ROWS", 61)
     applied = total = 0
     for root in dump_roots(sim_all, production):
         for records in _txn_logs(root):
@@ -178,7 +178,7 @@ def _table(rows: list[dict]) -> pa.Table:
 
 
 def test_healthy_histories_go_in_blocks(monkeypatch):
-    monkeypatch.setattr(T, "BLOCK_ROWS", 53)
+    monkeypatch.setattr(T, "COLUMN_BLOCK_ROWS", 53)
     records = _table(history(random.Random(1), 4000))
     # all but the blocks with a TV2 abort from no transaction (a transaction of its own)
     assert _both(records, {}, monkeypatch) > 0.6 * records.num_rows
@@ -187,7 +187,8 @@ def test_healthy_histories_go_in_blocks(monkeypatch):
 @pytest.mark.sweep  # 80 random damaged histories: in ./dev test, not in the inner loop
 def test_damaged_histories_replay_the_same(monkeypatch):
     rng = random.Random(23)
-    monkeypatch.setattr(T, "BLOCK_ROWS", 41)
+    monkeypatch.setattr(T, "COLUMN_BLOCK_ROWS", 41)
+    monkeypatch.setattr(T, "BLOCK_ROWS", 11)  # a block that fails: its slices again
     applied = total = 0
     for n in range(80):
         rows = history(rng, rng.randint(100, 1500), rng.randint(1, 5))

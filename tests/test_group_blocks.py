@@ -95,7 +95,7 @@ def production(tmp_path_factory):
 
 @pytest.mark.sweep  # every scenario and production traffic: in ./dev test, not the inner loop
 def test_every_scenario_s_groups_replay_the_same(sim_all, production, monkeypatch):
-    monkeypatch.setattr(T, "BLOCK_ROWS", 59)
+    monkeypatch.setattr(T, "COLUMN_BLOCK_ROWS", 59)
     applied = total = 0
     for root in dump_roots(sim_all, production):
         for part, commits, metadata, markers in _of_dump(root):
@@ -158,7 +158,7 @@ def history(rng: random.Random, events: int, broken: bool = False):
 
 
 def test_healthy_histories_go_in_blocks(monkeypatch):
-    monkeypatch.setattr(T, "BLOCK_ROWS", 47)
+    monkeypatch.setattr(T, "COLUMN_BLOCK_ROWS", 47)
     commits, metadata, markers = history(random.Random(1), 5000)
     applied = _both(5, commits, metadata, markers, {"broadcast-app"}, monkeypatch)
     assert applied == commits.num_rows + markers.num_rows
@@ -167,7 +167,8 @@ def test_healthy_histories_go_in_blocks(monkeypatch):
 @pytest.mark.sweep  # 60 random histories with rewinds and generations: in ./dev test
 def test_broken_histories_replay_the_same(monkeypatch):
     rng = random.Random(29)
-    monkeypatch.setattr(T, "BLOCK_ROWS", 43)
+    monkeypatch.setattr(T, "COLUMN_BLOCK_ROWS", 43)
+    monkeypatch.setattr(T, "BLOCK_ROWS", 11)  # a block that fails: its slices again
     applied = total = 0
     for _ in range(60):
         commits, metadata, markers = history(rng, rng.randint(200, 2000), broken=True)

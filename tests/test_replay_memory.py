@@ -76,6 +76,14 @@ def _growth(run_for: Callable[[int], Callable], n: int) -> tuple[int, int, int, 
     return small, large, rows_small, rows_large
 
 
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Replays over columns a BLOCK_ROWS block at a time: what they hold is bounded by a block
+    (COLUMN_BLOCK_ROWS, ~65 k rows), so a history shows no growth once it is several blocks
+    long; at the default that would take hundreds of thousands of Python-made rows here."""
+    monkeypatch.setattr(T, "COLUMN_BLOCK_ROWS", T.BLOCK_ROWS)
+
+
 # -- a partition's batches: a transactional producer, a transaction every two batches ---------
 
 
@@ -141,7 +149,7 @@ def _txn_log(start: int, stop: int) -> pa.Table:
     return pa.Table.from_pylist(rows)
 
 
-def test_the_coordinator_replay_holds_its_ids_not_their_transactions():
+def test_the_coordinator_replay_holds_its_ids_not_their_transactions(small_blocks):
     latest = {("app-0", 100): 0, ("app-1", 101): 0}
 
     def run_for(n):
@@ -190,7 +198,7 @@ def _markers(start: int, stop: int) -> pa.Table:
     })  # fmt: skip
 
 
-def test_the_groups_replay_holds_its_groups_not_their_commits():
+def test_the_groups_replay_holds_its_groups_not_their_commits(small_blocks):
     def run_for(n):
         def run(flush):
             streams = [
@@ -227,3 +235,22 @@ def test_row_blocks_hand_on_at_most_a_block(schema):
         blocks.add("finding", {"kind": "x", "severity": "info", "message": str(i)})
     blocks.close()
     assert max(seen) <= 100 and sum(seen) == 1050
+
+
+def test_column_blocks_are_whole_blocks_of_one_kind_of_piece(monkeypatch):
+    """The pieces a replay takes, gathered into blocks of COLUMN_BLOCK_ROWS, one chunk each,
+    in order, a block never across pieces of different columns (replay.tables.column_blocks)."""
+    monkeypatch.setattr(T, "COLUMN_BLOCK_ROWS", 100)
+
+    def piece(start: int, n: int, extra: bool = False) -> pa.Table:
+        t = pa.table({"i": pa.array(range(start, start + n), pa.int64())})
+        return t.append_column("x", pa.nulls(n, pa.string())) if extra else t
+
+    pieces = [piece(0, 30), piece(30, 0), piece(30, 90), piece(120, 250), piece(370, 5, True),
+              piece(375, 7, True), piece(382, 40)]  # fmt: skip
+    blocks = list(T.column_blocks(pieces))
+    assert [b.num_rows for b in blocks] == [100, 100, 100, 70, 12, 40]
+    assert [b.num_columns for b in blocks] == [1, 1, 1, 1, 2, 1]
+    assert pa.Table.from_batches(blocks[:4]).column("i").to_pylist() == list(range(370))
+    assert [b.column(0)[0].as_py() for b in blocks[4:]] == [370, 382]
+    assert list(T.column_blocks([])) == []
