@@ -76,7 +76,7 @@ def run(args) -> int:
     from jobs.exits import FAILED, OK, USAGE
     from jobs.output import SUMMARY, commit, start_run
     from jobs.resilience import run_resilient
-    from jobs.session import dump_listing, job_conf
+    from jobs.session import dump_listing, full_jit, job_conf
 
     conf = job_conf(args)
     listed = dump_listing("audit", args.inputs)
@@ -100,7 +100,7 @@ def run(args) -> int:
         spec = replace(spec, points=points_of(previous), previous=tables)
     progress.total_bytes(sum(f.size for f in files))
     progress.phase("starting Spark")
-    started = start_run(args, conf, "logreplay-audit", SUMMARY)
+    started = start_run(args, conf, "logreplay-audit", SUMMARY, full_jit(conf, files))
     # a file whose decoding fails the job after every task attempt is left out, reported as
     # a decode_failed error (an error finding: a gate fails), and the run finishes
     (entries, checked), skipped = run_resilient(

@@ -106,15 +106,16 @@ class Run(NamedTuple):
     key: str
 
 
-def start_run(args, conf: dict, app_name: str, record: str) -> Run:
+def start_run(args, conf: dict, app_name: str, record: str, full_jit: bool = False) -> Run:
     """How a job that writes a run starts (`decode`, `audit`): storage settings exported, the
     session, those settings forwarded to its workers, the run id and its directory, and the
-    commit record (``record``: SUMMARY or MANIFEST) this run will replace."""
+    commit record (``record``: SUMMARY or MANIFEST) this run will replace. ``full_jit``: see
+    jobs.session.full_jit."""
     from jobs.session import spark_session
 
     env = prepare_storage(conf)
     # both jobs read the dump through their own scan (jobs.scan), not through the source
-    spark = spark_session(args.master, app_name, conf, source=False)
+    spark = spark_session(args.master, app_name, conf, source=False, full_jit=full_jit)
     forward_env(spark, env)
     run_id = run_id_of(args.run_id, args.logical_date)
     out = OutputDir(run_dir(args.out, run_id, conf["output"]["layout"]))

@@ -21,6 +21,9 @@ FIRST_POOL = "logreplay-first"
 # minimum share first, and this one's is above any core count); the others share what is left
 # with the output tables' writes (the default pool)
 POOLS = {FIRST_POOL: (1, 1 << 20), STASH_POOL: (1, 0)}
+# the driver JVM's option for C1 only (conf/default.yaml), left out for a row-heavy audit
+# (:func:`full_jit`)
+C1_ONLY = "-XX:TieredStopAtLevel=1"
 DAEMON_MODULE = "spark.python.daemon.module"
 PRELOAD_ENV = "LOGREPLAY_WORKER_PRELOAD"
 
@@ -30,13 +33,15 @@ def spark_session(
     app_name: str | None = None,
     conf: dict | None = None,
     source: bool = True,
+    full_jit: bool = False,
 ):
     """getOrCreate a session. Under spark-submit the submitted master wins; in a plain Python
     process the configured master (embedded default: local mode) applies unless `master` is
     given. ``conf``: a validated configuration (replay.config.load). ``source``: register the
     `kafka-segments` source (a job that reads the dump through its own scan leaves it out:
     Spark's first registration of a Python data source starts a Python process that looks
-    for installed sources, ~1.3 s on the driver's critical path)."""
+    for installed sources, ~1.3 s on the driver's critical path). ``full_jit``: the driver
+    JVM, if launched here, without :data:`C1_ONLY` (:func:`full_jit`)."""
     from pyspark.sql import SparkSession
 
     from replay.config import load
@@ -62,6 +67,8 @@ def spark_session(
         # the Python workers' daemon with the tasks' modules imported once (jobs.daemon); in
         # local mode only, where the executor's Python is this one and imports this project
         config.setdefault(DAEMON_MODULE, "jobs.daemon")
+    if full_jit and DRIVER_JAVA_OPTIONS in config:
+        config[DRIVER_JAVA_OPTIONS] = without_option(config[DRIVER_JAVA_OPTIONS], C1_ONLY)
     if archive.options:
         config[DRIVER_JAVA_OPTIONS] = with_options(config.get(DRIVER_JAVA_OPTIONS), archive.options)
     with _allocations(config):
@@ -153,6 +160,25 @@ def add_job_arguments(p, conf: bool = True, run: bool = True) -> None:
     p.add_argument(
         "--logical-date", default=None, help="the data interval's date, e.g. Airflow's {{ ds }}"
     )
+
+
+def full_jit(conf, files) -> bool:
+    """Whether an audit's driver JVM runs full tiered compilation: where the dump's internal
+    topics' log segments hold at least ``spark.full_jit_from_mb`` MiB. Their records are
+    what the audit's Spark stages carry rows of (a coordinator transaction, a commit, their
+    markers): C1's code sorts and converts 6 M rows of a long-lived producer's million
+    transactions ~11 s slower than C2's, where on a dump of few such records C2's compiling
+    costs 2-3 s more than it saves (docs/benchmarks.md)."""
+    from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+
+    internal = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
+    held = sum(f.size for f in files if f.kind == "log" and f.info.topic in internal)
+    return held >= conf["spark"]["full_jit_from_mb"] << 20
+
+
+def without_option(options: str, option: str) -> str:
+    """JVM ``options`` (space-separated) without ``option``."""
+    return " ".join(o for o in options.split() if o != option)
 
 
 def job_conf(args):

@@ -233,7 +233,12 @@ ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky", "broadcast",
 SCHEMA = Section(
     {
         "spark": Section(
-            {"master": Str(), "app_name": Str(), "config": MapOf(Scalar())},
+            {
+                "master": Str(),
+                "app_name": Str(),
+                "full_jit_from_mb": Int(minimum=0),
+                "config": MapOf(Scalar()),
+            },
         ),
         "decode": Section(
             {
