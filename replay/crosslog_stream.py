@@ -426,11 +426,14 @@ class ProducerJudge:
             codes, parts, owners = codes[order], parts[order], owners[order]
             for a, b in runs(codes, parts):
                 for tp in self.incarnations.get((topics[codes[a]], int(parts[a])), ()):
-                    owners_of[tp] = np.unique(owners[a:b])
+                    run = owners[a:b]  # sorted (the lexsort's last key): each owner once
+                    owners_of[tp] = run[np.concatenate(([True], run[1:] != run[:-1]))]
                     self.listed.add(tp)
         targets = self.sequences if len(maybe) else owners_of
         for tp in targets:
-            chosen = np.union1d(owners_of.get(tp, np.zeros(0, np.int64)), maybe)
+            chosen = owners_of.get(tp, np.zeros(0, np.int64))
+            if len(maybe):
+                chosen = np.union1d(chosen, maybe)
             if len(chosen):
                 self.sequences[tp].add_listed(rows[chosen.astype(np.int64)])
 
