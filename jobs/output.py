@@ -399,7 +399,7 @@ class _TaskFiles:
 def _dictionary_columns(schema) -> list[str]:
     """The columns Parquet dictionary-encodes: the text ones (topics, clusters, kinds, outcomes,
     files: few values each). Numbers are offsets, timestamps and ids, nearly all distinct: a
-    dictionary tried on them is given up after its first page, and trying costs ~7% of a
+    dictionary tried on them is given up after its first page, and trying cost ~9% of a
     replay's task (docs/benchmarks.md)."""
     import pyarrow as pa
 
