@@ -1,9 +1,9 @@
 """The headers of a window's v2 batches as numpy columns, and the Arrow batches and records
 tables built from them (DefaultRecordBatch.java; docs/tables.md).
 
-One gather reads every header of a window; each field is then one vectorised view at its
-named offset. Nothing here is per record in Python but control records, of which a batch has
-one.
+One compiled pass reads every header field of a window at its named offset
+(kernels.v2_header_fields). Nothing here is per record in Python but control records, of which
+a batch has one.
 """
 
 from __future__ import annotations

@@ -105,7 +105,8 @@ class CoordinatorReplay:
     def block(self, block: pa.RecordBatch) -> None:
         """The next records of the log, in order (timestamps filled with -1): at once where
         they keep to the usual course (:func:`replay.coordinator_blocks.apply_block`), else
-        one by one."""
+        again a slice at a time (:func:`replay.tables.slices_apart`), one by one where a slice
+        does not."""
         if (self.fast and apply_block(self, block)) or slices_apart(block, self.block):
             return
         for r in block.to_pylist():

@@ -154,7 +154,8 @@ class GroupsReplay:
 
     def block(self, block: pa.RecordBatch) -> None:
         """The next events of the partition, in log order: at once where they allow it
-        (:func:`replay.group_blocks.apply_block`), else one by one."""
+        (:func:`replay.group_blocks.apply_block`), else again a slice at a time
+        (:func:`replay.tables.slices_apart`), one by one where a slice does not allow it."""
         if (self.fast and apply_block(self, block)) or slices_apart(block, self.block):
             return
         for r in block.to_pylist():

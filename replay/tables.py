@@ -361,17 +361,21 @@ def column_blocks(pieces: Iterable[pa.Table]) -> Iterator[pa.RecordBatch]:
         if not piece.num_rows:
             continue
         if held and piece.schema != held[0].schema:
-            yield from pa.concat_tables(held).combine_chunks().to_batches()
+            yield from _one_chunk(held).to_batches()
             held, n = [], 0
         held.append(piece)
         n += piece.num_rows
         if n >= COLUMN_BLOCK_ROWS:
-            t = pa.concat_tables(held).combine_chunks()
+            t = _one_chunk(held)
             full = n - n % COLUMN_BLOCK_ROWS
             yield from t.slice(0, full).to_batches(max_chunksize=COLUMN_BLOCK_ROWS)
             held, n = ([t.slice(full)] if full < n else []), n - full
     if held:
-        yield from pa.concat_tables(held).combine_chunks().to_batches()
+        yield from _one_chunk(held).to_batches()
+
+
+def _one_chunk(pieces: list[pa.Table]) -> pa.Table:
+    return pa.concat_tables(pieces).combine_chunks()
 
 
 def slices_apart(block: pa.RecordBatch, apply: Callable[[pa.RecordBatch], None]) -> bool:
