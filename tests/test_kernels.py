@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import crc32c
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -122,11 +123,18 @@ def test_payloads_the_snappy_kernel_leaves_to_cramjam():
     assert _kernel(compress(COMPRESSION_ZSTD, data), len(data), COMPRESSION_ZSTD) is None
 
 
+CRC_KERNELS = [(kernels.small_batch_crcs_tables, kernels.SMALL_ENTRY_BYTES)]
+if kernels.CRC32C_INSTRUCTION:  # the instruction's kernel exists only where it compiles
+    CRC_KERNELS.append((kernels.small_batch_crcs_instructed, kernels.INSTRUCTION_ENTRY_BYTES))
+
+
+@pytest.mark.parametrize(("kernel", "limit"), CRC_KERNELS, ids=lambda k: getattr(k, "__name__", ""))
 @settings(max_examples=200, deadline=None)
-@given(sizes=st.lists(st.integers(0, 3000), min_size=1, max_size=20), seed=st.integers(0, 99))
-def test_small_batch_crcs_are_crc32c(sizes, seed):
+@given(sizes=st.lists(st.integers(0, 20_000), min_size=1, max_size=20), seed=st.integers(0, 99))
+def test_small_batch_crcs_are_crc32c(kernel, limit, sizes, seed):
     """Entries laid end to end, each its own size: the compiled CRC of the small ones is the
-    crc32c package's over the same bytes (attributes to end), the large ones left to it."""
+    crc32c package's over the same bytes (attributes to end), the large ones left to it; each
+    kernel alike (the CPU's instruction, where this machine has it, and the tables)."""
     rng = np.random.default_rng(seed)
     entry = [61 + s for s in sizes]
     buf = rng.integers(0, 256, sum(entry), dtype=np.uint8)
@@ -136,10 +144,28 @@ def test_small_batch_crcs_are_crc32c(sizes, seed):
     computed = np.zeros(len(entry), np.uint32)
     stored = np.zeros(len(entry), np.uint32)
     done = np.zeros(len(entry), bool)
-    kernels.small_batch_crcs(buf, positions, size_fields, magics, _CRC32C_TABLES, computed,
-                             stored, done)  # fmt: skip
+    kernel(buf, positions, size_fields, magics, _CRC32C_TABLES, computed, stored, done)
     for i, (p, e) in enumerate(zip(positions.tolist(), entry, strict=True)):
-        assert done[i] == (e <= kernels.SMALL_ENTRY_BYTES)
+        assert done[i] == (e <= limit)
         if done[i]:
             assert int(computed[i]) == crc32c.crc32c(buf[p + 21 : p + e].tobytes())
             assert int(stored[i]) == int.from_bytes(buf[p + 17 : p + 21].tobytes(), "big")
+
+
+def test_the_crc_kernel_is_chosen_by_the_cpu(monkeypatch):
+    """The instruction's kernel where numba targets this x86-64 host with SSE 4.2; the tables
+    on another machine, or where numba is told to target another CPU (a shared cache)."""
+    from numba.core import config
+
+    assert kernels.small_batch_crcs is (
+        kernels.small_batch_crcs_instructed if kernels.CRC32C_INSTRUCTION
+        else kernels.small_batch_crcs_tables
+    )  # fmt: skip
+    monkeypatch.setattr(config, "CPU_NAME", "generic")
+    assert not kernels.crc32c_instruction()
+    monkeypatch.setattr(config, "CPU_NAME", None)
+    monkeypatch.setattr(config, "CPU_FEATURES", "-sse4.2")
+    assert not kernels.crc32c_instruction()
+    monkeypatch.setattr(config, "CPU_FEATURES", None)
+    monkeypatch.setattr("platform.machine", lambda: "aarch64")
+    assert not kernels.crc32c_instruction()
