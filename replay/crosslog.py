@@ -542,10 +542,55 @@ def _backward_rows(s, dlo, dhi, r0, r1, first, total, g_next, marks):  # pragma:
     return g_next
 
 
-BAND = 8  # the first band's half-width around the diagonal (cells), widened as needed
+BAND = 0  # the first band's half-width around the diagonal (cells), widened as needed
 # the forward costs a block of rows holds again on the way back, and the most rows a block has
 # (a block also reads its rows of both sequences: ~0.4 KB a row)
 BLOCK_BYTES, BLOCK_ROWS = 4 << 20, 8_192
+
+
+class SkipFloors:
+    """The least each entry of either sequence can cost to skip, wherever it falls (first,
+    last or in between; a coordinator transaction inside the cleaned range at an assumption:
+    :func:`_skip_a`), kept as a count per cost: a path skips each entry at most once, so a path
+    making ``s`` skips costs at least the sum of the ``s`` smallest (:meth:`skips_above`)."""
+
+    def __init__(self, n: int, m: int) -> None:
+        self.entries = n + m
+        self.counts: dict[int, int] = {}
+        self.b_seen = 0  # the partition entries counted (blocks overlap in them)
+
+    def add(self, s: Steps) -> None:
+        """The floors of block ``s``'s coordinator transactions (each block has its own rows)
+        and of its partition entries not counted yet."""
+        if s.a.shape[0]:
+            least = np.minimum(np.minimum(s.skip_a.first, s.skip_a.last), s.skip_a.mid)
+            if s.cleaned > 0:  # inside the cleaned range an anomalous skip is an assumption
+                least = np.where((least >= ANOMALY) & (least < INF), ASSUME, least)
+            self._count(least)
+        new = s.i0 + s.b.shape[0] - max(s.i0, self.b_seen)
+        if new > 0:
+            at = slice(s.b.shape[0] - new, s.b.shape[0])
+            skip = s.skip_b
+            self._count(np.minimum(np.minimum(skip.first[at], skip.last[at]), skip.mid[at]))
+            self.b_seen = s.i0 + s.b.shape[0]
+
+    def _count(self, least: np.ndarray) -> None:
+        values, counts = np.unique(least, return_counts=True)
+        for v, c in zip(values.tolist(), counts.tolist(), strict=True):
+            self.counts[v] = self.counts.get(v, 0) + c
+
+    def skips_above(self, total: int) -> int | None:
+        """The fewest skips every path making them costs more than ``total`` (None: skipping
+        every entry costs no more). Entries not counted count as free, never as dear."""
+        unseen = self.entries - sum(self.counts.values())
+        floors = ([(0, unseen)] if unseen > 0 else []) + sorted(self.counts.items())
+        skips = cost = 0
+        for value, count in floors:
+            if value > 0 and cost + value * count > total:
+                return skips + (total - cost) // value + 1
+            skips += count
+            cost += value * count
+        return None
 
 
 class Alignment:
@@ -557,14 +602,18 @@ class Alignment:
     alignment only by an anomaly (``bad``) or also by a cheap step (``free``).
 
     Only the cells (k, i) with ``dlo <= k - i <= dhi`` (a band around the diagonal) are
-    computed, by their offset in the band. Why a band suffices: every skip costs at least
-    ASSUME (1), and a path through cell (k, i) makes at least |k - i| skips to get there and
-    |(n - m) - (k - i)| after it. With D = n - m, a cell outside the band
-    min(0, D) - h <= k - i <= max(0, D) + h therefore lies only on paths costing at least
-    |D| + 2(h + 1). When that exceeds the band's cheapest total (which no cheaper path
-    outside it can undercut), every cheapest path lies inside, and on those cells the band's
-    forward and backward costs are the whole table's. Otherwise the band is widened to what
-    the total requires and the forward pass runs again.
+    computed, by their offset in the band. Why a band suffices: a path through cell (k, i)
+    makes at least |k - i| skips to get there and |(n - m) - (k - i)| after it, each of a
+    different entry. With D = n - m, a cell outside the band
+    min(0, D) - h <= k - i <= max(0, D) + h therefore lies only on paths making at least
+    |D| + 2(h + 1) skips, which cost at least the sum of that many of the entries' least skip
+    costs (:class:`SkipFloors`). When that exceeds the band's cheapest total (which no cheaper
+    path outside it can undercut), every cheapest path lies inside, and on those cells the
+    band's forward and backward costs are the whole table's. Otherwise the band is widened to
+    what the total requires and the forward pass runs again. The band starts one cell wide:
+    a healthy history's total is 0. A history with one anomaly (a split outcome: 1,000) needs
+    only as many more cells as it has entries whose skip is an assumption, not 1,000: skipping
+    around an anomalous match costs more anomalies.
 
     Memory does not grow with the history: the forward pass keeps one row of the band per
     block of rows (in a bounded store), and the way back computes a block's forward rows again
@@ -587,13 +636,16 @@ class Alignment:
         while True:
             self.dlo, self.dhi = max(min(0, D) - h, -m), min(max(0, D) + h, n)
             whole = self.dlo == -m and self.dhi == n
-            self.total, self.kept, cheapest_skip = self._forward()
-            if cheapest_skip < ASSUME and not whole:
-                h = max(n, m)  # a free skip would void the bound: the whole table
-            elif whole or (self.total < INF and abs(D) + 2 * (h + 1) > self.total):
+            self.total, self.kept, floors = self._forward()
+            need = floors.skips_above(self.total) if self.total < INF else None
+            if whole or (need is not None and abs(D) + 2 * (h + 1) >= need):
                 break
+            if self.total >= INF:
+                h = 2 * h + 1
+            elif need is None:
+                h = max(n, m)  # skipping every entry costs no more: the whole table
             else:
-                h = (self.total - abs(D)) // 2 + 1 if self.total < INF else 2 * h + 1
+                h = max(h + 1, -(-(need - abs(D)) // 2) - 1)  # |D| + 2(h + 1) >= need
             self.kept.close()
 
     def _blocks(self) -> list[tuple[int, int]]:
@@ -607,21 +659,19 @@ class Alignment:
         i1 = min(self.m, r1 - 1 - self.dlo + 1)
         return self.steps_of(r0, min(r1, self.n), i0, max(i0, i1))
 
-    def _forward(self) -> tuple[int, SpilledRows, int]:
+    def _forward(self) -> tuple[int, SpilledRows, SkipFloors]:
         width = self.dhi - self.dlo + 1
         kept = SpilledRows(width)
         row = np.full(width, INF, np.int64)
         row[self.dhi] = 0  # cell (0, 0): d = 0, at offset i - k + dhi
-        cheapest = INF
+        floors = SkipFloors(self.n, self.m)
         for r0, r1 in self._blocks():
             s = self._block(r0, r1)
-            for c in (*s.skip_a, *s.skip_b):
-                if c.size:
-                    cheapest = min(cheapest, int(c.min()))
+            floors.add(s)
             kept.append(row[None, :])
             row = _forward_rows(s, self.dlo, self.dhi, r0, r1, row,
                                 np.full(width, INF, np.int64))  # fmt: skip
-        return int(row[self.m - self.n + self.dhi]), kept, cheapest
+        return int(row[self.m - self.n + self.dhi]), kept, floors
 
     def marked(self) -> Iterator[Marked]:
         """Every block of either sequence once no other step can mark it, from the end
