@@ -412,8 +412,9 @@ class PartitionReplay:
                     batch_entry(int(runs.first_seq[i]), int(runs.last_seq[i]), int(runs.base[i]),
                                 int(runs.last[i]), int(runs.ts[i]))
                 )  # fmt: skip
-            for i in rows[-RECENT_RANGES:].tolist():
-                p.recent.add(int(runs.first_seq[i]), int(runs.last_seq[i]), int(runs.base[i]))
+            kept = rows[-RECENT_RANGES:]
+            p.recent.add_all(runs.first_seq[kept].tolist(), runs.last_seq[kept].tolist(),
+                             runs.base[kept].tolist())  # fmt: skip
             p.last_timestamp = int(runs.ts[rows[-1]])
         if self.log_start is None:
             self.log_start = int(base[0])

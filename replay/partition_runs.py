@@ -317,9 +317,8 @@ def _producer_stretch(r, pid, p, runs, a, b, mine, records_after, log_end) -> No
             p.batches.append(batch_entry(int(first_seq[i]), int(last_seq[i]), int(base[j]),
                                          int(last[j]), int(ts[j])))  # fmt: skip
         keep = slice(max(0, len(rows) - RECENT_RANGES), len(rows))
-        for f, s, o in zip(first_seq[keep].tolist(), last_seq[keep].tolist(),
-                           base[rows[keep]].tolist(), strict=True):  # fmt: skip
-            p.recent.add(f, s, o)
+        p.recent.add_all(first_seq[keep].tolist(), last_seq[keep].tolist(),
+                         base[rows[keep]].tolist())  # fmt: skip
     p.last_timestamp = int(ts[mine[-1]])
     if is_marker[-1]:
         p.txn = None

@@ -35,6 +35,23 @@ class RecentRanges:
             self.ranges.popitem(last=False)
         self.highest = max(self.highest, last_seq)
 
+    def add_all(self, first_seqs: list[int], last_seqs: list[int], offsets: list[int]) -> None:
+        """:meth:`add` of each range in turn, in one step where that is the same: ranges
+        distinct and none held already (a run of a producer's batches, whose sequences rise),
+        so each adds itself at the end and pushes out the oldest; else one by one."""
+        keys = list(zip(first_seqs, last_seqs, strict=True))
+        if len(set(keys)) < len(keys) or not self.ranges.keys().isdisjoint(keys):
+            for (f, last), o in zip(keys, offsets, strict=True):
+                self.add(f, last, o)
+            return
+        keep = min(len(keys), RECENT_RANGES)
+        for _ in range(max(0, len(self.ranges) + keep - RECENT_RANGES)):
+            self.ranges.popitem(last=False)
+        start = len(keys) - keep
+        self.ranges.update(zip(keys[start:], offsets[start:], strict=True))
+        if last_seqs:
+            self.highest = max(self.highest, max(last_seqs))
+
     def get(self, first_seq: int, last_seq: int) -> int | None:
         """The offset the range was first written at, if it is among the recent ones."""
         return self.ranges.get((first_seq, last_seq))
