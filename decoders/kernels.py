@@ -585,20 +585,28 @@ def _crc32c(b, p, end, t):
     return c ^ np.uint32(0xFFFFFFFF)
 
 
+@njit(cache=_CACHE, nogil=True, inline="always")
+def _small_v2_entry(positions, sizes, magics, i, limit):
+    """(start, end) of entry ``i`` if it is a v2 batch of at most ``limit`` bytes, which a
+    kernel below checksums; else start -1 (left to the crc32c package)."""
+    p = positions[i]
+    end = p + LOG_OVERHEAD + sizes[i]
+    if magics[i] != MAGIC_VALUE_V2 or end - p > limit:
+        return -1, end
+    return p, end
+
+
 @njit(cache=_CACHE, nogil=True)
 def small_batch_crcs_tables(buf, positions, sizes, magics, tables, computed, stored, done):
     """CRC-32C of each v2 entry of at most SMALL_ENTRY_BYTES (attributes to its end, as
     DefaultRecordBatch.isValid checks it) and the CRC it stores; done[i] marks the ones
     checksummed here."""
     for i in range(positions.shape[0]):
-        p = positions[i]
-        end = p + LOG_OVERHEAD + sizes[i]
-        if magics[i] != MAGIC_VALUE_V2 or end - p > SMALL_ENTRY_BYTES:
-            done[i] = False
-            continue
-        computed[i] = _crc32c(buf, p + ATTRIBUTES_OFFSET, end, tables)
-        stored[i] = np.uint32(_be32(buf, p + CRC_OFFSET))
-        done[i] = True
+        p, end = _small_v2_entry(positions, sizes, magics, i, SMALL_ENTRY_BYTES)
+        done[i] = p >= 0
+        if p >= 0:
+            computed[i] = _crc32c(buf, p + ATTRIBUTES_OFFSET, end, tables)
+            stored[i] = np.uint32(_be32(buf, p + CRC_OFFSET))
 
 
 def _x86_call(builder, name: str, ret, args_types, args):
@@ -665,14 +673,11 @@ if CRC32C_INSTRUCTION:  # defined only where it compiles: load_cached loads what
         """small_batch_crcs_tables by the CPU's instruction, for entries of at most
         INSTRUCTION_ENTRY_BYTES (``tables`` unused: one signature for both)."""
         for i in range(positions.shape[0]):
-            p = positions[i]
-            end = p + LOG_OVERHEAD + sizes[i]
-            if magics[i] != MAGIC_VALUE_V2 or end - p > INSTRUCTION_ENTRY_BYTES:
-                done[i] = False
-                continue
-            computed[i] = _crc32c_instructed(buf, p + ATTRIBUTES_OFFSET, end)
-            stored[i] = np.uint32(_be32(buf, p + CRC_OFFSET))
-            done[i] = True
+            p, end = _small_v2_entry(positions, sizes, magics, i, INSTRUCTION_ENTRY_BYTES)
+            done[i] = p >= 0
+            if p >= 0:
+                computed[i] = _crc32c_instructed(buf, p + ATTRIBUTES_OFFSET, end)
+                stored[i] = np.uint32(_be32(buf, p + CRC_OFFSET))
 
     small_batch_crcs = small_batch_crcs_instructed
     CRC_KERNEL_ENTRY_BYTES = INSTRUCTION_ENTRY_BYTES
