@@ -610,6 +610,7 @@ def small_batch_crcs_tables(buf, positions, sizes, magics, tables, computed, sto
 
 
 def _x86_call(builder, name: str, ret, args_types, args):
+    """A call of the LLVM intrinsic ``name`` (an x86 instruction) in the code being built."""
     fnty = ir.FunctionType(ret, args_types)
     return builder.call(cgutils.get_or_insert_function(builder.module, fnty, name), args)
 

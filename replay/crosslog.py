@@ -563,10 +563,10 @@ class SkipFloors:
         """The floors of block ``s``'s coordinator transactions (each block has its own rows)
         and of its partition entries not counted yet."""
         if s.a.shape[0]:
-            least = np.minimum(np.minimum(s.skip_a.first, s.skip_a.last), s.skip_a.mid)
+            costs = list(s.skip_a)
             if s.cleaned > 0:  # inside the cleaned range an anomalous skip is an assumption
-                least = np.where((least >= ANOMALY) & (least < INF), ASSUME, least)
-            self._count(least)
+                costs = [np.where((c >= ANOMALY) & (c < INF), ASSUME, c) for c in costs]
+            self._count(np.minimum(np.minimum(costs[0], costs[1]), costs[2]))
         new = s.i0 + s.b.shape[0] - max(s.i0, self.b_seen)
         if new > 0:
             at = slice(s.b.shape[0] - new, s.b.shape[0])
