@@ -681,10 +681,8 @@ if CRC32C_INSTRUCTION:  # defined only where it compiles: load_cached loads what
                 stored[i] = np.uint32(_be32(buf, p + CRC_OFFSET))
 
     small_batch_crcs = small_batch_crcs_instructed
-    CRC_KERNEL_ENTRY_BYTES = INSTRUCTION_ENTRY_BYTES
 else:
     small_batch_crcs = small_batch_crcs_tables
-    CRC_KERNEL_ENTRY_BYTES = SMALL_ENTRY_BYTES
 
 
 # -- LZ4 frames, as Kafka's producers write them ---------------------------------------------
