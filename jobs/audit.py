@@ -100,13 +100,15 @@ def run(args) -> int:
         spec = replace(spec, points=points_of(previous), previous=tables)
     progress.total_bytes(sum(f.size for f in files))
     progress.phase("starting Spark")
+    if args.gate:  # Great Expectations loaded while Spark starts (jobs.gate.load_in_background)
+        _load_gate(args)
     started = start_run(args, conf, "logreplay-audit", SUMMARY, full_jit(conf, files))
     # a file whose decoding fails the job after every task attempt is left out, reported as
     # a decode_failed error (an error finding: a gate fails), and the run finishes
     (entries, checked), skipped = run_resilient(
         started.spark,
         files,
-        lambda skip: audited(started, files, conf, spec, skip, args.gate),
+        lambda skip: audited(started, files, conf, spec, skip),
         decode_options=conf.decode,
     )
     if getattr(args, "since", None):
@@ -172,6 +174,28 @@ def _gathering(args, started, summary: dict):
         yield src, pool.submit(gather, src, args.include_payloads, args.cards_per_kind)
 
 
+def _load_gate(args) -> None:
+    """Great Expectations imported in a thread of its own while Spark starts, scans and writes
+    (about 3 s of pure Python, on a core the driver JVM's start leaves idle), after importing
+    here what the run's own threads import: first imports of modules that import each other,
+    in two threads at once, can deadlock."""
+    import pandas  # noqa: F401
+    import pyarrow.dataset  # noqa: F401
+    import pyspark.sql.functions  # noqa: F401
+
+    import jobs.copies  # noqa: F401
+    import jobs.history  # noqa: F401
+    import jobs.scan  # noqa: F401
+    import replay.plan  # noqa: F401
+    from jobs.gate import load_in_background
+
+    if getattr(args, "report", False):
+        from jobs.report import imported
+
+        imported()
+    load_in_background()
+
+
 def _previous(args, conf, spec):
     """The previous output ``--since`` names, checked before any work (jobs.history), against
     the clusters of this dump's layout (``spec``: replay.replicas.replay_spec)."""
@@ -188,9 +212,7 @@ def _previous(args, conf, spec):
                             version("logreplay"), LAYOUT_VERSION)  # fmt: skip
 
 
-def audited(
-    started, files, conf, spec, skip: dict[str, str], gate: bool = False
-) -> tuple[dict, dict]:
+def audited(started, files, conf, spec, skip: dict[str, str]) -> tuple[dict, dict]:
     """One attempt of the audit (jobs.resilience): the dump decoded once, by one scan whose
     tasks replay every replica they read (replay.scan_task) and write what the audit's stages
     read into the run's scratch area; the tables written; the scratch area gone once they are
@@ -207,14 +229,6 @@ def audited(
     with decoded_once(spark, files, conf.decode, out, started.key, skip, spec) as scratch:
         tables = Audit(spark, conf.audit, scratch).run()
         progress.phase("replay: writing tables")
-        if gate:  # Great Expectations loaded while Spark writes (jobs.gate.load_in_background)
-            import pyarrow.dataset  # noqa: F401  what this phase's threads import, first
-
-            import jobs.copies  # noqa: F401
-            import jobs.history  # noqa: F401
-            from jobs.gate import load_in_background
-
-            load_in_background()
         batches = sum(r.crc_valid_batches for r in scratch.replicas)
         spread = output_files(sum(f.size for f in files), batches, spark)
         entries = write_tables(spark, tables, scratch, out, started.key, spread)

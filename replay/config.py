@@ -279,6 +279,7 @@ SCHEMA = Section(
                 "data_expectations": Bool(),
                 "data_docs": Bool(),
                 "sample_findings": Int(minimum=1),
+                "driver_rows": Int(minimum=0),
                 "min_coverage": MapOf(Share(), keys=COVERAGE_FAMILIES),
                 "waivers": ListOf(WaiverEntry()),
             }

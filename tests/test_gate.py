@@ -158,6 +158,46 @@ def test_waivers_take_findings_out_of_the_gate_until_they_expire(sim_all, gated,
     assert gate([{**by_kind[0], "topic": "other-*"}]) == 1
 
 
+def test_the_driver_and_spark_validate_to_one_verdict(sim_all, gated, tmp_path):
+    """`gate.driver_rows`: the same gate over the same output, its tables validated on the
+    driver (GE's pandas engine over the columns its expectations read) and by Spark, with a
+    waiver in force, an expired one and a minimum coverage: one verdict, the same failures
+    with the same counts and findings behind them, expectation by expectation."""
+    import yaml
+
+    _, out = gated("transaction_faults")
+    blocking = sorted({f["kind"] for f in _findings_of(out) if at_least(f["severity"], "error")})
+    waivers = [
+        {"kind": blocking[0], "reason": "r", "owner": "o", "expires": "2026-12-31"},
+        {"kind": blocking[-1], "reason": "r", "owner": "o", "expires": "2026-11-01"},
+    ]
+    conf = tmp_path / "gate.yaml"
+    conf.write_text(yaml.safe_dump({"gate": {"waivers": waivers, "data_docs": False,
+                                             "min_coverage": {"transactions": 0.5}}}))  # fmt: skip
+    results = {}
+    for rows in (1_000_000, 0):
+        copy = tmp_path / f"rows-{rows}"
+        shutil.copytree(out, copy)
+        shutil.rmtree(copy / "gate")
+        main(["gate", str(copy), "--conf", str(conf), "--set", f"gate.driver_rows={rows}", *RUN])
+        results[rows] = json.loads((copy / "gate" / "result.json").read_text())
+    driver, spark = results[1_000_000], results[0]
+    assert set(driver["validated_on"].values()) == {"driver"}
+    assert set(spark["validated_on"].values()) == {"spark"}
+    assert {"findings", "coverage", "waivers", "segments"} <= set(driver["validated_on"])
+    assert driver["success"] is spark["success"] is False
+    for key in ("evaluated", "failures", "waivers", "known"):
+        assert driver[key] == spark[key], key
+    assert any(f["table"] == "waivers" for f in driver["failures"])
+
+    def outcomes(result) -> list:
+        return [(e["expectation_type"], json.dumps(e["kwargs"], sort_keys=True), e["success"])
+                for suite in result["great_expectations"]
+                for v in suite["validation_results"] for e in v["expectations"]]  # fmt: skip
+
+    assert outcomes(driver) == outcomes(spark) and len(outcomes(driver)) == driver["evaluated"]
+
+
 def test_a_stricter_threshold_turns_warnings_into_failures(gated, tmp_path):
     code, out = gated("offset_resets")  # offset_regression: info (resets) and warning (a rewind)
     assert code == 0

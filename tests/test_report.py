@@ -231,3 +231,24 @@ def test_a_report_of_100000_findings_is_small_and_fast(spark, reports, artifacts
         json.dumps({**facts, "bytes": size, "loads_ms": timings, **counts}, indent=2)
     )
     print(f"100,000 findings: {size / 1e6:.1f} MB, built in {facts['seconds']} s, loads {timings}")
+
+
+def test_a_card_s_batch_headers_come_from_its_file_or_none_when_the_file_is_gone(
+    spark, sim_all, tmp_path
+):
+    """The sequences plot's rows (jobs.report.context._producer_batches): a producer's batch
+    headers in the file a card names, decoded in Spark tasks, equal the decoder's own; a
+    file gone since the audit gives no rows and no error."""
+    import decoders
+    from jobs.report.context import _producer_batches
+
+    log = max((sim_all / "idempotence_faults").rglob("*.log"), key=lambda p: p.stat().st_size)
+    whole = decoders.read_segment(str(log), "batches")
+    pid = pc.max(whole.column("producer_id")).as_py()
+    cols = ["base_offset", "last_offset", "base_sequence", "last_sequence", "producer_epoch"]
+    want = whole.filter(pc.equal(whole.column("producer_id"), pid)).select(["producer_id", *cols])
+    gone = str(tmp_path / "moved" / "orders-0" / "00000000000000000000.log")
+    keys = [{"path": str(log), "producer_id": pid}, {"path": gone, "producer_id": pid}]
+    got = _producer_batches(spark, keys, cols).toArrow()
+    assert set(got.column("path").to_pylist()) == {str(log)} and want.num_rows
+    assert got.drop_columns(["path"]).sort_by("base_offset").to_pylist() == want.to_pylist()

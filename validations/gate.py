@@ -1,10 +1,16 @@
 """The gate: Great Expectations checkpoints over the tables of an audit (or decode) output.
 
-Each table is a Spark DataFrame read from the files the output's commit record lists, on any
-filesystem (:func:`jobs.output.read_tables`), and validated by a GE 1.x
-checkpoint (Spark data source with ``persist`` off, so a big table is scanned, never cached).
-The checkpoints update one Data Docs site under ``<gate dir>/data_docs``; the verdict, with the
-findings behind each failed expectation, goes to ``<gate dir>/result.json``.
+Each table is validated by a GE 1.x checkpoint. A table of at most ``gate.driver_rows`` rows
+is validated on the driver: the columns its expectations read (often none: a row count), read
+with pyarrow from the files the output's commit record lists (:func:`jobs.output.read_columns`),
+by GE's pandas engine; a larger one is the Spark DataFrame of those files, on any filesystem
+(:func:`jobs.output.read_tables`), validated by GE's Spark engine (``persist`` off, so a big
+table is scanned, never cached). The expectations are the same objects either way. Why: GE's
+Spark engine resolves each expectation's metrics with Spark jobs and hundreds of calls to the
+JVM, about 0.1 s a table however small it is; a gate runs on every pipeline run, most of whose
+tables hold a row per finding, check or partition. The checkpoints update one Data Docs site
+under ``<gate dir>/data_docs``; the verdict, with the findings behind each failed expectation
+(always found by Spark, over the whole table), goes to ``<gate dir>/result.json``.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ import json
 import os
 import re
 from dataclasses import asdict, dataclass, field
+
+import pyarrow as pa
 
 from replay.tables import HISTORY
 from replay.tables import STILL_PRESENT as PRESENT
@@ -96,9 +104,13 @@ def run_gate(
     run_id: str,
     logical_date: str | None = None,
     rows: dict[str, int] | None = None,
+    on_driver=None,
 ) -> GateResult:
     """Validate ``tables`` (name -> DataFrame, as :func:`jobs.output.read_tables` reads a
-    committed output); write result.json and Data Docs in ``gate_dir``, a local directory."""
+    committed output); write result.json and Data Docs in ``gate_dir``, a local directory.
+    ``on_driver(table, columns, most_rows)``: those columns of a committed table as an Arrow
+    table (without columns: its number of rows) when it holds at most ``most_rows`` rows, else
+    None (:func:`jobs.output.read_columns`); without it every table is validated by Spark."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # no network calls from a gate
     policy = GatePolicy.from_conf(conf)
     frames = dict(sorted(tables.items()))
@@ -112,16 +124,19 @@ def run_gate(
     coverage = frames.pop("coverage", None)
     if policy.data_expectations:
         suites += data_suites({t: df.columns for t, df in frames.items()}, rows)
+    made = {}  # tables the gate makes on the driver, a row per family or waiver
     if policy.min_coverage and coverage is not None:
-        frames["coverage"] = coverage_shares(spark, coverage, policy)
+        made["coverage"] = coverage_shares(coverage, policy)
         suites.append(coverage_suite(policy))
     if waiver_rows:
-        frames["waivers"] = spark.createDataFrame(waiver_rows, WAIVER_ROWS)
+        made["waivers"] = pa.Table.from_pylist(waiver_rows, WAIVER_ROWS)
         suites.append(waivers_suite(waiver_rows))
+    frames |= {name: spark.createDataFrame(table) for name, table in made.items()}
 
     context = _context(gate_dir, policy)
     run = _run_identifier(run_id, logical_date)
-    failures, evaluated, described = _validated(context, suites, frames, run, policy)
+    data = _driver_data(frames, made, suites, on_driver, policy.driver_rows)
+    failures, evaluated, described = _validated(context, suites, frames, data, run, policy)
     docs = None
     if policy.data_docs:
         # the site is built once, from every stored result and suite: a checkpoint's own
@@ -130,7 +145,8 @@ def run_gate(
         settle_docs(os.path.join(gate_dir, DOCS), run.run_time)
         docs = os.path.join(gate_dir, DOCS, "index.html")
     result = GateResult(not failures, run_id, evaluated, failures, docs, waiver_rows, known)
-    _write_result(gate_dir, result, policy, logical_date, described)
+    where = {s.table: "driver" if s.table in data else "spark" for s in suites}
+    _write_result(gate_dir, result, policy, logical_date, described, where)
     return result
 
 
@@ -162,12 +178,39 @@ def _blocking_findings(frames: dict, policy: GatePolicy, logical_date: str | Non
     return findings.withColumn(BLOCKING, blocking), waiver_rows, known
 
 
-def _validated(context, suites: list[Suite], frames: dict, run, policy: GatePolicy):
-    """Each suite validated against its table: the failures (each with the rows behind it),
-    how many expectations were evaluated, and each result as Great Expectations describes it."""
+def _driver_data(frames: dict, made: dict, suites: list[Suite], on_driver, most_rows: int):
+    """table -> the pandas DataFrame the gate validates on the driver (the columns its suite's
+    expectations read), for every table of at most ``most_rows`` rows; the others are not in
+    it. The findings with their blocking column are derived by Spark, then only the columns
+    the suite reads come to the driver; the tables the gate ``made`` are there already."""
+    data = {}
+    if on_driver is None or most_rows <= 0:
+        return data
+    for suite in suites:
+        # a suite of row counts alone still reads one column: GE's pandas engine counts no
+        # rows in a frame of none
+        name = suite.table
+        reads = suite.reads() or frames[name].columns[:1]
+        if name in made:
+            got = made[name].select(reads)
+        elif name == "findings":
+            small = on_driver(name, [], most_rows) is not None
+            got = frames[name].select(*reads).toArrow() if small else None
+        else:
+            got = on_driver(name, reads, most_rows)
+        if got is not None:
+            data[name] = got.to_pandas()
+    return data
+
+
+def _validated(context, suites: list[Suite], frames: dict, data: dict, run, policy: GatePolicy):
+    """Each suite validated against its table (on the driver when ``data`` holds it): the
+    failures (each with the rows behind it, found by Spark), how many expectations were
+    evaluated, and each result as Great Expectations describes it."""
     failures, evaluated, described = [], 0, []
     for suite in suites:
-        result = _validate(context, suite, frames[suite.table], run)
+        table = data.get(suite.table)
+        result = _validate(context, suite, frames[suite.table] if table is None else table, run)
         described.append(result.describe_dict())
         by_description = _expectation_results(result)
         failed = []
@@ -182,8 +225,9 @@ def _validated(context, suites: list[Suite], frames: dict, run, policy: GatePoli
 
 
 def _write_result(gate_dir: str, result: GateResult, policy: GatePolicy,
-                  logical_date: str | None, described: list) -> None:  # fmt: skip
-    """The gate's result.json: its verdict, the policy it applied, and every result."""
+                  logical_date: str | None, described: list, where: dict) -> None:  # fmt: skip
+    """The gate's result.json: its verdict, the policy it applied, every result, and where
+    each table was validated (``driver`` or ``spark``)."""
     with open(os.path.join(gate_dir, RESULT), "w") as f:
         json.dump(
             {
@@ -200,6 +244,7 @@ def _write_result(gate_dir: str, result: GateResult, policy: GatePolicy,
                 },
                 "waivers": result.waivers,
                 "known": result.known,
+                "validated_on": where,
                 "great_expectations": described,
             },
             f,
@@ -218,7 +263,7 @@ COLLAPSE = re.compile(
 )
 
 
-def coverage_shares(spark, coverage, policy: GatePolicy):
+def coverage_shares(coverage, policy: GatePolicy) -> pa.Table:
     """The `coverage` table as one row per family: its share judged and, for a family below
     its ``gate.min_coverage``, the sentence naming why (replay.coverage.below). The table is
     summed by family and reason first (a few rows to the driver)."""
@@ -234,11 +279,11 @@ def coverage_shares(spark, coverage, policy: GatePolicy):
     made = []
     for family, f in by_family.items():
         why = below({family: f}, {family: policy.min_coverage.get(family, 0.0)})
-        made.append((family, f["share"], why[0] if why else None))
+        made.append({"family": family, "share": f["share"], "message": why[0] if why else None})
     for family in policy.min_coverage:
         if family not in by_family:  # nothing of it in the dump: nothing it could not judge
-            made.append((family, None, None))
-    return spark.createDataFrame(made, "family string, share double, message string")
+            made.append({"family": family, "share": None, "message": None})
+    return pa.Table.from_pylist(made, COVERAGE_ROWS)
 
 
 def settle_docs(site: str, run_time: dt.datetime) -> None:
@@ -273,9 +318,12 @@ def _number_ids(html: str) -> str:
     )
 
 
-WAIVER_ROWS = (
-    "waiver string, owner string, reason string, expires string, expired boolean, "
-    "matched long, waived long, sample string, message string"
+COVERAGE_ROWS = pa.schema([("family", pa.string()), ("share", pa.float64()),
+                           ("message", pa.string())])  # fmt: skip
+WAIVER_ROWS = pa.schema(
+    [(name, pa.string()) for name in ("waiver", "owner", "reason", "expires")]
+    + [("expired", pa.bool_()), ("matched", pa.int64()), ("waived", pa.int64())]
+    + [("sample", pa.string()), ("message", pa.string())]
 )
 
 
@@ -383,9 +431,14 @@ def _run_identifier(run_id: str, logical_date: str | None):
 
 
 def _validate(context, suite: Suite, df, run):
+    """One checkpoint: ``df`` a pandas DataFrame (GE's pandas engine) or a Spark one."""
     import great_expectations as gx
+    import pandas as pd
 
-    source = context.data_sources.add_spark(name=suite.table, persist=False)
+    if isinstance(df, pd.DataFrame):
+        source = context.data_sources.add_pandas(name=suite.table)
+    else:
+        source = context.data_sources.add_spark(name=suite.table, persist=False)
     batch = source.add_dataframe_asset(name=suite.table).add_batch_definition_whole_dataframe(
         "whole"
     )

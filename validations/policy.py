@@ -25,6 +25,7 @@ class GatePolicy:
     data_expectations: bool
     data_docs: bool
     sample_findings: int
+    driver_rows: int  # a table of at most this many rows is validated on the driver (gate.py)
     min_coverage: dict[str, float] = field(default_factory=dict)  # family -> least share judged
     waivers: list[dict] = field(default_factory=list)  # gate.waivers (validations.waivers)
     on: str = "new"  # new: findings a previous run (--since) had do not fail it; all: they do

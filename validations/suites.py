@@ -22,24 +22,35 @@ WAIVED = "gate_waived"  # the waiver in force a finding falls under (validations
 @dataclass
 class Check:
     """One expectation, the sentence the verdict uses for it (also its GE description, unique
-    within a suite) and a Spark SQL condition selecting the rows behind a failure."""
+    within a suite), a Spark SQL condition selecting the rows behind a failure, and the
+    columns the expectation reads (its column, its row condition's): all the gate needs of a
+    table it validates on the driver (validations.gate)."""
 
     expectation: object
     description: str
     culprits: str | None = None
+    reads: tuple[str, ...] = ()
 
 
 def check(name: str, description: str, culprits: str | None = None, **kwargs) -> Check:
     import great_expectations as gx
 
     cls = getattr(gx.expectations, name)
-    return Check(cls(description=description, **kwargs), description, culprits)
+    reads = [kwargs["column"]] if "column" in kwargs else []
+    condition = kwargs.get("row_condition")
+    if condition is not None:  # a comparison of one column (row_conditions.Column)
+        reads.append(condition.column.name)
+    return Check(cls(description=description, **kwargs), description, culprits, tuple(reads))
 
 
 @dataclass
 class Suite:
     table: str
     checks: list[Check] = field(default_factory=list)
+
+    def reads(self) -> list[str]:
+        """Every column an expectation of the suite reads, in name order."""
+        return sorted({c for check in self.checks for c in check.reads})
 
 
 def findings_suite(policy: GatePolicy, kinds: list[str], rows: int | None) -> Suite:

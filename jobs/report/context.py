@@ -290,12 +290,10 @@ def commit_contexts(src: AuditOutput, cards: dict[int, dict], ev_of: dict[int, d
 
 def sequence_contexts(src: AuditOutput, cards: dict[int, dict], ev_of: dict[int, dict],
                       roots: list[str]):  # fmt: skip
-    """The producer's batches in the segment file the finding names, decoded from the dump
-    by the ``kafka-segments`` data source (batch headers only; the audit's tables keep no
-    per-batch sequences). A dump that moved or cannot be read leaves the card its evidence."""
+    """The producer's batches in the segment file the finding names, their headers decoded
+    from the dump in Spark tasks (the audit's tables keep no per-batch sequences). A dump
+    that moved or cannot be read leaves the card its evidence."""
     from pyspark.sql import functions as F
-
-    from decoders.spark import register
 
     keys = []
     for i, f in cards.items():
@@ -305,26 +303,10 @@ def sequence_contexts(src: AuditOutput, cards: dict[int, dict], ev_of: dict[int,
                          "centre": f.get("first_offset")})  # fmt: skip
     if not keys:
         return {}
-    register(src.spark)
     cols = ["base_offset", "last_offset", "base_sequence", "last_sequence", "producer_epoch"]
-    frames = []
-    for path in sorted({k["path"] for k in keys}):
-        try:
-            df = src.spark.read.format("kafka-segments").option("table", "batches").load(path)
-            frames.append(df.select(F.lit(path).alias("path"), "producer_id", *cols))
-        except Exception:  # noqa: BLE001 - the dump is gone or unreadable: no plot
-            continue
-    if not frames:
-        return {}
-    batches = frames[0]
-    for df in frames[1:]:
-        batches = batches.unionByName(df)
+    batches = _producer_batches(src.spark, keys, cols)
     cond = (F.col("t.path") == F.col("k.path")) & (F.col("t.producer_id") == F.col("k.producer_id"))
-    joined = _beside(src.spark, batches, cols, keys, cond)
-    try:
-        got = _windows(joined, "base_offset")
-    except Exception:  # noqa: BLE001 - a file vanished between planning and reading
-        return {}
+    got = _windows(_beside(src.spark, batches, cols, keys, cond), "base_offset")
     out = {}
     for key in keys:
         i, f = key["card"], cards[key["card"]]
@@ -333,3 +315,41 @@ def sequence_contexts(src: AuditOutput, cards: dict[int, dict], ev_of: dict[int,
                 got[i], f, f["producer_id"], f"{f['topic']}-{f['partition']}"
             )
     return out
+
+
+def _producer_batches(spark, keys: list[dict], cols: list[str]):
+    """The batch headers (``cols``) of the cards' producers in the files the cards name, as a
+    DataFrame (path, producer_id, cols): each file's headers decoded by a Spark task of its
+    own (:func:`decoders.iter_file`, headers only). A file gone or unreadable gives no rows.
+    Not through the ``kafka-segments`` data source: a session's first Python data source
+    costs a Python process's start to plan (about 1.3 s, on the report's critical path)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from decoders.spark import spark_schema
+
+    files = sorted({k["path"] for k in keys})
+    producers = {p: sorted({k["producer_id"] for k in keys if k["path"] == p}) for p in files}
+    table = spark_schema("batches")
+    schema = StructType([StructField("path", StringType())]
+                        + [table[c] for c in ("producer_id", *cols)])  # fmt: skip
+
+    def headers(parts):
+        import pyarrow.compute as pc
+
+        import decoders
+
+        for part in parts:
+            for i in part.column(0).to_pylist():
+                path = files[i]
+                wanted = pa.array(producers[path], pa.int64())
+                try:
+                    for name, got in decoders.iter_file(path, ("batches",), deep=False):
+                        mine = got.filter(pc.is_in(got.column("producer_id"), wanted))
+                        if name == "batches" and mine.num_rows:
+                            mine = mine.select(["producer_id", *cols])
+                            yield mine.add_column(0, "path", pa.array([path] * mine.num_rows))
+                except OSError:  # the dump moved, or its store cannot be reached: no plot
+                    continue
+
+    n = len(files)
+    return spark.range(0, n, 1, n).mapInArrow(headers, schema)
