@@ -53,6 +53,10 @@ def run(args) -> int:
     from jobs.session import spark_session
 
     progress.phase("starting Spark")
+    import pandas  # noqa: F401  what the main thread imports meanwhile, first
+    import pyspark.sql.functions  # noqa: F401
+
+    load_in_background()  # Great Expectations imported while Spark starts
     spark = spark_session(args.master, "logreplay-gate", conf)
     forward_env(spark, env)
     run_id = run_id_of(args.run_id or recorded.get("run_id"), args.logical_date)
