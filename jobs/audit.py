@@ -100,8 +100,7 @@ def run(args) -> int:
         spec = replace(spec, points=points_of(previous), previous=tables)
     progress.total_bytes(sum(f.size for f in files))
     progress.phase("starting Spark")
-    if args.gate:  # Great Expectations loaded while Spark starts (jobs.gate.load_in_background)
-        _load_gate(args)
+    _load_gate(args)  # with --gate: Great Expectations loaded while Spark starts
     started = start_run(args, conf, "logreplay-audit", SUMMARY, full_jit(conf, files))
     # a file whose decoding fails the job after every task attempt is left out, reported as
     # a decode_failed error (an error finding: a gate fails), and the run finishes
@@ -175,10 +174,12 @@ def _gathering(args, started, summary: dict):
 
 
 def _load_gate(args) -> None:
-    """Great Expectations imported in a thread of its own while Spark starts, scans and writes
-    (about 3 s of pure Python, on a core the driver JVM's start leaves idle), after importing
-    here what the run's own threads import: first imports of modules that import each other,
-    in two threads at once, can deadlock."""
+    """With ``--gate``: Great Expectations imported in a thread of its own while Spark starts,
+    scans and writes (about 3 s of pure Python, on a core the driver JVM's start leaves idle;
+    jobs.gate.load_in_background), after importing here what the run's own threads import:
+    first imports of modules that import each other, in two threads at once, can deadlock."""
+    if not args.gate:
+        return
     import pandas  # noqa: F401
     import pyarrow.dataset  # noqa: F401
     import pyspark.sql.functions  # noqa: F401
