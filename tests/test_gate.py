@@ -198,6 +198,31 @@ def test_the_driver_and_spark_validate_to_one_verdict(sim_all, gated, tmp_path):
     assert outcomes(driver) == outcomes(spark) and len(outcomes(driver)) == driver["evaluated"]
 
 
+def test_times_stay_in_spark_and_a_row_count_reads_one_plain_column(spark):
+    """What the driver reads of a table (validations.gate._driver_data): a suite of row counts
+    reads the first column that is not a time; a suite reading a timestamp is left to Spark
+    (a broker's timestamps can lie beyond what pandas holds)."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from validations.gate import _driver_data
+    from validations.suites import Check, Suite, data_suites
+
+    when = dt.datetime(2026, 11, 21, tzinfo=dt.UTC)
+    df = spark.createDataFrame([(when, 1), (when, 2)], "at timestamp, n long")
+    asked = []
+
+    def on_driver(table: str, columns: list[str], most_rows: int):
+        asked.append((table, columns))
+        return pa.table({"n": [1, 2]}).select(columns)
+
+    (counted,) = data_suites({"t": df.columns}, {"t": 2})
+    timed = Suite("u", [Check(None, "a time", reads=("at",))])
+    data = _driver_data({"t": df, "u": df}, {}, [counted, timed], on_driver, 10)
+    assert asked == [("t", ["n"])] and list(data) == ["t"] and len(data["t"]) == 2
+
+
 def test_a_stricter_threshold_turns_warnings_into_failures(gated, tmp_path):
     code, out = gated("offset_resets")  # offset_regression: info (resets) and warning (a rewind)
     assert code == 0

@@ -183,14 +183,22 @@ def _driver_data(frames: dict, made: dict, suites: list[Suite], on_driver, most_
     expectations read), for every table of at most ``most_rows`` rows; the others are not in
     it. The findings with their blocking column are derived by Spark, then only the columns
     the suite reads come to the driver; the tables the gate ``made`` are there already."""
+    from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
+
+    times = (DateType, TimestampType, TimestampNTZType)
     data = {}
     if on_driver is None or most_rows <= 0:
         return data
     for suite in suites:
-        # a suite of row counts alone still reads one column: GE's pandas engine counts no
-        # rows in a frame of none
         name = suite.table
-        reads = suite.reads() or frames[name].columns[:1]
+        types = {f.name: f.dataType for f in frames[name].schema.fields}
+        # times stay in Spark: a broker's timestamp can lie beyond what pandas (or Python's
+        # datetime) holds; a suite of row counts alone still reads one column, as GE's pandas
+        # engine counts no rows in a frame of none
+        timed = {c for c, t in types.items() if isinstance(t, times)}
+        reads = suite.reads() or [c for c in types if c not in timed][:1]
+        if not reads or timed & set(reads):
+            continue
         if name in made:
             got = made[name].select(reads)
         elif name == "findings":
