@@ -117,11 +117,12 @@ GE_MODULES = (
 
 def load_in_background():
     """Import Great Expectations in a thread of its own: about 3 s of pure Python (it loads
-    scipy, altair, pyspark.ml, ...), which an audit with ``--gate`` spends while its driver
-    waits on Spark starting, scanning and writing the tables, not after. The gate that follows finds the modules
-    loaded (or, had the import failed here, fails importing them itself). Callers import first
-    whatever their own threads import meanwhile: first imports of modules that import each
-    other, in two threads at once, can deadlock."""
+    scipy, altair, pyspark.ml, ...), which `audit --gate` and `logreplay gate` spend while
+    their driver waits on Spark starting (and scanning and writing the tables), not after. The
+    gate that follows finds the modules loaded (or, had the import failed here, fails
+    importing them itself). Callers import first whatever their own threads import
+    meanwhile: first imports of modules that import each other, in two threads at once, can
+    deadlock."""
     import importlib
     import threading
 
