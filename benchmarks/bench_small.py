@@ -10,10 +10,12 @@ Each round runs, each as a fresh process measured by benchmarks/measure.py:
   ``mapInArrow`` job: ``bench_startup.py --child``), warm caches;
 - **demo**: ``logreplay audit DEMO --out OUT --gate --report``, the README demo's dump (the
   ``demo`` scenario, 52 KB) with its gate and report, as the demo runs it;
+- **gate**: ``logreplay gate OUT`` on the demo's committed output, as a pipeline's gate task
+  runs it after the audit (the Airflow DAG's);
 - **quiet**: ``logreplay audit QUIET --out OUT`` over ``--partitions`` quiet partitions
   (benchmarks/quiet.py: 8 small batches each and one group's commits, ~11 KB a partition).
 
-Rounds alternate the three, so the machine's load drifts over all alike. Printed: the medians
+Rounds alternate the four, so the machine's load drifts over all alike. Printed: the medians
 of wall time, the driver JVM's CPU seconds and the Spark stages each audit ran, the phases of
 the median run, and the two targets of the issue that asked for this: the demo within the
 floor + 10 s, and the quiet dump's time above the floor per partition (its bytes included:
@@ -73,9 +75,17 @@ def floor() -> dict:
 
 def audit(dump: str, out: str, extra: list[str]) -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    m = measure.run([*logreplay(), "audit", dump, "--out", out, *extra], ENV)
+    return _measured([*logreplay(), "audit", dump, "--out", out, *extra], f"audit of {dump}")
+
+
+def gate(out: str) -> dict:
+    return _measured([*logreplay(), "gate", out], f"gate of {out}")
+
+
+def _measured(cmd: list[str], what: str) -> dict:
+    m = measure.run(cmd, ENV)
     if m.returncode not in (0, 1):  # 1: the demo's gate fails, as it should
-        raise SystemExit(f"audit of {dump} failed:\n{m.stderr[-3000:]}")
+        raise SystemExit(f"{what} failed:\n{m.stderr[-3000:]}")
     done = [DONE.search(line) for line in m.stderr.splitlines()]
     phases = next((d["phases"] for d in reversed(done) if d), "")
     stages = [int(s) for s in STAGES.findall(m.stderr)]
@@ -94,10 +104,11 @@ def main() -> None:
     args = ap.parse_args()
     dumps = prepare(args.data, args.partitions)
     out = os.path.join(args.data, "out")
-    runs: dict[str, list[dict]] = {"floor": [], "demo": [], "quiet": []}
+    runs: dict[str, list[dict]] = {"floor": [], "demo": [], "gate": [], "quiet": []}
     for i in range(args.runs):
         runs["floor"].append(floor())
         runs["demo"].append(audit(dumps["demo"], out, ["--gate", "--report"]))
+        runs["gate"].append(gate(out))
         runs["quiet"].append(audit(dumps["quiet"], out, []))
         print(f"round {i + 1}: " + ", ".join(f"{k} {v[-1]['wall']:.1f} s" for k, v in runs.items()),
               file=sys.stderr)  # fmt: skip
@@ -113,6 +124,7 @@ def main() -> None:
     above = med["demo"]["wall"] - med["floor"]["wall"]
     per = (med["quiet"]["wall"] - med["floor"]["wall"]) / args.partitions * 1000
     print(f"demo audit --gate --report: floor + {above:.1f} s (target: floor + 10 s)")
+    print(f"gate of the demo's output: floor + {med['gate']['wall'] - med['floor']['wall']:.1f} s")
     print(
         f"quiet dump: {per:.2f} ms per partition above the floor, its bytes included "
         f"(target: 0.5 ms above the cost of its bytes)"
