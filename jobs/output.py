@@ -510,38 +510,42 @@ def read_rows(out: OutputDir, entry: dict, columns: list[str] | None = None) -> 
 def committed_rows(out: OutputDir, entry: dict, most_rows: int) -> int | None:
     """The rows the files ``entry`` lists hold, by their own footers, when at most
     ``most_rows``; else None (no file opened when the commit record declares more)."""
-    import pyarrow.parquet as pq
-
-    files = entry.get("files") or []
-    if not files or sum(f.get("rows") or 0 for f in files) > most_rows:
-        return None
-    rows = 0
-    for f in files:
-        with out.fs.open_input_file(out.path(f["path"])) as src:
-            rows += pq.ParquetFile(src).metadata.num_rows
-        if rows > most_rows:
-            return None
-    return rows
+    got = _within(out, entry, most_rows, None)
+    return None if got is None else got[0]
 
 
 def read_columns(out: OutputDir, entry: dict, columns: list[str], most_rows: int):
     """``columns`` (one or more) of a committed table as one Arrow table on the driver, read
     with pyarrow from the files ``entry`` lists, when they hold at most ``most_rows`` rows
-    (:func:`committed_rows`: the footers, not what the commit record declares); else None,
-    and the caller reads it with Spark. A column held in the table's directory names
-    (``partition_by``) is left to Spark."""
+    (their footers, not what the commit record declares); else None, and the caller reads
+    it with Spark. A column held in the table's directory names (``partition_by``) is left
+    to Spark."""
+    if not columns or entry.get("partition_by") in columns:
+        return None
+    got = _within(out, entry, most_rows, columns)
+    return None if got is None else got[1]
+
+
+def _within(out: OutputDir, entry: dict, most_rows: int, columns: list[str] | None):
+    """(rows, ``columns`` of them as one Arrow table, or None without columns) of the files
+    ``entry`` lists, each file opened once, its footer counted before its columns are read;
+    None as soon as the rows exceed ``most_rows``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if not columns or entry.get("partition_by") in columns:
+    files = entry.get("files") or []
+    if not files or sum(f.get("rows") or 0 for f in files) > most_rows:
         return None
-    if committed_rows(out, entry, most_rows) is None:
-        return None
-    parts = []
-    for f in entry["files"]:
+    rows, parts = 0, []
+    for f in files:
         with out.fs.open_input_file(out.path(f["path"])) as src:
-            parts.append(pq.read_table(src, columns=columns))
-    return pa.concat_tables(parts)
+            pf = pq.ParquetFile(src)
+            rows += pf.metadata.num_rows
+            if rows > most_rows:
+                return None
+            if columns is not None:
+                parts.append(pf.read(columns=columns))
+    return rows, pa.concat_tables(parts) if columns is not None else None
 
 
 def _read_unversioned(spark, out: OutputDir) -> dict:
