@@ -100,8 +100,8 @@ def run(args) -> int:
         spec = replace(spec, points=points_of(previous), previous=tables)
     progress.total_bytes(sum(f.size for f in files))
     progress.phase("starting Spark")
-    _load_gate(args)  # with --gate: Great Expectations loaded while Spark starts
     started = start_run(args, conf, "logreplay-audit", SUMMARY, full_jit(conf, files))
+    _load_gate(args)  # with --gate: Great Expectations loaded while the scan starts
     # a file whose decoding fails the job after every task attempt is left out, reported as
     # a decode_failed error (an error finding: a gate fails), and the run finishes
     (entries, checked), skipped = run_resilient(
@@ -174,10 +174,17 @@ def _gathering(args, started, summary: dict):
 
 
 def _load_gate(args) -> None:
-    """With ``--gate``: Great Expectations imported in a thread of its own while Spark starts,
-    scans and writes (about 3 s of pure Python, on a core the driver JVM's start leaves idle;
-    jobs.gate.load_in_background), after importing here what the run's own threads import:
-    first imports of modules that import each other, in two threads at once, can deadlock."""
+    """With ``--gate``: Great Expectations imported in a thread of its own while the scan
+    starts and the tables are written (about 3 s of pure Python; jobs.gate.load_in_background),
+    after importing here what the run's own threads import: first imports of modules that
+    import each other, in two threads at once, can deadlock.
+
+    Why once the session is up, not while Spark starts: the scan's first tasks wait about a
+    second and a half for the Python workers' daemon to import the tasks' modules, one core
+    idle, and the import fills it. While the driver JVM started, the import held the GIL that
+    each of the session's calls into the JVM waits for: Spark's start took 3.1-3.3 s instead
+    of 1.9-2.1 s, and the demo's ``audit --gate --report`` 20.7-22.0 s against 20.2-20.3 s
+    once moved (alternating, docs/benchmarks.md)."""
     if not args.gate:
         return
     import pandas  # noqa: F401
