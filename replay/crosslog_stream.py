@@ -21,7 +21,7 @@ list and one band row per block (a few bytes per thousand transactions)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -139,6 +139,44 @@ STREAM_ORDER = (T.CLUSTER, "producer_id", KIND, "topic", "partition", "_p1", "_p
 # a coordinator transaction's partitions in its text slot: "topic:partition,..." (a topic name
 # holds only [a-zA-Z0-9._-]: neither separator)
 PARTITION_LIST = pa.list_(pa.struct([("topic", pa.string()), ("partition", pa.int32())]))
+
+
+# The stream's most repeated text, as the Spark plan sends it (replay.plan.crosslog_keyed): each
+# row's cluster, topic and outcome as a code into a list the plan knows, the text itself only
+# where a value has no code. Every row carries the cluster's name and nearly every one a topic
+# and an outcome; as text they were about a quarter of the bytes Spark shuffles, sorts and
+# converts to Arrow for the judgement (docs/benchmarks.md).
+CLUSTER_CODE, TOPIC_CODE, OUTCOME_CODE = "_c", "_tc", "_oc"
+
+
+@dataclass(frozen=True)
+class StreamCodes:
+    """What the codes stand for: the cluster of each cluster code (``_c``: a code beyond them
+    is a hash, and the row keeps its text), the topic of each partition code (``_tc``), and the
+    outcome of each outcome code (``_oc``)."""
+
+    clusters: tuple[str, ...]
+    topics: tuple[str, ...]
+    outcomes: tuple[str, ...] = RAW_OUTCOMES
+
+    def decoded(self, t: pa.Table) -> pa.Table:
+        """``t`` with its cluster, topic and outcome as text again, and no codes."""
+        c = t.column(CLUSTER_CODE).to_numpy()
+        known = (c >= 0) & (c < len(self.clusters))
+        if known.any():
+            names = pa.array(self.clusters, pa.string()).take(pa.array(np.where(known, c, 0)))
+            t = _replaced(t, T.CLUSTER, pc.if_else(pa.array(known), names, t.column(T.CLUSTER)))
+        for text, code, values in (("topic", TOPIC_CODE, self.topics),
+                                   ("_s0", OUTCOME_CODE, self.outcomes)):  # fmt: skip
+            codes = t.column(code)
+            if codes.null_count < len(codes):
+                got = pa.array(values, pa.string()).take(codes)
+                t = _replaced(t, text, pc.coalesce(t.column(text), got))
+        return t.drop_columns([CLUSTER_CODE, TOPIC_CODE, OUTCOME_CODE])
+
+
+def _replaced(t: pa.Table, name: str, column) -> pa.Table:
+    return t.set_column(t.schema.get_field_index(name), name, column)
 
 
 def stream_fields(piece: pa.Table, kind: int) -> pa.Table:
@@ -945,10 +983,12 @@ def _results(judge: ProducerJudge) -> pa.Table:
 OUT_ROWS = 8_192  # findings and counts yielded at once
 
 
-def judge_stream(batches: Iterator[pa.RecordBatch], facts: Facts) -> Iterator[pa.Table]:
-    """Every producer id of a stream sorted by :data:`STREAM_ORDER` (rows in :data:`STREAM_FIELDS`' slots, as
-    Spark's sort gives a task its partition, a batch at a time): findings and counts of each,
-    with the cluster first (:data:`CROSSLOG_SCHEMA`)."""
+def judge_stream(batches: Iterator[pa.RecordBatch], facts: Facts,
+                 codes: StreamCodes | None = None) -> Iterator[pa.Table]:  # fmt: skip
+    """Every producer id of a stream sorted by :data:`STREAM_ORDER` (rows in
+    :data:`STREAM_FIELDS`' slots, as Spark's sort gives a task its partition, a batch at a
+    time; with ``codes``, its text as :class:`StreamCodes` sends it): findings and counts of
+    each, with the cluster first (:data:`CROSSLOG_SCHEMA`)."""
     judge: ProducerJudge | None = None
     key = None
     out: list[pa.Table] = []
@@ -961,10 +1001,12 @@ def judge_stream(batches: Iterator[pa.RecordBatch], facts: Facts) -> Iterator[pa
         t = pa.Table.from_batches([batch])
         if not t.num_rows:
             continue
-        clusters, codes = value_codes(t.column(T.CLUSTER))
+        if codes is not None:
+            t = codes.decoded(t)
+        clusters, cluster_codes = value_codes(t.column(T.CLUSTER))
         pids, kinds = int_column(t, "producer_id"), int_column(t, KIND)
-        for a, b in runs(codes, pids, kinds):
-            now = (clusters[codes[a]], int(pids[a]))
+        for a, b in runs(cluster_codes, pids, kinds):
+            now = (clusters[cluster_codes[a]], int(pids[a]))
             if now != key:
                 if judge is not None:
                     out.append(done())

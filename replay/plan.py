@@ -42,16 +42,20 @@ from decoders.constants import TRANSACTION_STATE_TOPIC
 from decoders.spark import _struct, spark_type
 from replay import checks
 from replay import tables as T
+from replay.crosslog import RAW_OUTCOMES
 from replay.crosslog_stream import (
     COORD,
     CROSSLOG_SCHEMA,
     INT_SLOTS,
     KIND,
+    OUTCOME_CODE,
     SIDE,
     STREAM_FIELDS,
     STREAM_ORDER,
     TEXT_SLOTS,
+    TOPIC_CODE,
     TXN,
+    StreamCodes,
     judge_stream,
 )
 from replay.grouped import INTERNAL_TOPICS, with_shares
@@ -492,9 +496,11 @@ class Audit:
         schema = pa.schema([pa.field(CLUSTER, pa.string()), *CROSSLOG_SCHEMA])
         facts = replace(self.config.facts(), anchors=self._layout().anchors)
 
+        codes = stream_codes(self.scan.replicas)  # the rows' text, as the stream sends it
+
         def judge(batches):  # no hints: Spark infers its UDF type from them
             settled()
-            for t in judge_stream(batches, facts):
+            for t in judge_stream(batches, facts, codes):
                 yield from t.to_batches()
 
         txn_fields = STREAM_FIELDS[TXN].values()
@@ -503,11 +509,12 @@ class Audit:
         stream = txns.unionByName(self._stream_sides(pt, ct, partitions)).unionByName(
             _stream_coord(ct, partitions)
         )
-        keyed, order = crosslog_keyed(self.spark, stream, self.scan.replicas)
+        keyed, order = crosslog_keyed(self.spark, stream, self.scan.replicas, coded=True)
+        _c, k1 = SORT_KEYS
         return (
-            keyed.repartition(self.tasks, CLUSTER, "producer_id")
+            keyed.repartition(self.tasks, _c, CLUSTER, "producer_id")
             .sortWithinPartitions(*order)
-            .drop("_p1", "_p2", *SORT_KEYS)
+            .drop("_p1", "_p2", k1)
             .mapInArrow(judge, struct_type(schema))
         )
 
@@ -634,7 +641,8 @@ RANK_BITS = 22
 
 
 def _with_sort_keys(spark: SparkSession, stream: DataFrame, replicas: list[ReplicaRow],
-                    position: Column, above: Column | None = None) -> DataFrame:  # fmt: skip
+                    position: Column, above: Column | None = None,
+                    rank_as: str | None = None) -> DataFrame:  # fmt: skip
     """``stream`` with two keys that, sorted on first, put its rows in their order with few
     comparisons: ``_c``, the cluster's rank among the dump's clusters, and ``_k1``, the row's
     partition's rank among the dump's (topic, partition)s (``above`` where it is not null)
@@ -650,11 +658,10 @@ def _with_sort_keys(spark: SparkSession, stream: DataFrame, replicas: list[Repli
     cluster or partition not among the scan's replicas (none is expected) gets a hash
     (cluster) or no rank (partition): its rows still keep together, in the full order among
     themselves."""
-    clusters = sorted({r.cluster for r in replicas})
+    clusters, tps = _ranked(replicas)
     c = F.xxhash64(CLUSTER).bitwiseAND(F.lit((1 << 62) - 1)) + F.lit(1 << 62)
     for i, name in reversed(list(enumerate(clusters))):
         c = F.when(F.col(CLUSTER) == name, F.lit(i).cast("long")).otherwise(c)
-    tps = sorted({(r.topic, r.partition) for r in replicas})
     ranks = local_frame(
         spark,
         [(t, p, i) for i, (t, p) in enumerate(tps)],
@@ -668,20 +675,54 @@ def _with_sort_keys(spark: SparkSession, stream: DataFrame, replicas: list[Repli
     high = rank if above is None else F.when(above.isNotNull(), clamp(above, RANK_BITS)).otherwise(rank)  # fmt: skip
     k1 = high * F.lit(1 << POSITION_BITS) + clamp(position, POSITION_BITS)
     keyed = stream.join(F.broadcast(ranks), ["topic", "partition"], "left")
-    return keyed.select(*stream.columns, c.alias("_c"), k1.alias("_k1"))
+    # the exact rank as well, where the key holds it whole (crosslog_keyed's topic codes)
+    whole = F.when(F.col("_rank") < F.lit((1 << RANK_BITS) - 1), F.col("_rank"))
+    kept = [whole.alias(rank_as)] if rank_as is not None else []
+    return keyed.select(*stream.columns, c.alias("_c"), k1.alias("_k1"), *kept)
 
 
-def crosslog_keyed(spark: SparkSession, stream: DataFrame, replicas: list[ReplicaRow]
-                   ) -> tuple[DataFrame, list[str]]:  # fmt: skip
+def _ranked(replicas: list[ReplicaRow]) -> tuple[list[str], list[tuple[str, int]]]:
+    """The dump's clusters and (topic, partition)s in their order: each one's rank."""
+    return sorted({r.cluster for r in replicas}), sorted({(r.topic, r.partition) for r in replicas})
+
+
+def crosslog_keyed(spark: SparkSession, stream: DataFrame, replicas: list[ReplicaRow],
+                   coded: bool = False) -> tuple[DataFrame, list[str]]:  # fmt: skip
     """The cross-log stream with its leading sort keys (:func:`_with_sort_keys`; a coordinator
     transaction's place is its log partition and offset in it), and the columns to sort it by
-    for :data:`STREAM_ORDER`."""
+    for :data:`STREAM_ORDER`. ``coded``: its cluster, topic and outcome as the codes of
+    :func:`stream_codes` (the text kept only where a value has none), the order the same."""
     coord = F.col(KIND) == COORD
     keyed = _with_sort_keys(spark, stream, replicas,
                             F.when(coord, F.col("_p2")).otherwise(F.col("_p1")),
-                            F.when(coord, F.col("_p1")))  # fmt: skip
+                            F.when(coord, F.col("_p1")), TOPIC_CODE if coded else None)  # fmt: skip
     _c, k1 = SORT_KEYS
+    if coded:
+        keyed = _coded(keyed, len(_ranked(replicas)[0]))
     return keyed, [_c, "producer_id", KIND, k1, *STREAM_ORDER]
+
+
+def stream_codes(replicas: list[ReplicaRow]) -> StreamCodes:
+    """What :func:`crosslog_keyed`'s codes stand for."""
+    clusters, tps = _ranked(replicas)
+    return StreamCodes(tuple(clusters), tuple(t for t, _p in tps))
+
+
+def _coded(keyed: DataFrame, clusters: int) -> DataFrame:
+    """The keyed stream with its cluster (``_c`` below ``clusters``: a cluster of the dump),
+    topic (``_tc``) and outcome (``_oc``) text null wherever a code stands for it. The order
+    stays whole: the codes order as the text does (each a rank among the sorted values), and
+    ``_c`` and ``_k1`` hold the ranks in front of the text."""
+    outcome = F.lit(None).cast("long")
+    for i, value in reversed(list(enumerate(RAW_OUTCOMES))):
+        outcome = F.when(F.col("_s0") == value, F.lit(i).cast("long")).otherwise(outcome)
+    coded = {
+        CLUSTER: F.when(F.col("_c") >= F.lit(clusters), F.col(CLUSTER)),
+        "topic": F.when(F.col(TOPIC_CODE).isNull(), F.col("topic")),
+        "_s0": F.when(outcome.isNull(), F.col("_s0")),
+    }
+    return keyed.select(*[coded[c].alias(c) if c in coded else F.col(c) for c in keyed.columns],
+                        outcome.alias(OUTCOME_CODE))  # fmt: skip
 
 
 def _stream_coord(ct: DataFrame, partitions: DataFrame) -> DataFrame:
