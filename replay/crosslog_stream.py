@@ -144,8 +144,8 @@ PARTITION_LIST = pa.list_(pa.struct([("topic", pa.string()), ("partition", pa.in
 # The stream's most repeated text, as the Spark plan sends it (replay.plan.crosslog_keyed): each
 # row's cluster, topic and outcome as a code into a list the plan knows, the text itself only
 # where a value has no code. Every row carries the cluster's name and nearly every one a topic
-# and an outcome; as text they were about a quarter of the bytes Spark shuffles, sorts and
-# converts to Arrow for the judgement (docs/benchmarks.md).
+# and an outcome; as text they made Spark's shuffle, sort and Arrow conversion of a stream about
+# a third slower (docs/benchmarks.md).
 CLUSTER_CODE, TOPIC_CODE, OUTCOME_CODE = "_c", "_tc", "_oc"
 
 
