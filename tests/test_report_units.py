@@ -1,5 +1,5 @@
 """The report's parts that need no dump: payload redaction, the order of kinds, the dump
-command, and the windows Spark keeps around a finding (the one test here that uses Spark)."""
+command; and, with Spark, the windows kept around a finding and the overview's aggregates."""
 
 from __future__ import annotations
 
@@ -134,3 +134,47 @@ def test_context_windows_keep_the_rows_around_each_card(spark):
         assert [r["offset"] for r in got[card]] == want, card
     last = _windows(df.where("_card = 1"), "offset", last=True)
     assert [r["offset"] for r in last[1]] == list(range(1000 - 2 * WINDOW, 1000))
+
+
+class _Frames:
+    """An audit output as the overview reads it: tables by name, ``columns`` selected."""
+
+    def __init__(self, frames: dict) -> None:
+        self.frames = frames
+
+    def frame(self, name: str, columns: list[str] | None = None):
+        df = self.frames.get(name)
+        if df is None or columns is None:
+            return df
+        return df.select(*[c for c in columns if c in df.columns])
+
+
+def test_the_overview_counts_the_inputs_and_orders_topics_whatever_the_hash_seed(spark):
+    """The header's counts (distinct brokers and topics beside the totals, the first of the
+    logs' timestamps) and the per-topic bars: by log bytes, ties by records, then by name
+    (never by a set's order of strings, which changes from one process to the next)."""
+    from jobs.report.overview import _per_topic, inputs
+
+    segs = spark.createDataFrame(
+        [("b1", "t-small", "log", 10, 10, 0, 0), ("b1", "t-b", "log", 50, 50, 0, 0),
+         ("b2", "t-a", "log", 50, 40, 10, 0), ("b2", "t-c", "log", 50, 50, 0, 0),
+         ("b2", "t-c", "index", 7, 7, 0, 0), (None, None, "checkpoint", 3, 3, 0, 0)],
+        "broker string, topic string, kind string, size bigint, bytes_valid bigint, "
+        "bytes_padding bigint, bytes_corrupt bigint",
+    )  # fmt: skip
+    parts = spark.createDataFrame(
+        [("t-small", 0, 5, 1_000), ("t-b", 0, 7, 2_000), ("t-a", 0, 7, 3_000),
+         ("t-c", 0, 9, None), ("t-c", 1, 0, 500)],
+        "topic string, partition int, data_records bigint, last_timestamp bigint",
+    )  # fmt: skip
+    txns = spark.createDataFrame([(400,), (None,)], "first_timestamp bigint")
+    lso = spark.createDataFrame([(300,)], "timestamp bigint")
+    src = _Frames({"segments": segs, "partitions": parts, "transactions": txns,
+                   "lso_changes": lso})  # fmt: skip
+    got = inputs(src)
+    assert (got["brokers"], got["files"], got["bytes"], got["log_bytes"]) == (2, 6, 170, 160)
+    assert (got["topics"], got["partitions"], got["records"]) == (4, 5, 28)
+    assert (got["first_timestamp"], got["last_timestamp"]) == (300, 3_000)
+    fig = _per_topic(src)
+    assert fig["data"][0]["x"] == ["t-c", "t-a", "t-b", "t-small"]
+    assert fig["data"][1]["y"] == [9, 7, 7, 5]

@@ -22,11 +22,17 @@ def inputs(src: AuditOutput) -> dict:
     def total(c: str):
         return F.coalesce(F.sum(c), F.lit(0)).cast("long").alias(c)
 
+    def distinct(c: str, name: str):
+        # the set's size, not countDistinct: with other aggregates beside it, a distinct
+        # count is planned as two aggregations (two shuffles, a Spark job more); a dump's
+        # brokers and topics are few
+        return F.size(F.collect_set(c)).cast("long").alias(name)
+
     seg = src.frame("segments")
     s = _one(
         seg
         and seg.agg(
-            F.countDistinct("broker").alias("brokers"), F.count(F.lit(1)).alias("files"),
+            distinct("broker", "brokers"), F.count(F.lit(1)).alias("files"),
             total("size"), total("bytes_valid"), total("bytes_padding"), total("bytes_corrupt"),
             F.coalesce(F.sum(F.when(F.col("kind") == "log", F.col("size"))), F.lit(0))
             .cast("long").alias("log_bytes"),
@@ -36,12 +42,12 @@ def inputs(src: AuditOutput) -> dict:
     p = _one(
         parts
         and millis(parts, "last_timestamp").agg(
-            F.countDistinct("topic").alias("topics"), F.count(F.lit(1)).alias("partitions"),
+            distinct("topic", "topics"), F.count(F.lit(1)).alias("partitions"),
             total("data_records"), F.max("last_timestamp").alias("last_timestamp"),
         )
     )  # fmt: skip
     firsts = [
-        millis(df, col).select(F.min(col).alias("t"))
+        millis(df, col).select(F.col(col).alias("t"))
         for table, col in (
             ("transactions", "first_timestamp"),
             ("lso_changes", "timestamp"),
@@ -49,12 +55,12 @@ def inputs(src: AuditOutput) -> dict:
         )  # fmt: skip
         if (df := src.frame(table)) is not None and col in df.columns
     ]
-    starts = []
-    if firsts:  # one job for the three logs' first timestamps
+    first = None
+    if firsts:  # the three logs' first timestamp: one aggregate over their union
         union = firsts[0]
         for df in firsts[1:]:
             union = union.unionByName(df)
-        starts = [r["t"] for r in rows(union)]
+        first = _one(union.agg(F.min("t").alias("t"))).get("t")
     errors = src.frame("errors")
     by_kind = rows(errors.groupBy("kind").count()) if errors is not None else []
     return {
@@ -65,7 +71,7 @@ def inputs(src: AuditOutput) -> dict:
         "bytes": s.get("size", 0),
         "log_bytes": s.get("log_bytes", 0),
         "records": p.get("data_records", 0),
-        "first_timestamp": min((t for t in starts if t is not None), default=None),
+        "first_timestamp": first,
         "last_timestamp": p.get("last_timestamp"),
         "bytes_valid": s.get("bytes_valid", 0),
         "bytes_padding": s.get("bytes_padding", 0),
@@ -104,7 +110,10 @@ def _per_topic(src: AuditOutput) -> figures.Figure | None:
         per = per.where(F.col("topic").isin(list(size))) if size else per.orderBy(
             F.desc("n"), "topic").limit(TOP)  # fmt: skip
         recs = {r["topic"]: r["n"] for r in rows(per)}
-    topics = sorted(set(size) | set(recs), key=lambda t: -(size.get(t) or 0))[:TOP]
+    # ties by records, then by name: a set's order of strings changes from one process to the
+    # next, and the page must not
+    topics = sorted(set(size) | set(recs),
+                    key=lambda t: (-(size.get(t) or 0), -(recs.get(t) or 0), t))[:TOP]  # fmt: skip
     if not topics:
         return None
     fig = figures.bars(
