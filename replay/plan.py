@@ -44,6 +44,7 @@ from replay import checks
 from replay import tables as T
 from replay.crosslog import RAW_OUTCOMES
 from replay.crosslog_stream import (
+    CLUSTER_CODE,
     COORD,
     CROSSLOG_SCHEMA,
     INT_SLOTS,
@@ -635,7 +636,7 @@ def _stream_row(kind: int, columns: dict[str, Column], topic=None, partition=Non
 
 # a stream's leading sort keys (_with_sort_keys): in ``_k1`` a partition's rank (or a
 # coordinator transaction's log partition) sits above a position, each saturating at its width
-SORT_KEYS = ("_c", "_k1")
+SORT_KEYS = (CLUSTER_CODE, "_k1")
 POSITION_BITS = 40
 RANK_BITS = 22
 
