@@ -37,3 +37,12 @@ def driver_jvm(spark: Any) -> DriverJvm:
         java_home=str(system.getProperty("java.home")),
         class_path=str(system.getProperty("java.class.path")),
     )
+
+
+def loaded_classes(spark: Any) -> int:
+    """How many classes the JVM behind ``spark`` holds loaded now (its class-loading MXBean):
+    what a class-data archive made from it would hold (jobs.jvm_archive)."""
+    jvm = spark.sparkContext._jvm
+    return int(
+        jvm.java.lang.management.ManagementFactory.getClassLoadingMXBean().getLoadedClassCount()
+    )

@@ -31,6 +31,17 @@ How on JDK 17 and 18 (Spark 4 runs on 17), which have only ``-XX:ArchiveClassesA
    renamed into place; refused, it is deleted and the next session claims again.
 3. Sessions then start with ``-XX:SharedArchiveFile``. A JVM whose class path no longer
    matches the archive (a jar changed) ignores it and loads its classes as before.
+4. An archive holds the classes of the work its session did: Spark's start alone (the
+   benchmarks' floor) loads ~16,000, a ``decode`` ~18,000, an ``audit`` with its gate and
+   report ~25,000, and a class the archive lacks is read from its jar, parsed and verified in
+   every run (an audit of the README's demo ran ~1 s longer on a ``decode``'s archive than on
+   its own). So each session counts its JVM's loaded classes as it exits (the claiming one
+   records its count with the archive); a session that loaded more than
+   :data:`OUTGROWN_SHARE` above the archive's count marks it outgrown, naming its job, and the
+   next session of that same job dumps a new one (running once without the archive: Java 17
+   cannot map one dynamic archive while dumping another), which replaces it once probed. Only
+   the job that outgrew it re-dumps, and each new archive holds more classes than the last:
+   a decode and an audit taking turns do not dump in turn.
 
 Only where logreplay launches the JVM itself (a plain Python process, any master), never under
 ``spark-submit`` or in a session that already exists. ``LOGREPLAY_JVM_ARCHIVE=off`` turns it
@@ -64,6 +75,10 @@ QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 # a claim whose session never recorded its JVM (it failed to start) is given up after this
 UNRECORDED_CLAIM_SECONDS = 600
 PROBE_SECONDS = 60
+# a session whose JVM loaded this share more classes than the archive's own JVM had outgrew it
+# (the module's step 4): an audit loads ~35% more than a decode, the audit of the README's demo
+# ~2% more with its gate and report than without
+OUTGROWN_SHARE = 0.10
 # the first JDK whose JVM makes and checks its own dynamic archive (-XX:+AutoCreateSharedArchive)
 AUTO_ARCHIVE_JDK = 19
 
@@ -86,6 +101,8 @@ class Plan:
 
     options: str = ""
     claim: Path | None = None
+    mapped: Path | None = None  # the archive the session maps, whose extent it checks at exit
+    job: str | None = None  # the session's job (its app name): who re-dumps an outgrown archive
 
 
 def installation_key(java: str | None = None, spark_home: str | None = None) -> str | None:
@@ -164,9 +181,11 @@ def _major(version: str) -> int | None:
     return int(found.group(2)) if first == 1 and found.group(2) else first
 
 
-def plan(directory: Path | None = None, key: str | None = None, major: int | None = None) -> Plan:
+def plan(directory: Path | None = None, key: str | None = None, major: int | None = None,
+         job: str | None = None) -> Plan:  # fmt: skip
     """The archive options for a session about to start its JVM (see the module's docstring);
-    ``major``: the JDK's major version (default: that of the java Spark's launcher runs)."""
+    ``major``: the JDK's major version (default: that of the java Spark's launcher runs);
+    ``job``: the session's job, which re-dumps an archive a session of that job outgrew."""
     if not enabled():
         return Plan()
     directory = directory or cache_dir()
@@ -177,13 +196,23 @@ def plan(directory: Path | None = None, key: str | None = None, major: int | Non
     try:
         if major is not None and major >= AUTO_ARCHIVE_JDK:
             return _auto_plan(directory, key)
-        return _plan(directory, key)
+        return _plan(directory, key, job)
     except OSError:  # an unwritable or vanished cache: run without
         return Plan()
 
 
 def archive_path(directory: Path, key: str) -> Path:
     return directory / f"spark-{key}.jsa"
+
+
+def extent_path(archive: Path) -> Path:
+    """The archive's record: the classes its JVM had loaded when it was written."""
+    return archive.with_suffix(".json")
+
+
+def outgrown_path(archive: Path) -> Path:
+    """The mark of a session that loaded more than the archive holds (its job, its count)."""
+    return archive.with_suffix(".outgrown.json")
 
 
 def _auto_plan(directory: Path, key: str) -> Plan:
@@ -193,16 +222,17 @@ def _auto_plan(directory: Path, key: str) -> Plan:
     return Plan(f"-XX:+AutoCreateSharedArchive -XX:SharedArchiveFile={final} {QUIET}")
 
 
-def _plan(directory: Path, key: str) -> Plan:
+def _plan(directory: Path, key: str, job: str | None = None) -> Plan:
     """JDK 17 and 18: claim, dump at exit, probe, then map (the module's steps)."""
     final = archive_path(directory, key)
     pending = directory / f"spark-{key}.pending.json"
-    if not final.exists() and pending.exists():
+    if pending.exists():
         _settle(pending, final)
-    if final.exists():
-        return Plan(f"-XX:SharedArchiveFile={final} -Xshare:auto {QUIET}")
-    if pending.exists():  # another session's JVM is still to write it
-        return Plan()
+    mapped = Plan(f"-XX:SharedArchiveFile={final} -Xshare:auto {QUIET}", None, final, job)
+    if pending.exists():  # another session's JVM is still to write it (or a new one of it)
+        return mapped if final.exists() else Plan()
+    if final.exists() and (job is None or _read(outgrown_path(final)).get("job") != job):
+        return mapped
     directory.mkdir(parents=True, exist_ok=True)
     dumped = directory / f"spark-{key}.{os.getpid()}.jsa.tmp"
     try:
@@ -211,39 +241,79 @@ def _plan(directory: Path, key: str) -> Plan:
         return Plan()
     with os.fdopen(fd, "w") as f:
         json.dump({"archive": str(dumped), "claimed": time.time(), "python_pid": os.getpid()}, f)
-    return Plan(f"-XX:ArchiveClassesAtExit={dumped} {QUIET}", pending)
+    return Plan(f"-XX:ArchiveClassesAtExit={dumped} {QUIET}", pending, None, job)
 
 
 def record(claim: Path, jvm_pid: int, java_home: str, class_path: str) -> None:
     """Complete a claim once its session's JVM runs: which process will write the archive,
     and what a probe needs to check it."""
+    _update(claim, jvm_pid=jvm_pid, java_home=java_home, class_path=class_path)
+
+
+def _update(path: Path, **facts) -> None:
+    """``path``'s JSON document with ``facts`` laid over it (written whole, then renamed)."""
     with contextlib.suppress(OSError, ValueError):
-        doc = json.loads(claim.read_text())
-        doc.update(jvm_pid=jvm_pid, java_home=java_home, class_path=class_path)
-        tmp = claim.with_suffix(f".{os.getpid()}.tmp")
+        doc = _read(path)
+        doc.update(facts)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(doc))
-        os.replace(tmp, claim)
+        os.replace(tmp, path)
 
 
-def record_session(claim: Path | None, spark: Any) -> None:
+def _read(path: Path) -> dict:
+    """``path``'s JSON document; empty when it is missing or unreadable."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def record_session(plan: Plan, spark: Any) -> None:
     """:func:`record` from a started session's JVM (jobs.driver_jvm), when this session
-    claimed."""
-    if claim is None:
+    claimed; and, when it claimed or maps an archive, its classes counted as the process
+    exits (:func:`extent`)."""
+    if plan.claim is None and plan.mapped is None:
         return
-    from jobs.driver_jvm import driver_jvm
+    import atexit
+
+    from jobs.driver_jvm import driver_jvm, loaded_classes
 
     with contextlib.suppress(Exception):  # a session without a JVM gateway: the claim expires
-        jvm = driver_jvm(spark)
-        record(claim, jvm.pid, jvm.java_home, jvm.class_path)
+        if plan.claim is not None:
+            jvm = driver_jvm(spark)
+            record(plan.claim, jvm.pid, jvm.java_home, jvm.class_path)
+        # after the job, before the JVM goes (Python's exit hooks run before its gateway closes)
+        atexit.register(_at_exit, plan, spark, loaded_classes)
+
+
+def _at_exit(plan: Plan, spark: Any, count) -> None:
+    with contextlib.suppress(Exception):  # a JVM already gone: nothing learnt, nothing marked
+        extent(plan, count(spark))
+
+
+def extent(plan: Plan, classes: int) -> None:
+    """What a session's JVM loaded (``classes``, counted as it exits): the claiming session's
+    count goes with its claim to the archive's record; a mapping session that loaded more
+    than :data:`OUTGROWN_SHARE` above the record's count (or mapped an archive without one)
+    marks the archive outgrown for its job (the module's step 4)."""
+    if plan.claim is not None:
+        _update(plan.claim, classes=classes)
+        return
+    if plan.mapped is None or plan.job is None:
+        return
+    held = _read(extent_path(plan.mapped)).get("classes")
+    if isinstance(held, int) and classes <= held * (1 + OUTGROWN_SHARE):
+        return
+    marked = outgrown_path(plan.mapped)
+    if _read(marked).get("classes", 0) < classes:
+        _update(marked, job=plan.job, classes=classes)
 
 
 def _settle(pending: Path, final: Path) -> None:
     """Decide a claim whose JVM may have written its archive: promote it when a probe maps it,
     drop it when it cannot be mapped; leave it while its JVM or its session still runs."""
-    try:
-        doc = json.loads(pending.read_text())
-    except (OSError, ValueError):
-        doc = {}
+    doc = _read(pending)
     dumped = Path(doc.get("archive", ""))
     if "jvm_pid" not in doc:
         claimed = float(doc.get("claimed", 0))
@@ -257,6 +327,11 @@ def _settle(pending: Path, final: Path) -> None:
         return
     if dumped.is_file() and probe(doc["java_home"], doc["class_path"], dumped):
         os.replace(dumped, final)
+        record = extent_path(final)
+        record.unlink(missing_ok=True)  # a record without a count: an extent unknown
+        if isinstance(doc.get("classes"), int):
+            _update(record, classes=doc["classes"])
+        outgrown_path(final).unlink(missing_ok=True)
         pending.unlink(missing_ok=True)
     else:
         _drop(pending, dumped)
@@ -311,5 +386,7 @@ if __name__ == "__main__":  # python -m jobs.jvm_archive: where the archive is, 
     d = cache_dir()
     print(json.dumps({"enabled": enabled(), "directory": str(d), "key": k,
                       "archive": str(archive_path(d, k)) if k else None,
-                      "ready": bool(k) and archive_path(d, k).exists()}))  # fmt: skip
+                      "ready": bool(k) and archive_path(d, k).exists(),
+                      "classes": _read(extent_path(archive_path(d, k))).get("classes") if k else None,
+                      "outgrown": _read(outgrown_path(archive_path(d, k))) if k else {}}))  # fmt: skip
     sys.exit(0)

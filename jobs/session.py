@@ -62,7 +62,7 @@ def spark_session(
             # the user's own SPARK_LOCAL_IP always wins.
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     config = {k: str(v) for k, v in (conf.get("config") or {}).items()}
-    archive = _class_archive(submitted, master)
+    archive = _class_archive(submitted, master, app_name or conf["app_name"])
     if not submitted and is_local(master) and os.environ.get(PRELOAD_ENV, "on") not in OFF:
         # the Python workers' daemon with the tasks' modules imported once (jobs.daemon); in
         # local mode only, where the executor's Python is this one and imports this project
@@ -75,7 +75,7 @@ def spark_session(
         for key, value in config.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
-    record_session(archive.claim, spark)
+    record_session(archive, spark)
     progress.watch(spark)
     spark.sparkContext.setLogLevel("WARN")
     if source:
@@ -110,12 +110,12 @@ def _allocations(config: dict[str, str]):
             del config[ALLOCATION_FILE]
 
 
-def _class_archive(submitted: bool, master: str | None) -> Plan:
+def _class_archive(submitted: bool, master: str | None, job: str) -> Plan:
     """The driver JVM's class-data archive (jobs.jvm_archive), when this call launches the
     JVM: not under spark-submit, not for a Spark Connect remote, not when a session runs."""
     if submitted or (master or "").startswith("sc://") or _session_running():
         return Plan()
-    return plan()
+    return plan(job=job)
 
 
 def _session_running() -> bool:

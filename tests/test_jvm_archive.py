@@ -65,6 +65,59 @@ def test_a_claimed_archive_is_probed_then_used(on, tmp_path):
     assert ja.plan(key=KEY) == used  # from now on, every session
 
 
+def _made(on: Path, tmp_path: Path, job: str, classes: int) -> ja.Plan:
+    """A claim by a session of ``job`` whose JVM counted ``classes`` as it exited, its archive
+    written; settled by the plan returned (the next session of ``job``)."""
+    claim = ja.plan(key=KEY, job=job)
+    doc = _claimed(on, claim)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    ja.record(claim.claim, dead.pid, _java_home(), str(tmp_path))
+    ja.extent(claim, classes)
+    _dump(doc["archive"], str(tmp_path))
+    return ja.plan(key=KEY, job=job)
+
+
+def test_an_archive_a_job_outgrew_is_dumped_again_by_that_job(on, tmp_path):
+    """An archive made by a narrow session (a decode) lacks the classes a wider one (an audit)
+    loads: the wider job marks it as it exits, its next session dumps a new one (without
+    mapping the old: Java 17 cannot do both), and the new one, once probed, replaces it. Other
+    jobs keep mapping the old archive meanwhile and never re-dump it; a session within
+    OUTGROWN_SHARE of the archive's count marks nothing."""
+    final = ja.archive_path(on, KEY)
+    decode = _made(on, tmp_path, "decode", 18_000)
+    assert decode.mapped == final and decode.claim is None
+    assert json.loads(ja.extent_path(final).read_text()) == {"classes": 18_000}
+    ja.extent(decode, 19_500)  # within 10%: nothing to mark
+    assert not ja.outgrown_path(final).exists()
+    ja.extent(ja.plan(key=KEY, job="audit"), 25_000)
+    assert json.loads(ja.outgrown_path(final).read_text()) == {"job": "audit", "classes": 25_000}
+    assert ja.plan(key=KEY, job="decode") == decode  # another job maps it still
+    again = _made(on, tmp_path, "audit", 25_200)  # the audit's next session re-dumps
+    assert again.mapped == final and again.options == decode.options.replace("decode", "audit")
+    assert json.loads(ja.extent_path(final).read_text()) == {"classes": 25_200}
+    assert not ja.outgrown_path(final).exists() and not list(on.glob("*.pending.json"))
+    ja.extent(ja.plan(key=KEY, job="decode"), 18_000)  # a narrower job: nothing to mark
+    assert not ja.outgrown_path(final).exists()
+
+
+def test_the_re_dump_leaves_the_archive_in_use_until_it_is_probed(on, tmp_path):
+    """While the outgrowing job's new archive is pending, every session (its own job's too)
+    maps the old one; an archive without a record (made before records were kept) is
+    outgrown by the first job that maps it."""
+    final = ja.archive_path(on, KEY)
+    old = _made(on, tmp_path, "decode", 18_000)
+    ja.extent_path(final).unlink()
+    ja.extent(old, 18_000)  # no record: its extent unknown
+    assert json.loads(ja.outgrown_path(final).read_text())["job"] == "decode"
+    claim = ja.plan(key=KEY, job="decode")
+    assert "-XX:ArchiveClassesAtExit=" in claim.options and "SharedArchiveFile" not in claim.options
+    assert claim.mapped is None
+    ja.record(claim.claim, os.getpid(), _java_home(), str(tmp_path))  # its JVM still runs
+    for job in ("decode", "audit"):
+        assert ja.plan(key=KEY, job=job).mapped == final
+
+
 def test_a_live_jvm_keeps_its_claim(on, tmp_path):
     first = ja.plan(key=KEY)
     ja.record(first.claim, os.getpid(), _java_home(), str(tmp_path))  # "its JVM" still runs
@@ -162,6 +215,10 @@ def test_spark_sessions_make_then_map_the_archive(tmp_path):
     (final,) = tmp_path.glob("spark-*.jsa")
     assert f"-XX:SharedArchiveFile={final}" in second
     assert final.stat().st_size > 10 << 20  # Spark's classes, not an empty archive
+    # the first session counted its JVM's classes as it exited (its gateway still up), and the
+    # archive's record holds that count; the second, doing the same work, did not outgrow it
+    assert json.loads(ja.extent_path(final).read_text())["classes"] > 10_000
+    assert not ja.outgrown_path(final).exists()
 
 
 def test_the_driver_jvm_answers(spark):
@@ -248,5 +305,5 @@ def test_no_archive_for_a_process_whose_session_runs(spark, on):
     recorded from that JVM would never be written."""
     from jobs.session import _class_archive
 
-    assert _class_archive(False, "local[1]") == ja.Plan()
+    assert _class_archive(False, "local[1]", "logreplay") == ja.Plan()
     assert not list(on.glob("*"))
