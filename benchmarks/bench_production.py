@@ -162,10 +162,58 @@ def child(kind: str, dump: str, out: str, decoded: str = "") -> None:
             t = time.perf_counter()
             res["parquet_rows"] = parquet.count()
             res["parquet_count"] = time.perf_counter() - t
+            # the Python data source API's own floor: the same rows, already Arrow, handed
+            # over by a source that only reads them back (no decoding at all)
+            spark.dataSource.register(_passthrough())
+            files = sorted(
+                os.path.join(d, f) for d, _s, fs in os.walk(decoded) for f in fs
+                if f.endswith(".parquet")
+            )  # fmt: skip
+            import pyarrow.parquet as pq
+            from pyspark.sql.pandas.types import from_arrow_schema
+
+            # the files' own columns (a partition column of the directories is not in them)
+            schema = from_arrow_schema(pq.read_schema(files[0]))
+            handed = (spark.read.format("arrow-passthrough").schema(schema)
+                      .option("files", "\n".join(files)).load())  # fmt: skip
+            for name in ("passthrough_count", "passthrough_count_again"):
+                t = time.perf_counter()
+                res["passthrough_rows"] = handed.count()
+                res[name] = time.perf_counter() - t
             t = time.perf_counter()
             parquet.write.mode("overwrite").parquet(os.path.join(out, "parquet"))
             res["parquet_write"] = time.perf_counter() - t
     print(json.dumps(res))
+
+
+def _passthrough():
+    """A Python data source that hands Spark the Parquet files it is given as Arrow batches,
+    as they are: what Spark's Python data source path costs per row with no decoding at all
+    (the floor of ``kafka-segments``' own rate). Made here, in ``__main__``, so that
+    cloudpickle ships the classes by value to the workers."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class Reader(DataSourceReader):
+        def __init__(self, files: list[str]) -> None:
+            self.files = files
+
+        def partitions(self):
+            return [InputPartition(f) for f in self.files]
+
+        def read(self, partition):
+            import pyarrow.parquet as pq
+
+            yield from pq.ParquetFile(partition.value).iter_batches(10_000)
+
+    class Passthrough(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "arrow-passthrough"
+
+        def reader(self, schema):
+            return Reader(self.options["files"].split("\n"))
+
+    return Passthrough
 
 
 def user_session(app_name: str):
@@ -439,6 +487,23 @@ def print_source_rows(lead: str, fl: dict, res: dict) -> None:
         "|  |  |  |  |  |  |  |  |",
         flush=True,
     )
+    if "passthrough_count" in res:  # the API's floor: the same rows handed over undecoded
+        floor = {k: res["passthrough_rows"] / res[k]
+                 for k in ("passthrough_count", "passthrough_count_again")}  # fmt: skip
+        print(
+            f"{lead} peer: a Python data source handing over the same records as Arrow, "
+            "undecoded (decode's Parquet read back), same session: "
+            + ", ".join(
+                f"{label} {floor[k] / 1e6:.2f} M rows/s ({floor[k] / 2 / single:.2f} of "
+                "single per core)"
+                for k, label in (
+                    ("passthrough_count", ".count() first query"),
+                    ("passthrough_count_again", ".count() again"),
+                )
+            )  # fmt: skip
+            + f" | {res['passthrough_count_again']:.1f} |  |  |  |  |  |  |  |  |",
+            flush=True,
+        )
     if "parquet_write" in res:  # the same rows through Spark's own Parquet source
         peer = res["parquet_rows"] / res["parquet_write"]
         print(

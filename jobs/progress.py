@@ -219,13 +219,15 @@ class Reporter:
         print(f"logreplay {self.job} [{elapsed:7.1f} s] {text}", file=self.out, flush=True)
 
     def _run(self) -> None:
-        last = time.monotonic()
-        while not self.stop.wait(0.5):
+        # a live display follows Spark's counts every half second; lines (a file, a pipe, a
+        # scheduler's log) need them only when one is printed. A poll is a call into the
+        # driver JVM per job and stage it has not seen end (~100 for the demo's audit), each
+        # holding the GIL the job's own planning waits for.
+        while not self.stop.wait(0.5 if self.interactive else self.every):
             with contextlib.suppress(Exception):  # a stopping context: keep the last counts
                 self.counts = self.spark.poll() or self.counts
             self._refresh()
-            if not self.interactive and time.monotonic() - last >= self.every:
-                last = time.monotonic()
+            if not self.interactive:
                 name = self.current[0] if self.current else "running"
                 detail = self._detail()
                 self._line(f"{name}" + (f": {detail}" if detail else ""))
