@@ -129,3 +129,38 @@ def test_a_job_that_ends_between_two_polls_is_counted_and_earlier_jobs_are_not(s
         counts = status.poll()
     stages_done, stages, tasks_done, tasks = counts
     assert stages_done == stages >= 1 and tasks_done == tasks >= 2
+
+
+class _Polls:
+    """A SparkStatus that counts the polls made of it."""
+
+    def __init__(self) -> None:
+        self.polls = 0
+
+    def poll(self):
+        self.polls += 1
+        return (1, 1, 2, 2)
+
+
+@pytest.mark.parametrize("interactive", [False, True])
+def test_spark_is_polled_for_a_live_display_but_for_lines_only_when_one_is_printed(interactive):
+    """Each poll is calls into the driver JVM that hold the GIL the job's planning waits for:
+    a log (Airflow's, a pipe) gets Spark's counts when it prints a line, at a phase's end or
+    once a period, not every half second as a live display does."""
+    import io
+    import time
+
+    from jobs.progress import Reporter
+
+    out = io.StringIO()
+    reporter = Reporter("audit", out, interactive=interactive, every=3600)
+    reporter.spark = polls = _Polls()
+    reporter.phase("scan")
+    time.sleep(1.3)
+    assert (polls.polls >= 2) if interactive else polls.polls == 0
+    reporter.phase("tables")
+    if not interactive:  # the scan's line says what it did: its counts polled for it, once
+        assert polls.polls == 1
+    reporter.close()
+    if not interactive:
+        assert "phase scan done in" in out.getvalue() and "stages 1/1, tasks 2/2" in out.getvalue()
