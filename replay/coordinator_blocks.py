@@ -181,7 +181,8 @@ def _segments(replay, block, cols, order, rest, starts, group_of, group_tid) -> 
     is_comp = (new == _CC) | (new == _CA)
     comp[seg[is_comp]] = np.flatnonzero(is_comp)
     sr = seg_rows
-    tid_of_seg = [group_tid[g] for g in group_of[rest][sr].tolist()]
+    group_of_seg = group_of[rest][sr]  # each transaction's id, as its group in the block
+    ids = pa.array(group_tid, pa.string())
     has_prep = prep >= 0
     p = np.maximum(prep, 0)
     outcome = np.where(new[p] == _PC, "COMMIT", "ABORT")
@@ -191,7 +192,7 @@ def _segments(replay, block, cols, order, rest, starts, group_of, group_tid) -> 
     partitions = _partition_lists(block, rows, seg, (new == _O) | is_prep, k)
     timeout = block.column("timeout_ms").take(pa.array(rows[sr]))
     columns = {
-        "transactional_id": pa.array(tid_of_seg, pa.string()),
+        "transactional_id": ids.take(pa.array(group_of_seg, pa.int64())),
         "producer_id": pid[sr],
         "data_epoch": data_epoch,
         "marker_epoch": pa.array(marker_epoch, pa.int64(), mask=~has_prep),
@@ -226,19 +227,23 @@ def _segments(replay, block, cols, order, rest, starts, group_of, group_tid) -> 
             row["partitions"] = {(e["topic"], e["partition"]) for e in row["partitions"]}
             for name in ("data_epoch", "marker_epoch"):
                 row[name] = None if row[name] is None else int(row[name])
-            replay.ids[tid_of_seg[j]].current = row
+            replay.ids[group_tid[group_of_seg[j]]].current = row
     done = np.flatnonzero(comp >= 0)
     if not len(done):
         return None
     table = table.take(pa.array(done))
-    tids = [tid_of_seg[j] for j in done.tolist()]
-    keys = list(zip(tids, pid[sr][done].tolist(), strict=True))
-    known = {key: replay._history_from_start(replay.ids[key[0]], key[1]) for key in set(keys)}
-    table = table.append_column(
-        "history_from_start", pa.array([known[k] for k in keys], pa.bool_())
-    )
-    latest = {key: replay.latest_epoch.get(key, -1) for key in set(keys)}
-    table = table.append_column("latest_epoch", pa.array([latest[k] for k in keys], pa.int64()))
+    # what each (id, producer id) of the completed transactions knows, asked once per pair
+    # and spread by index (a long-lived producer's million transactions are one pair)
+    pairs, at = np.unique(
+        np.stack((group_of_seg[done], pid[sr][done])), axis=1, return_inverse=True
+    )  # fmt: skip
+    known, latest = [], []
+    for g, p in pairs.T.tolist():
+        known.append(replay._history_from_start(replay.ids[group_tid[g]], p))
+        latest.append(replay.latest_epoch.get((group_tid[g], p), -1))
+    at = at.reshape(-1)
+    table = table.append_column("history_from_start", pa.array(np.array(known, bool)[at]))
+    table = table.append_column("latest_epoch", pa.array(np.array(latest, np.int64)[at]))
     table = table.append_column("state_at_end", pa.repeat("Complete", len(done)))
     return table, order[rest][comp[done]]
 
@@ -268,12 +273,11 @@ def _partition_lists(block, rows, seg, adds, k) -> pa.Array:
     distinct[1:] = (s[1:] != s[:-1]) | (r[1:] != r[:-1]) | (number[1:] != number[:-1])
     s, r, number = s[distinct], r[distinct], number[distinct]
     offsets = np.concatenate(([0], np.cumsum(np.bincount(s, minlength=k))))
-    sorted_names = sorted(names)
+    # each entry's topic taken by its rank from the few names (a string object per entry was
+    # ~1 s of a long-lived producer's million transactions)
+    sorted_names = pa.array(sorted(names), pa.string())
     tp = pa.StructArray.from_arrays(
-        [
-            pa.array([sorted_names[i] for i in r.tolist()], pa.string()),
-            pa.array(number, pa.int32()),
-        ],
+        [sorted_names.take(pa.array(r, pa.int64())), pa.array(number, pa.int32())],
         fields=list(T.TYPES["list<tp>"].value_type),
     )
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), tp)
