@@ -232,20 +232,24 @@ def _segments(replay, block, cols, order, rest, starts, group_of, group_tid) -> 
     if not len(done):
         return None
     table = table.take(pa.array(done))
-    # what each (id, producer id) of the completed transactions knows, asked once per pair
-    # and spread by index (a long-lived producer's million transactions are one pair)
-    pairs, at = np.unique(
-        np.stack((group_of_seg[done], pid[sr][done])), axis=1, return_inverse=True
-    )  # fmt: skip
+    known, latest = _per_producer(replay, group_tid, group_of_seg[done], pid[sr][done])
+    table = table.append_column("history_from_start", pa.array(known))
+    table = table.append_column("latest_epoch", pa.array(latest))
+    table = table.append_column("state_at_end", pa.repeat("Complete", len(done)))
+    return table, order[rest][comp[done]]
+
+
+def _per_producer(replay, group_tid: list[str], groups: np.ndarray, pids: np.ndarray) -> tuple:
+    """Whether each completed transaction's producer's history starts in the whole log, and
+    its latest epoch: asked once per (id, producer id) and spread by index (a long-lived
+    producer's million transactions are one pair)."""
+    pairs, at = np.unique(np.stack((groups, pids)), axis=1, return_inverse=True)
     known, latest = [], []
     for g, p in pairs.T.tolist():
         known.append(replay._history_from_start(replay.ids[group_tid[g]], p))
         latest.append(replay.latest_epoch.get((group_tid[g], p), -1))
     at = at.reshape(-1)
-    table = table.append_column("history_from_start", pa.array(np.array(known, bool)[at]))
-    table = table.append_column("latest_epoch", pa.array(np.array(latest, np.int64)[at]))
-    table = table.append_column("state_at_end", pa.repeat("Complete", len(done)))
-    return table, order[rest][comp[done]]
+    return np.array(known, bool)[at], np.array(latest, np.int64)[at]
 
 
 def _partition_lists(block, rows, seg, adds, k) -> pa.Array:
