@@ -31,11 +31,11 @@ How on JDK 17 and 18 (Spark 4 runs on 17), which have only ``-XX:ArchiveClassesA
    renamed into place; refused, it is deleted and the next session claims again.
 3. Sessions then start with ``-XX:SharedArchiveFile``. A JVM whose class path no longer
    matches the archive (a jar changed) ignores it and loads its classes as before.
-4. An archive holds the classes of the work its session did: Spark's start alone (the
-   benchmarks' floor) loads ~16,000, a ``decode`` ~18,000, an ``audit`` with its gate and
-   report ~25,000, and a class the archive lacks is read from its jar, parsed and verified in
-   every run (an audit of the README's demo ran ~1 s longer on a ``decode``'s archive than on
-   its own). So each session counts its JVM's loaded classes as it exits (the claiming one
+4. An archive holds the classes of the work its session did: Spark's start and two small
+   jobs (the benchmarks' floor) load ~19,000, a ``decode`` of the demo ~18,000, an ``audit``
+   with its gate and report ~25,000, and a class the archive lacks is read from its jar,
+   parsed and verified in every run (the audit of the README's demo ran ~1 s longer on the
+   floor's archive than on its own). So each session counts its JVM's loaded classes as it exits (the claiming one
    records its count with the archive); a session that loaded more than
    :data:`OUTGROWN_SHARE` above the archive's count marks it outgrown, naming its job, and the
    next session of that same job dumps a new one (running once without the archive: Java 17
@@ -238,7 +238,7 @@ def _plan(directory: Path, key: str, job: str | None = None) -> Plan:
     try:
         fd = os.open(pending, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:  # claimed by a concurrent session a moment ago
-        return Plan()
+        return mapped if final.exists() else Plan()
     with os.fdopen(fd, "w") as f:
         json.dump({"archive": str(dumped), "claimed": time.time(), "python_pid": os.getpid()}, f)
     return Plan(f"-XX:ArchiveClassesAtExit={dumped} {QUIET}", pending, None, job)
