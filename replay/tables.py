@@ -478,6 +478,9 @@ def int_column(t: pa.Table, name: str) -> np.ndarray:
     if name not in t.column_names:
         return np.full(t.num_rows, -1, np.int64)
     c = t.column(name)
+    if c.type == pa.int64() and not c.null_count:  # as it is (a copy: callers may write to it)
+        out = c.to_numpy()
+        return out if out.flags.writeable else out.copy()
     if pa.types.is_timestamp(c.type) or pa.types.is_boolean(c.type):
         c = c.cast(pa.int64())
     return pc.fill_null(c.cast(pa.int64()), -1).to_numpy()
