@@ -333,6 +333,11 @@ class Marks(NamedTuple):
     # the coordinator transaction every cheapest alignment matches the entry with (NO_MATCH:
     # none does; SEVERAL: they differ, or one skips it)
     b_match: np.ndarray
+    # whether a cheapest alignment skips a coordinator transaction after the partition's last
+    # entry ([0]), or an entry after the last coordinator transaction ([1]), for less than a
+    # skip inside the other sequence costs: where that other sequence was cut short (the
+    # stream's _after_history), the whole alignment could differ
+    cheaper_end: np.ndarray
 
 
 NO_MATCH, SEVERAL = -1, -2
@@ -488,6 +493,8 @@ def _mark_row(s, dlo, dhi, k, total, f_row, g_row, g_next, marks):  # pragma: no
         if k < n and j > 0:
             c = _skip_a(s.skip_a, k - s.k0, i, m, s.cleaned)
             if c < INF and f + c + g_next[j - 1] == total:
+                if i == m and c < s.skip_a.mid[k - s.k0]:
+                    marks.cheaper_end[0] = True  # after the entries' end
                 if c < ANOMALY:
                     marks.a_free[x] = True
                     # its data and markers gone from the cleaned range (the next entry is in it)
@@ -498,6 +505,8 @@ def _mark_row(s, dlo, dhi, k, total, f_row, g_row, g_next, marks):  # pragma: no
         if i < m and j + 1 < W:
             c = _skip(s.skip_b, i - s.i0, k, n)
             if c < INF and f + c + g_row[j + 1] == total:
+                if k == n and c < s.skip_b.mid[i - s.i0]:
+                    marks.cheaper_end[1] = True  # after the coordinator's end
                 marks.b_match[y] = SEVERAL  # a cheapest alignment leaves it unmatched
                 if c < ANOMALY:
                     marks.b_free[y] = True
@@ -631,6 +640,8 @@ class Alignment:
         # partition: on no cheapest alignment but by a cheap skip inside the cleaned range
         # (counted by :meth:`marked`)
         self.cleaned_gone = 0
+        # Marks.cheaper_end, of every block (set by :meth:`marked`)
+        self.cheaper_end = np.zeros(2, np.bool_)
         D = n - m
         h = half_width
         while True:
@@ -690,7 +701,8 @@ class Alignment:
             i0, i1 = s.i0, s.i0 + nb
             marks = Marks(np.zeros(na, np.bool_), np.zeros(na, np.bool_), np.zeros(nb, np.bool_),
                           np.full(nb, sentinel, np.int64), r0, i0, np.zeros(na, np.bool_),
-                          np.zeros(na, np.bool_), np.full(nb, NO_MATCH, np.int64))  # fmt: skip
+                          np.zeros(na, np.bool_), np.full(nb, NO_MATCH, np.int64),
+                          self.cheaper_end)  # fmt: skip
             p0, p_free, p_first, p_match = pending  # entries later rows marked, not every row yet
             if len(p_free):
                 at = slice(p0 - i0, p0 - i0 + len(p_free))

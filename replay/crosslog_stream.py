@@ -32,6 +32,7 @@ from decoders.constants import TRANSACTION_STATE_TOPIC
 from replay import coverage as C
 from replay import tables as T
 from replay.crosslog import (
+    ANOMALY,
     E_BOUND_TS,
     E_CLEANED,
     E_COORDINATOR_EPOCH,
@@ -259,7 +260,10 @@ class _Sequences:
         self.known_lo: int | None = None  # earliest start of those with a known start
         self.known_any, self.all_known_or_maybe = False, True
         self.min_ts: int | None = None  # entries' earliest known time
+        self.max_ts: int | None = None  # ... and latest
         self.all_ts = True  # ... and whether every entry's is known
+        self.max_end: int | None = None  # the listed transactions' latest known end
+        self.all_ends = True  # ... and whether every one's is known
         self.with_data = 0  # entries with records
         self.cleaned_with_data = 0  # ... of them in the partition's cleaned range
         self.cleaned = 0  # entries in the partition's cleaned range: the first ones
@@ -275,6 +279,11 @@ class _Sequences:
             low = int(lo[known].min())
             self.known_lo = low if self.known_lo is None else min(self.known_lo, low)
         self.all_known_or_maybe &= bool((known | maybe).all())
+        end = listed_end(rows)
+        self.all_ends &= bool((end >= 0).all())
+        if (end >= 0).any():
+            high = int(end[end >= 0].max())
+            self.max_end = high if self.max_end is None else max(self.max_end, high)
         self.listed.append(rows)
 
     def add_entries(self, rows: np.ndarray) -> None:
@@ -294,8 +303,9 @@ class _Sequences:
         ts = entry_times(rows)
         self.all_ts &= bool((ts >= 0).all())
         if (ts >= 0).any():
-            low = int(ts[ts >= 0].min())
+            low, high = int(ts[ts >= 0].min()), int(ts[ts >= 0].max())
             self.min_ts = low if self.min_ts is None else min(self.min_ts, low)
+            self.max_ts = high if self.max_ts is None else max(self.max_ts, high)
         self.with_data += int((rows[:, E_RECORDS] > 0).sum())
         self.cleaned_with_data += int(((rows[:, E_RECORDS] > 0) & (rows[:, E_CLEANED] > 0)).sum())
         self.cleaned += int((rows[:, E_CLEANED] > 0).sum())
@@ -322,6 +332,18 @@ def _prefix(store: SpilledRows, hold: callable) -> int:
         ok = hold(store.rows(start, start + BLOCK_ROWS))
         if not ok.all():
             return start + int(np.argmin(ok))
+    return size
+
+
+def _suffix(store: SpilledRows, hold: callable) -> int:
+    """How many of the last rows of ``store`` satisfy ``hold``."""
+    size = end = len(store)
+    while end > 0:
+        start = max(0, end - BLOCK_ROWS)
+        ok = hold(store.rows(start, end))
+        if not ok.all():
+            return size - (end - int(np.argmin(ok[::-1])))
+        end = start
     return size
 
 
@@ -492,16 +514,20 @@ class ProducerJudge:
                 self._count(tp, "unjudged", int((records[a:b] > 0).sum()))
             return
         outcomes = _raw_outcomes(t)
-        t = t.filter(pa.array((outcomes != RAW_OPEN) | (records > 0)))  # open without data: none
-        if not t.num_rows:
+        keep = (outcomes != RAW_OPEN) | (records > 0)  # open without data: none
+        if not keep.any():
             return
+        # the rows as numpy, then the kept ones (filtering the Arrow piece first copied every
+        # column of it once more: a long-lived producer's stream is millions of entries)
         rows = np.zeros((t.num_rows, ENTRY_COLUMNS), np.int64)
         for col, name in ENTRY_FIELDS.items():
             rows[:, col] = int_column(t, name)
-        rows[:, E_OUTCOME] = _raw_outcomes(t)
+        rows[:, E_OUTCOME] = outcomes
         rows[:, E_CLEANED] = np.maximum(int_column(t, "in_cleaned_range"), 0)
         topics, codes = value_codes(t.column("topic"))
         parts = int_column(t, "partition")
+        if not keep.all():
+            rows, codes, parts = rows[keep], codes[keep], parts[keep]
         for a, b in runs(codes, parts):
             tp = (topics[codes[a]], int(parts[a]))
             if tp != self.current:
@@ -574,6 +600,50 @@ class ProducerJudge:
                         lambda a: (listed_end(a) >= 0) & (listed_end(a) + window < first))  # fmt: skip
         return p, q
 
+    def _after_history(self, seqs: _Sequences, pair: Pair, p: int, q: int) -> Pair:
+        """``pair`` without the last coordinator transactions listing the partition that lie
+        after everything of its copy, or else the last entries that lie after everything the
+        coordinator lists there: the end's counterpart of :meth:`_before_history`.
+
+        Copies are taken at different moments. A partition copied an hour before the
+        coordinator's `__transaction_state` lacks the last hour of a Streams thread's
+        transactions there (36,000, committing every 100 ms), and the alignment's band is as
+        wide as that difference along the whole history: the cost grew as the producer's life
+        times the distance between the copies (a day's history an hour apart: ~10^10 cells,
+        and the band's kept rows tens of GB on disk). Left out only where the alignment of the
+        rest is the same without them: each matches nothing (:func:`replay.crosslog._match`'s
+        window: a transaction starting more than the order window after every entry's time,
+        an entry more than the window after every listed transaction's end) and each is
+        skipped after the other sequence's end at no anomaly (that copy may predate it). The
+        alignment of the rest is then the whole one's unless a cheapest alignment of the rest
+        skips one of the other sequence's rows after its new end for less than a skip inside
+        it costs (where the cut ones followed): the alignment tells (``cheaper_end``) and
+        :meth:`_judge` aligns the whole sequences again. The cut ones count as the whole
+        alignment judges them: skipped, no finding."""
+        window = self.bounds.window_ms
+        n_end, m_end = q + pair.n, p + pair.m
+        if pair.n < 2 or pair.m < 2:
+            return pair
+        if seqs.all_ts and seqs.max_ts is not None:
+
+            def after_entries(a: np.ndarray) -> np.ndarray:
+                lo = listed_start(a)
+                return (lo >= 0) & (lo - window > seqs.max_ts) & (pair.skip_a(a).last < ANOMALY)
+
+            cut = n_end - _suffix(seqs.listed, after_entries)
+            if q < cut < n_end:
+                return replace(pair, n=cut - q)
+        if seqs.all_ends and seqs.max_end is not None:
+
+            def after_listed(e: np.ndarray) -> np.ndarray:
+                ts = entry_times(e)
+                return (ts >= 0) & (ts - window > seqs.max_end) & (pair.skip_b(e).last < ANOMALY)
+
+            cut = m_end - _suffix(seqs.entries, after_listed)
+            if p < cut < m_end:
+                return replace(pair, m=cut - p)
+        return pair
+
     def _anchored(self, tp: tuple[str, int], seqs: _Sequences
                   ) -> tuple[int, int, int, int, bool] | None:  # fmt: skip
         """Where the partition's anchor starts both sequences and ends them: entries and
@@ -623,26 +693,50 @@ class ProducerJudge:
         pair = Pair(side, coord, self.bounds, n, m, a_before=q > 0 and anchored is None,
                     b_before=p > 0 and anchored is None, cleaned=max(0, seqs.cleaned - p),
                     stuck_ms=stuck, closed=closed)  # fmt: skip
+        whole = pair
+        if anchored is None and tp not in self.matching:
+            pair = self._after_history(seqs, pair, p, q)
+        result = self._aligned(tp, seqs, pair, p, q)
+        if result is not None and result[3][int(pair.n < whole.n)] and pair is not whole:
+            result = self._aligned(tp, seqs, whole, p, q)  # the cut could matter: whole again
+        if result is None:  # no alignment is finite
+            self._count(tp, "undecidable", whole.m)
+            return
+        found, undecidable, cleaned_gone, _ = result
+        cleaned = seqs.cleaned_with_data - early_cleaned
+        self._count(tp, "judged", seqs.with_data - early - cleaned)
+        self._count(tp, "judged_cleaned", cleaned)  # by what the cleaner left of them
+        self._count(tp, "undecidable", undecidable)
+        # listed, nothing of them left in the cleaned range: normal (docs/compaction.md)
+        self._count(tp, "listed_cleaned", cleaned_gone)
+        if found:
+            self.found.append((tp, found))
+
+    def _aligned(self, tp: tuple[str, int], seqs: _Sequences, pair: Pair, p: int, q: int
+                 ) -> tuple[list[dict], int, int, np.ndarray] | None:  # fmt: skip
+        """The alignment of the partition's entries from the ``p``-th and the coordinator's
+        transactions from the ``q``-th (``pair``'s lengths of each): its findings in order, the
+        entries either explanation fits, the listed transactions the cleaner removed, and
+        whether a cheapest alignment skips a row of either sequence after the other's end for
+        less than inside it (:attr:`replay.crosslog.Marks.cheaper_end`); None if no alignment
+        is finite."""
 
         def steps_of(k0: int, k1: int, i0: int, i1: int):
             a = seqs.listed.rows(q + k0, q + k1)
             b = seqs.entries.rows(p + i0, p + i1)
             return pair.steps(a, b, k0, i0)
 
-        alignment = Alignment(n, m, steps_of)
+        alignment = Alignment(pair.n, pair.m, steps_of)
         if alignment.total >= INF:
-            self._count(tp, "undecidable", m)
             alignment.close()
-            return
-        cleaned = seqs.cleaned_with_data - early_cleaned
-        self._count(tp, "judged", seqs.with_data - early - cleaned)
-        self._count(tp, "judged_cleaned", cleaned)  # by what the cleaner left of them
+            return None
         bad_b: list[tuple[int, dict]] = []
         bad_a: list[tuple[int, dict]] = []
+        undecidable = 0
         for which, start, free, bad, match in alignment.marked():
             if which == "b" and tp in self.matching:
                 self._matched(tp, seqs, p + start, q, match)
-            self._count(tp, "undecidable", int((free & (bad > 0)).sum()))
+            undecidable += int((free & (bad > 0)).sum())
             for x in np.flatnonzero((bad > 0) & ~free).tolist():
                 at = start + x
                 if which == "b":
@@ -653,12 +747,9 @@ class ProducerJudge:
                 else:
                     row = seqs.listed.rows(q + at, q + at + 1)[0]
                     bad_a.append((at, self._a_finding(row, tp)))
-        # listed, nothing of them left in the cleaned range: normal (docs/compaction.md)
-        self._count(tp, "listed_cleaned", alignment.cleaned_gone)
         found = [f for _, f in sorted(bad_b, key=lambda x: x[0])]
         found += [f for _, f in sorted(bad_a, key=lambda x: x[0])]
-        if found:
-            self.found.append((tp, found))
+        return found, undecidable, alignment.cleaned_gone, alignment.cheaper_end
 
     def _matched(self, tp, seqs: _Sequences, at: int, q: int, match: np.ndarray) -> None:
         """Keep the entries from ``at`` that every cheapest alignment matched, with their

@@ -5,11 +5,12 @@ coordinator history, retried markers, TV2 epochs. Pure Python: no Spark."""
 from __future__ import annotations
 
 import os
+import random
 
 import pytest
 
-from replay.crosslog import Bounds, Coordinator, Side
-from replay.crosslog_stream import judge_producer
+from replay.crosslog import Alignment, Bounds, Coordinator, Side
+from replay.crosslog_stream import ProducerJudge, judge_producer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -722,3 +723,111 @@ def test_the_anchors_file_round_trips_and_ignores_what_it_cannot_read():
                      {"cluster": "c", "producer_id": "x"}])  # fmt: skip
     assert parsed(data) == {("c", PID): {X: a}, ("c", PID + 1): {X: b}}
     assert parsed(b"not json") == {} and parsed(b"[]") == {}
+
+
+APART = 100_000  # transactions 100 s apart: the order window (600 s) spans six of them
+
+
+def _copies_apart(seed: int):
+    """One producer's history in a partition and in the coordinator's log, one copy taken
+    long (tens of windows) before the other ends, with faults, open data, a marker written
+    again, a transaction of unknown partitions and one still in flight here and there, and
+    sometimes a partition copy reaching far past its last entry (other producers' batches)
+    or the producer pausing for an hour."""
+    rng = random.Random(seed)
+    n = rng.randint(20, 90)
+    paused = rng.randrange(n) if rng.random() < 0.3 else n
+
+    def at(k: int) -> int:
+        return 36 * APART if k >= paused else 0
+
+    outcomes = ["COMMIT"] * 6 + ["ABORT"]
+    ctx = [coord_txn(k, rng.choice(outcomes), step=APART, start=at(k)) for k in range(n)]
+    if rng.random() < 0.3:  # its partitions unknown (a compacted Ongoing record)
+        ctx[rng.randrange(n)].update(maybe=True, partitions=[])
+    if rng.random() < 0.3:  # still in flight when the coordinator's copy was taken
+        ctx[-1].update(outcome=None, prepare_timestamp=None, complete_timestamp=None)
+    ptx = []
+    for k in range(n):
+        outcome = ctx[k]["outcome"] or "OPEN"
+        roll = rng.random()
+        if roll < 0.04:
+            continue  # a marker (and its data) missing
+        if roll < 0.08:
+            outcome = "ABORT" if outcome == "COMMIT" else "COMMIT"  # a split outcome
+        skew = rng.choice([0, SKEW, -SKEW])
+        ptx.append(part_txn(k, outcome, step=APART, start=at(k), skew=skew, offset=10 * k))
+        if rng.random() < 0.03 and outcome != "OPEN":  # its marker written again
+            again = part_txn(k, outcome, step=APART, start=at(k), records=0, offset=10 * k)
+            again.update(marker_offset=10 * k + 3, first_offset=None)
+            ptx.append(again)
+        if rng.random() < 0.03:  # data outside any transaction (or a later epoch's)
+            epoch = rng.choice([0, 7])
+            ptx.append(part_txn(k, "OPEN", step=APART, start=at(k), skew=skew, epoch=epoch,
+                                offset=10 * k + 5))  # fmt: skip
+    cut = rng.randint(1, n // 3)  # transactions the earlier copy lacks: ~3 to 30 windows
+    if rng.random() < 0.5:  # the partition copied first
+        ptx = [t for t in ptx if max(t["first_offset"] or 0, t["marker_offset"] or 0) < (n - cut) * 10]  # fmt: skip
+    else:
+        ctx = ctx[: n - cut]
+    ends = [t["marker_timestamp"] or t["first_timestamp"] for t in ptx] or [0]
+    side = Side(True, max(ends) + rng.choice([0, 50, 30_000, 40 * APART]))
+    stamps = [t["complete_timestamp"] or t["start_timestamp"] for t in ctx]
+    coordinator = Coordinator(True, max(stamps) + rng.choice([0, 50, 30_000]), 0)
+    return ptx, ctx, side, coordinator
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_what_lies_after_the_other_copy_is_judged_as_the_whole_alignment_judges_it(
+    seed, monkeypatch
+):
+    """The last transactions of one log that lie after everything of the other's copy are
+    left out of the alignment (ProducerJudge._after_history): the findings and counts are
+    those of the alignment of both sequences whole, which is quadratic in what they leave out."""
+    ptx, ctx, side, coordinator = _copies_apart(seed)
+    if not ptx or not ctx:
+        return
+    got = judge(ptx, ctx, side=side, coordinator=coordinator)
+    monkeypatch.setattr(ProducerJudge, "_after_history", lambda self, seqs, pair, p, q: pair)
+    assert got == judge(ptx, ctx, side=side, coordinator=coordinator)
+
+
+def test_copies_hours_apart_align_in_a_band_as_wide_as_the_window():
+    """A partition copied 40 windows before the coordinator's log (a long-lived producer, a
+    copy an hour older): the coordinator's transactions after it are left out, so the band
+    spans the order window's transactions, not the hour's."""
+    n, m = 400, 100
+    ctx = [coord_txn(k, step=APART) for k in range(n)]
+    ptx = [part_txn(k, step=APART) for k in range(m)]
+    side = Side(True, ptx[-1]["marker_timestamp"] + 50)
+    widths = []
+    real = Alignment.__init__
+
+    def recorded(self, *args, **kw):
+        real(self, *args, **kw)
+        widths.append(self.dhi - self.dlo + 1)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Alignment, "__init__", recorded)
+        findings, stats = judge(ptx, ctx, side=side)
+    assert findings == [] and stats == {"judged": m, "undecidable": 0, "unjudged": 0}
+    assert widths and max(widths) <= 10, widths  # the window's six transactions and the band
+
+
+def test_a_cut_that_would_change_the_judgement_is_aligned_whole(monkeypatch):
+    """Data at the partition's end under an epoch the coordinator never recorded, then the
+    producer paused for an hour, then went on: after the coordinator's end the data would be
+    data its copy may predate (no finding), but the whole coordinator log lists the later
+    transactions (a write outside any transaction). Cut short, the alignment reports a
+    cheaper skip at its end, and the whole sequences are aligned again: the whole one's
+    finding."""
+    m, pause = 100, 36 * APART
+    ctx = [coord_txn(k, step=APART) for k in range(m)]
+    ctx += [coord_txn(k, step=APART, start=pause) for k in range(m, 3 * m)]
+    ptx = [part_txn(k, step=APART, offset=10 * k) for k in range(m)]
+    ptx.append(part_txn(m - 1, "OPEN", step=APART, epoch=7, offset=10 * m))
+    side = Side(True, ptx[-2]["marker_timestamp"] + 50)
+    got = judge(ptx, ctx, side=side)
+    assert kinds(got[0]) == [("write_outside_transaction", 10 * m, 2)]
+    monkeypatch.setattr(ProducerJudge, "_after_history", lambda self, seqs, pair, p, q: pair)
+    assert got == judge(ptx, ctx, side=side)
