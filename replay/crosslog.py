@@ -203,6 +203,22 @@ class Pair:
         prepared = (outcome_code(a[:, L_OUTCOME]) != 0) & (prepare >= 0) & (stuck >= 0)
         return np.where(complete >= 0, complete, np.where(prepared, prepare + stuck, -1))
 
+    def reach_end(self, a: np.ndarray) -> np.ndarray:
+        """The latest time a match's window places each coordinator transaction's end at: its
+        Complete record, else its Prepare, else, for one still in flight when the coordinator's
+        copy was taken (its start known, no Prepare), the start plus :attr:`stuck_ms`: the
+        coordinator aborts a transaction its timeout outlived
+        (``TransactionCoordinator.abortTimedOutTransactions``), so its data and markers are not
+        far later, and a copy of the coordinator ending inside a long-lived producer's
+        transaction does not match it with every later entry of a partition copied after it;
+        -1 unknown."""
+        end = listed_end(a)
+        if self.stuck_ms is None:
+            return end
+        start = a[:, L_START_TS]
+        flight = (end < 0) & (start >= 0) & (outcome_code(a[:, L_OUTCOME]) == 0)
+        return np.where(flight, start + self.stuck_ms, end)
+
     def skip_a(self, a: np.ndarray) -> Skips:
         """A coordinator transaction listing the partition without an entry there, with no
         entry of the partition before it (first), all of them (last), or some (in between)."""
@@ -256,7 +272,7 @@ class Pair:
         (:func:`_match`) rests on identity (epochs), the coarse window and the outcomes."""
         complete = a[:, L_COMPLETE_TS]
         a_steps = np.stack([
-            a[:, L_DATA_EPOCH], a[:, L_MARKER_EPOCH], listed_start(a), listed_end(a),
+            a[:, L_DATA_EPOCH], a[:, L_MARKER_EPOCH], listed_start(a), self.reach_end(a),
             outcome_code(a[:, L_OUTCOME]), a[:, L_MAYBE], (complete >= 0).astype(np.int64),
             self.reaches_past(self.side.copy_end_ts, self._ended(a)).astype(np.int64),
         ], axis=1) if len(a) else np.zeros((0, A_COLUMNS), np.int64)  # fmt: skip

@@ -262,8 +262,6 @@ class _Sequences:
         self.min_ts: int | None = None  # entries' earliest known time
         self.max_ts: int | None = None  # ... and latest
         self.all_ts = True  # ... and whether every entry's is known
-        self.max_end: int | None = None  # the listed transactions' latest known end
-        self.all_ends = True  # ... and whether every one's is known
         self.with_data = 0  # entries with records
         self.cleaned_with_data = 0  # ... of them in the partition's cleaned range
         self.cleaned = 0  # entries in the partition's cleaned range: the first ones
@@ -279,11 +277,6 @@ class _Sequences:
             low = int(lo[known].min())
             self.known_lo = low if self.known_lo is None else min(self.known_lo, low)
         self.all_known_or_maybe &= bool((known | maybe).all())
-        end = listed_end(rows)
-        self.all_ends &= bool((end >= 0).all())
-        if (end >= 0).any():
-            high = int(end[end >= 0].max())
-            self.max_end = high if self.max_end is None else max(self.max_end, high)
         self.listed.append(rows)
 
     def add_entries(self, rows: np.ndarray) -> None:
@@ -333,6 +326,20 @@ def _prefix(store: SpilledRows, hold: callable) -> int:
         if not ok.all():
             return start + int(np.argmin(ok))
     return size
+
+
+def _last_end(store: SpilledRows, start: int, stop: int, pair: Pair) -> int | None:
+    """The latest end a match's window gives coordinator transactions [start, stop) of
+    ``store`` (:meth:`replay.crosslog.Pair.reach_end`); None if any one's is unknown."""
+    last = None
+    for s in range(start, stop, BLOCK_ROWS):
+        end = pair.reach_end(store.rows(s, min(s + BLOCK_ROWS, stop)))
+        if not len(end):
+            continue
+        if (end < 0).any():
+            return None
+        last = int(end.max()) if last is None else max(last, int(end.max()))
+    return last
 
 
 def _suffix(store: SpilledRows, hold: callable) -> int:
@@ -633,11 +640,12 @@ class ProducerJudge:
             cut = n_end - _suffix(seqs.listed, after_entries)
             if q < cut < n_end:
                 return replace(pair, n=cut - q)
-        if seqs.all_ends and seqs.max_end is not None:
+        last_end = _last_end(seqs.listed, q, n_end, pair)
+        if last_end is not None:
 
             def after_listed(e: np.ndarray) -> np.ndarray:
                 ts = entry_times(e)
-                return (ts >= 0) & (ts - window > seqs.max_end) & (pair.skip_b(e).last < ANOMALY)
+                return (ts >= 0) & (ts - window > last_end) & (pair.skip_b(e).last < ANOMALY)
 
             cut = m_end - _suffix(seqs.entries, after_listed)
             if p < cut < m_end:
@@ -976,12 +984,15 @@ def judge_producer(
     sides: dict[tuple[str, int], Side],
     coordinator: Coordinator | None,
     bounds: Bounds,
+    timeout_ms: int | None = None,
 ) -> tuple[list[dict], dict[str, int]]:
     """One producer's judgement with the views given outright: its rows of the `transactions`
     table in every partition (any order), its coordinator transactions in log order (with
-    ``maybe``), what each partition's copy covers and the coordinator's. Arrow tables (of
-    :data:`PARTITION_TXNS` and :data:`COORDINATOR_TXNS` at least), or rows."""
+    ``maybe``), what each partition's copy covers and the coordinator's, and the producer's
+    transaction timeout. Arrow tables (of :data:`PARTITION_TXNS` and :data:`COORDINATOR_TXNS`
+    at least), or rows."""
     judge = ProducerJudge(producer_id, bounds, coordinator_view=coordinator, side_views=sides)
+    judge.timeout_ms = timeout_ms
     if coordinator is not None:
         judge.coordinator(columns_of(coordinator_txns, COORDINATOR_TXNS))
     elif len(coordinator_txns):  # the view from the rows, as the scan's stream gives them

@@ -66,11 +66,12 @@ def part_txn(k: int, outcome="COMMIT", *, start=0, step=10, epoch=0, bump=0, rec
     }
 
 
-def judge(ptx, ctx, *, side=None, coordinator=None, sides=None):
+def judge(ptx, ctx, *, side=None, coordinator=None, sides=None, timeout_ms=None):
     side = side or Side(complete_from_start=True, copy_end_ts=None)
     end = max(a["complete_timestamp"] or 0 for a in ctx) if ctx else None
     coordinator = coordinator or Coordinator(True, end, max(a["latest_epoch"] for a in ctx))
-    return judge_producer(PID, ptx, ctx, sides or {X: side}, coordinator, Bounds(2_000, 600_000))
+    return judge_producer(PID, ptx, ctx, sides or {X: side}, coordinator, Bounds(2_000, 600_000),
+                          timeout_ms)  # fmt: skip
 
 
 def kinds(findings):
@@ -770,11 +771,14 @@ def _copies_apart(seed: int):
         ptx = [t for t in ptx if max(t["first_offset"] or 0, t["marker_offset"] or 0) < (n - cut) * 10]  # fmt: skip
     else:
         ctx = ctx[: n - cut]
+        if rng.random() < 0.5:  # copied inside a transaction: an Ongoing record
+            ctx[-1] = {**ctx[-1], "outcome": None, "prepare_timestamp": None,
+                       "complete_timestamp": None}  # fmt: skip
     ends = [t["marker_timestamp"] or t["first_timestamp"] for t in ptx] or [0]
     side = Side(True, max(ends) + rng.choice([0, 50, 30_000, 40 * APART]))
     stamps = [t["complete_timestamp"] or t["start_timestamp"] for t in ctx]
     coordinator = Coordinator(True, max(stamps) + rng.choice([0, 50, 30_000]), 0)
-    return ptx, ctx, side, coordinator
+    return ptx, ctx, side, coordinator, rng.choice([None, 10_000])
 
 
 @pytest.mark.parametrize("seed", range(120))
@@ -784,12 +788,12 @@ def test_what_lies_after_the_other_copy_is_judged_as_the_whole_alignment_judges_
     """The last transactions of one log that lie after everything of the other's copy are
     left out of the alignment (ProducerJudge._after_history): the findings and counts are
     those of the alignment of both sequences whole, which is quadratic in what they leave out."""
-    ptx, ctx, side, coordinator = _copies_apart(seed)
+    ptx, ctx, side, coordinator, timeout = _copies_apart(seed)
     if not ptx or not ctx:
         return
-    got = judge(ptx, ctx, side=side, coordinator=coordinator)
+    got = judge(ptx, ctx, side=side, coordinator=coordinator, timeout_ms=timeout)
     monkeypatch.setattr(ProducerJudge, "_after_history", lambda self, seqs, pair, p, q: pair)
-    assert got == judge(ptx, ctx, side=side, coordinator=coordinator)
+    assert got == judge(ptx, ctx, side=side, coordinator=coordinator, timeout_ms=timeout)
 
 
 def test_copies_hours_apart_align_in_a_band_as_wide_as_the_window():
@@ -831,3 +835,30 @@ def test_a_cut_that_would_change_the_judgement_is_aligned_whole(monkeypatch):
     assert kinds(got[0]) == [("write_outside_transaction", 10 * m, 2)]
     monkeypatch.setattr(ProducerJudge, "_after_history", lambda self, seqs, pair, p, q: pair)
     assert got == judge(ptx, ctx, side=side)
+
+
+def test_a_coordinator_copy_ending_inside_a_transaction_cuts_the_later_entries():
+    """The coordinator's `__transaction_state` copied first, ending inside a transaction (an
+    Ongoing record: no Prepare, its end unknown): its reach is its start plus the timeout (the
+    coordinator aborts past it), so the partition's entries more than the order window after
+    that are left out, and the band spans the window, not the hour the partition's copy adds."""
+    n, m = 100, 400
+    ctx = [coord_txn(k, step=APART) for k in range(n)]
+    ctx[-1].update(outcome=None, prepare_timestamp=None, complete_timestamp=None)
+    ptx = [part_txn(k, step=APART) for k in range(m)]
+    side = Side(True, ptx[-1]["marker_timestamp"] + 50)
+    coordinator = Coordinator(True, ctx[-1]["start_timestamp"] + 50, 0)
+    widths = []
+    real = Alignment.__init__
+
+    def recorded(self, *args, **kw):
+        real(self, *args, **kw)
+        widths.append(self.dhi - self.dlo + 1)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Alignment, "__init__", recorded)
+        got = judge(ptx, ctx, side=side, coordinator=coordinator, timeout_ms=10_000)
+    assert got[0] == [] and got[1] == {"judged": m, "undecidable": 0, "unjudged": 0}
+    assert widths and max(widths) <= 10, widths
+    # without the timeout its reach is unknown: aligned whole, the same judgement
+    assert judge(ptx, ctx, side=side, coordinator=coordinator) == got
