@@ -285,6 +285,13 @@ def parse_args() -> argparse.Namespace:
         help="with --long-lived: the faults variant (late split outcome, missing marker, "
         "write outside any transaction), whose findings are checked against its truth",
     )
+    ap.add_argument(
+        "--copies-apart",
+        type=float,
+        metavar="FRACTION",
+        help="with --long-lived: also audit each dump as copied with its output partition, "
+        "then its coordinator's partition, ending at FRACTION of its bytes (copies_apart.py)",
+    )
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     return ap.parse_args()
 
@@ -353,7 +360,8 @@ def bench_long_lived(args) -> None:
             prodshape.generate(peer, size / 1e9)
             open(peer + ".complete", "w").close()
         for what, path, txns in (("long-lived TV1 producer", dump, f"{n:,}"),
-                                 ("production-shaped", peer, "")):  # fmt: skip
+                                 ("production-shaped", peer, ""),
+                                 *_copied_early(args, dump, n)):  # fmt: skip
             out = os.path.join(scratch, os.path.basename(path))
             m = logreplay(["audit", path, "--out", out])
             loud, verdict = _audit_verdict(out, path, compare)
@@ -365,6 +373,22 @@ def bench_long_lived(args) -> None:
             )
             shutil.rmtree(out, ignore_errors=True)
     print(f"\nload average at end {os.getloadavg()[0]:.2f} (2 cores, shared)")
+
+
+def _copied_early(args, dump: str, n: int) -> list[tuple[str, str, str]]:
+    """With ``--copies-apart``: the long-lived dump as copied with its output partition, then
+    its coordinator's `__transaction_state` partition, ending early (benchmarks/copies_apart.py)."""
+    import copies_apart
+
+    if args.copies_apart is None:
+        return []
+    rows = []
+    for what, topic in (("output partition", "enriched"), ("coordinator", "__transaction_state")):
+        target = f"{dump}-{topic.strip('_')}-at-{args.copies_apart:g}"
+        copies_apart.copied_early(dump, target, copies_apart.largest_partition(dump, topic),
+                                  args.copies_apart)  # fmt: skip
+        rows.append((f"the same, its {what} copied at {args.copies_apart:.0%}", target, f"{n:,}"))
+    return rows
 
 
 def _audit_verdict(out: str, dump: str, compare) -> tuple[int, str]:
