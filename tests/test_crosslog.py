@@ -796,6 +796,20 @@ def test_what_lies_after_the_other_copy_is_judged_as_the_whole_alignment_judges_
     assert got == judge(ptx, ctx, side=side, coordinator=coordinator, timeout_ms=timeout)
 
 
+def _judged_in_bands(*args, **kw):
+    """``judge(*args, **kw)``, and the width of each band its alignments computed."""
+    widths = []
+    real = Alignment.__init__
+
+    def recorded(self, *a, **k):
+        real(self, *a, **k)
+        widths.append(self.dhi - self.dlo + 1)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Alignment, "__init__", recorded)
+        return judge(*args, **kw), widths
+
+
 def test_copies_hours_apart_align_in_a_band_as_wide_as_the_window():
     """A partition copied 40 windows before the coordinator's log (a long-lived producer, a
     copy an hour older): the coordinator's transactions after it are left out, so the band
@@ -804,16 +818,7 @@ def test_copies_hours_apart_align_in_a_band_as_wide_as_the_window():
     ctx = [coord_txn(k, step=APART) for k in range(n)]
     ptx = [part_txn(k, step=APART) for k in range(m)]
     side = Side(True, ptx[-1]["marker_timestamp"] + 50)
-    widths = []
-    real = Alignment.__init__
-
-    def recorded(self, *args, **kw):
-        real(self, *args, **kw)
-        widths.append(self.dhi - self.dlo + 1)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Alignment, "__init__", recorded)
-        findings, stats = judge(ptx, ctx, side=side)
+    (findings, stats), widths = _judged_in_bands(ptx, ctx, side=side)
     assert findings == [] and stats == {"judged": m, "undecidable": 0, "unjudged": 0}
     assert widths and max(widths) <= 10, widths  # the window's six transactions and the band
 
@@ -848,16 +853,7 @@ def test_a_coordinator_copy_ending_inside_a_transaction_cuts_the_later_entries()
     ptx = [part_txn(k, step=APART) for k in range(m)]
     side = Side(True, ptx[-1]["marker_timestamp"] + 50)
     coordinator = Coordinator(True, ctx[-1]["start_timestamp"] + 50, 0)
-    widths = []
-    real = Alignment.__init__
-
-    def recorded(self, *args, **kw):
-        real(self, *args, **kw)
-        widths.append(self.dhi - self.dlo + 1)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Alignment, "__init__", recorded)
-        got = judge(ptx, ctx, side=side, coordinator=coordinator, timeout_ms=10_000)
+    got, widths = _judged_in_bands(ptx, ctx, side=side, coordinator=coordinator, timeout_ms=10_000)
     assert got[0] == [] and got[1] == {"judged": m, "undecidable": 0, "unjudged": 0}
     assert widths and max(widths) <= 10, widths
     # without the timeout its reach is unknown: aligned whole, the same judgement
