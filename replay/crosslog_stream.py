@@ -640,7 +640,11 @@ class ProducerJudge:
             cut = n_end - _suffix(seqs.listed, after_entries)
             if q < cut < n_end:
                 return replace(pair, n=cut - q)
-        last_end = _last_end(seqs.listed, q, n_end, pair)
+        # an entry is cut only past every listed end, the last one's too: that first (one row,
+        # not a pass over a long-lived producer's million)
+        last = pair.reach_end(seqs.listed.rows(n_end - 1, n_end))
+        beyond = seqs.max_ts is not None and last[0] >= 0 and seqs.max_ts - window > last[0]
+        last_end = _last_end(seqs.listed, q, n_end, pair) if beyond else None
         if last_end is not None:
 
             def after_listed(e: np.ndarray) -> np.ndarray:
