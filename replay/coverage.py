@@ -48,6 +48,7 @@ MARKERS_HORIZON = "markers with a delete horizon (a later cleaner pass removes t
 TXNS_JUDGED_CLEANED = "partition transactions judged inside a cleaned range (what the cleaner left)"
 TXNS_UNDECIDED = "partition transactions order could not decide"
 TXNS_UNJUDGED = "partition transactions without coordinator history"
+TXNS_OVER_BUDGET = "partition transactions beyond the alignment's budget"
 HANGING_JUDGED = "open transactions judged against their timeout"
 HANGING_NO_END = "open transactions the copy ends too early to judge"
 LEAKAGE_JUDGED = "aborted or open transactions checked against their partition's group commits"
@@ -88,6 +89,7 @@ CHECKS: dict[str, Counted] = {
     ),
     TXNS_UNDECIDED: Counted("transactions", False, "order could not decide", "transactions"),
     TXNS_UNJUDGED: Counted("transactions", False, "no coordinator history", "transactions"),
+    TXNS_OVER_BUDGET: Counted("transactions", False, "alignment beyond its budget", "transactions"),
     HANGING_JUDGED: Counted("hanging", True, "", "transactions"),
     HANGING_NO_END: Counted("hanging", False, "copy ends early", "transactions"),
     LEAKAGE_JUDGED: Counted("leakage", True, "", "transactions"),

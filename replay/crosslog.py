@@ -568,6 +568,17 @@ def _backward_rows(s, dlo, dhi, r0, r1, first, total, g_next, marks):  # pragma:
 
 
 BAND = 0  # the first band's half-width around the diagonal (cells), widened as needed
+# the band's rows the forward pass keeps (one per block, replay.spill: on the executor's local
+# disk past a MB) may take at most this much: a band as wide as a long history (a history of
+# anomalies, or copies minutes apart over a week) would otherwise fill the disk and fail the
+# task; its partition is then counted as beyond the alignment's budget (not judged)
+MAX_KEPT_BYTES = 4 << 30
+
+
+class BandTooWide(Exception):
+    """An alignment whose band would keep more than its budget of rows."""
+
+
 # the forward costs a block of rows holds again on the way back, and the most rows a block has
 # (a block also reads its rows of both sequences: ~0.4 KB a row)
 BLOCK_BYTES, BLOCK_ROWS = 4 << 20, 8_192
@@ -648,9 +659,13 @@ class Alignment:
     quadratic in them, and even the sequences whole grow with the producer's life."""
 
     def __init__(self, n: int, m: int, steps_of: Callable[[int, int, int, int], Steps],
-                 half_width: int = BAND, block_rows: int | None = None) -> None:  # fmt: skip
+                 half_width: int = BAND, block_rows: int | None = None,
+                 max_kept_bytes: int | None = None) -> None:  # fmt: skip
         """``block_rows``: rows of a block (else as many as :data:`BLOCK_BYTES` of band
-        rows hold, at most :data:`BLOCK_ROWS`)."""
+        rows hold, at most :data:`BLOCK_ROWS`). Raises :class:`BandTooWide` where the band
+        the sequences need would keep more than ``max_kept_bytes`` of rows (else
+        :data:`MAX_KEPT_BYTES`)."""
+        budget = MAX_KEPT_BYTES if max_kept_bytes is None else max_kept_bytes
         self.n, self.m, self.steps_of, self.block_rows = n, m, steps_of, block_rows
         # coordinator transactions whose data and markers the cleaner removed from the
         # partition: on no cheapest alignment but by a cheap skip inside the cleaned range
@@ -663,6 +678,9 @@ class Alignment:
         while True:
             self.dlo, self.dhi = max(min(0, D) - h, -m), min(max(0, D) + h, n)
             whole = self.dlo == -m and self.dhi == n
+            width = self.dhi - self.dlo + 1
+            if -(-(n + 1) // self._block_size(width)) * width * 8 > budget:
+                raise BandTooWide(f"{width} cells wide over {n + 1} rows")
             self.total, self.kept, floors = self._forward()
             need = floors.skips_above(self.total) if self.total < INF else None
             if whole or (need is not None and abs(D) + 2 * (h + 1) >= need):
@@ -675,9 +693,11 @@ class Alignment:
                 h = max(h + 1, -(-(need - abs(D)) // 2) - 1)  # |D| + 2(h + 1) >= need
             self.kept.close()
 
+    def _block_size(self, width: int) -> int:
+        return self.block_rows or int(min(BLOCK_ROWS, max(1, BLOCK_BYTES // (8 * width))))
+
     def _blocks(self) -> list[tuple[int, int]]:
-        width = self.dhi - self.dlo + 1
-        size = self.block_rows or int(min(BLOCK_ROWS, max(1, BLOCK_BYTES // (8 * width))))
+        size = self._block_size(self.dhi - self.dlo + 1)
         return [(r0, min(r0 + size, self.n + 1)) for r0 in range(0, self.n + 1, size)]
 
     def _block(self, r0: int, r1: int) -> Steps:

@@ -63,6 +63,7 @@ from replay.crosslog import (
     RAW_OUTCOMES,
     Alignment,
     Anchor,
+    BandTooWide,
     Bounds,
     Coordinator,
     Pair,
@@ -708,9 +709,13 @@ class ProducerJudge:
         whole = pair
         if anchored is None and tp not in self.matching:
             pair = self._after_history(seqs, pair, p, q)
-        result = self._aligned(tp, seqs, pair, p, q)
-        if result is not None and result[3][int(pair.n < whole.n)] and pair is not whole:
-            result = self._aligned(tp, seqs, whole, p, q)  # the cut could matter: whole again
+        try:
+            result = self._aligned(tp, seqs, pair, p, q)
+            if result is not None and result[3][int(pair.n < whole.n)] and pair is not whole:
+                result = self._aligned(tp, seqs, whole, p, q)  # the cut could matter: whole
+        except BandTooWide:  # counted, not judged (crosslog.MAX_KEPT_BYTES)
+            self._count(tp, "over_budget", seqs.with_data - early)
+            return
         if result is None:  # no alignment is finite
             self._count(tp, "undecidable", whole.m)
             return
@@ -1069,7 +1074,8 @@ def _fed(judge: ProducerJudge, left: pa.Table | list[dict],
 COUNTED = {"judged": C.TXNS_JUDGED, "judged_cleaned": C.TXNS_JUDGED_CLEANED,
            "listed_cleaned": C.TXNS_GONE_CLEANED,
            "undecidable": C.TXNS_UNDECIDED,
-           "unjudged": C.TXNS_UNJUDGED, "open_judged": C.HANGING_JUDGED,
+           "unjudged": C.TXNS_UNJUDGED, "over_budget": C.TXNS_OVER_BUDGET,
+           "open_judged": C.HANGING_JUDGED,
            "open_young": C.HANGING_NO_END}  # fmt: skip
 
 

@@ -858,3 +858,30 @@ def test_a_coordinator_copy_ending_inside_a_transaction_cuts_the_later_entries()
     assert widths and max(widths) <= 10, widths
     # without the timeout its reach is unknown: aligned whole, the same judgement
     assert judge(ptx, ctx, side=side, coordinator=coordinator) == got
+
+
+def test_a_band_beyond_its_budget_is_counted_not_run(monkeypatch):
+    """A partition whose copy reaches past all of 400 listed transactions while holding the
+    first 100 (300 missing markers): a band as wide as the difference. Past the budget of the
+    rows the band keeps, the alignment is not run (a week of such a history would fill the
+    executor's disk) and the partition's transactions are counted as beyond it, not judged."""
+    from replay import crosslog
+    from replay.coverage import TXNS_OVER_BUDGET
+    from replay.crosslog_stream import COORDINATOR_TXNS, COUNTED, PARTITION_TXNS, columns_of
+
+    n, m = 400, 100
+    ctx = [coord_txn(k, step=APART) for k in range(n)]
+    ptx = [part_txn(k, step=APART) for k in range(m)]
+    side = Side(True, ctx[-1]["complete_timestamp"] + 10 * APART)
+    coordinator = Coordinator(True, ctx[-1]["complete_timestamp"] + 50, 0)
+    findings, _ = judge(ptx, ctx, side=side, coordinator=coordinator)
+    assert len(findings) > 0  # within the budget: judged
+    monkeypatch.setattr(crosslog, "MAX_KEPT_BYTES", 1_000)
+    producer = ProducerJudge(PID, Bounds(2_000, 600_000), coordinator_view=coordinator,
+                             side_views={X: side})  # fmt: skip
+    producer.coordinator(columns_of(ctx, COORDINATOR_TXNS))
+    producer.entries(columns_of(ptx, PARTITION_TXNS))
+    findings, stats = producer.finish()
+    assert findings == [] and stats == {"judged": 0, "undecidable": 0, "unjudged": 0}
+    assert producer.counts == {X: {"over_budget": m}}
+    assert COUNTED["over_budget"] == TXNS_OVER_BUDGET
