@@ -711,7 +711,7 @@ class ProducerJudge:
             pair = self._after_history(seqs, pair, p, q)
         try:
             result = self._aligned(tp, seqs, pair, p, q)
-            if result is not None and result[3][int(pair.n < whole.n)] and pair is not whole:
+            if pair is not whole and result is not None and result[3][int(pair.n < whole.n)]:
                 result = self._aligned(tp, seqs, whole, p, q)  # the cut could matter: whole
         except BandTooWide:  # counted, not judged (crosslog.MAX_KEPT_BYTES)
             self._count(tp, "over_budget", seqs.with_data - early)
