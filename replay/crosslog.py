@@ -531,11 +531,15 @@ def _mark_row(s, dlo, dhi, k, total, f_row, g_row, g_next, marks):  # pragma: no
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _forward_rows(s, dlo, dhi, r0, r1, row, nxt):  # pragma: no cover (compiled)
+def _forward_rows(s, dlo, dhi, r0, r1, row, nxt, stop, stop_j, out):  # pragma: no cover
     """Rows ``r0`` to ``r1 - 1`` of F from ``row`` (row ``r0`` with what row ``r0 - 1``
-    pushed into it); returns row ``r1`` as far as they push into it (row ``n`` final)."""
+    pushed into it); returns row ``r1`` as far as they push into it (row ``n`` final). The
+    band's end cell (row ``stop``, offset ``stop_j``: :attr:`Alignment.end`) into ``out[0]``
+    once final, if these rows hold it."""
     for k in range(r0, r1):
         _forward_row(s, dlo, dhi, k, row, nxt)
+        if k == stop:
+            out[0] = row[stop_j]
         if k < s.n:
             row, nxt = nxt, row
             nxt[:] = INF
@@ -543,11 +547,11 @@ def _forward_rows(s, dlo, dhi, r0, r1, row, nxt):  # pragma: no cover (compiled)
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _backward_rows(s, dlo, dhi, r0, r1, first, total, g_next, marks):  # pragma: no cover
+def _backward_rows(s, dlo, dhi, r0, r1, first, total, g_next, marks, stop, stop_j, stop_g):  # pragma: no cover  # fmt: skip
     """Rows ``r1 - 1`` down to ``r0``: F again from ``first`` (what the forward pass held at
-    row ``r0``), G from ``g_next`` (row ``r1``'s), and the steps on a cheapest alignment into
-    ``marks``; returns row ``r0``'s G."""
-    n, m = s.n, s.m
+    row ``r0``), G from ``g_next`` (row ``r1``'s) and ``stop_g`` at the band's end cell (row
+    ``stop``, offset ``stop_j``: what its tail costs, :attr:`Alignment.end`), and the steps on
+    a cheapest alignment into ``marks``; returns row ``r0``'s G."""
     W = dhi - dlo + 1
     f_block = np.full((r1 - r0, W), INF, np.int64)
     f_block[0, :] = first
@@ -559,8 +563,8 @@ def _backward_rows(s, dlo, dhi, r0, r1, first, total, g_next, marks):  # pragma:
     g_next = g_next.copy()
     for k in range(r1 - 1, r0 - 1, -1):
         g_row[:] = INF
-        if k == n:
-            g_row[m - n + dhi] = 0
+        if k == stop:
+            g_row[stop_j] = stop_g
         _backward_row(s, dlo, dhi, k, g_row, g_next)
         _mark_row(s, dlo, dhi, k, total, f_block[k - r0], g_row, g_next, marks)
         g_row, g_next = g_next, g_row
@@ -588,10 +592,13 @@ class SkipFloors:
     """The least each entry of either sequence can cost to skip, wherever it falls (first,
     last or in between; a coordinator transaction inside the cleaned range at an assumption:
     :func:`_skip_a`), kept as a count per cost: a path skips each entry at most once, so a path
-    making ``s`` skips costs at least the sum of the ``s`` smallest (:meth:`skips_above`)."""
+    making ``s`` skips costs at least the sum of the ``s`` smallest (:meth:`skips_above`).
+    ``last=False``: the least a skip costs before the other sequence's end (first or in
+    between), for paths that have not reached it (:attr:`Alignment.end`)."""
 
-    def __init__(self, n: int, m: int) -> None:
+    def __init__(self, n: int, m: int, last: bool = True) -> None:
         self.entries = n + m
+        self.last = last
         self.counts: dict[int, int] = {}
         self.b_seen = 0  # the partition entries counted (blocks overlap in them)
 
@@ -602,13 +609,15 @@ class SkipFloors:
             costs = list(s.skip_a)
             if s.cleaned > 0:  # inside the cleaned range an anomalous skip is an assumption
                 costs = [np.where((c >= ANOMALY) & (c < INF), ASSUME, c) for c in costs]
-            self._count(np.minimum(np.minimum(costs[0], costs[1]), costs[2]))
+            self._count(self._least(Skips(*costs), slice(None)))
         new = s.i0 + s.b.shape[0] - max(s.i0, self.b_seen)
         if new > 0:
-            at = slice(s.b.shape[0] - new, s.b.shape[0])
-            skip = s.skip_b
-            self._count(np.minimum(np.minimum(skip.first[at], skip.last[at]), skip.mid[at]))
+            self._count(self._least(s.skip_b, slice(s.b.shape[0] - new, s.b.shape[0])))
             self.b_seen = s.i0 + s.b.shape[0]
+
+    def _least(self, costs: Skips, at: slice) -> np.ndarray:
+        least = np.minimum(costs.first[at], costs.mid[at])
+        return np.minimum(least, costs.last[at]) if self.last else least
 
     def _count(self, least: np.ndarray) -> None:
         values, counts = np.unique(least, return_counts=True)
@@ -641,8 +650,8 @@ class Alignment:
     computed, by their offset in the band. Why a band suffices: a path through cell (k, i)
     makes at least |k - i| skips to get there and |(n - m) - (k - i)| after it, each of a
     different entry. With D = n - m, a cell outside the band
-    min(0, D) - h <= k - i <= max(0, D) + h therefore lies only on paths making at least
-    |D| + 2(h + 1) skips, which cost at least the sum of that many of the entries' least skip
+    min(0, D) - g <= k - i <= max(0, D) + g therefore lies only on paths making at least
+    |D| + 2(g + 1) skips, which cost at least the sum of that many of the entries' least skip
     costs (:class:`SkipFloors`). When that exceeds the band's cheapest total (which no cheaper
     path outside it can undercut), every cheapest path lies inside, and on those cells the
     band's forward and backward costs are the whole table's. Otherwise the band is widened to
@@ -650,6 +659,18 @@ class Alignment:
     a healthy history's total is 0. A history with one anomaly (a split outcome: 1,000) needs
     only as many more cells as it has entries whose skip is an assumption, not 1,000: skipping
     around an anomalous match costs more anomalies.
+
+    Copies taken at different moments: one sequence goes on |D| rows past the other's end (a
+    partition copied minutes before the coordinator's log: the minutes' transactions), and a
+    band holding both ends would be |D| cells wide along the whole history. Past the other
+    sequence's end the only step left is to skip, so the band is kept to -h <= k - i <= h
+    while |D| > h, and its **end** cell is where it meets the other sequence's end (the
+    partition's last entry on row m + h, or the coordinator's last transaction at entry
+    n + h): from there every path skips the rest at its cost after the end (the tail, summed).
+    A path through any other cell outside the band has made h + 1 skips more of one sequence
+    than of the other before reaching either end, so it costs at least the sum of h + 1 of the
+    least skip costs before an end (``SkipFloors(last=False)``); once |D| <= h the band holds
+    both ends as above.
 
     Memory does not grow with the history: the forward pass keeps one row of the band per
     block of rows (in a bounded store), and the way back computes a block's forward rows again
@@ -676,22 +697,42 @@ class Alignment:
         D = n - m
         h = half_width
         while True:
-            self.dlo, self.dhi = max(min(0, D) - h, -m), min(max(0, D) + h, n)
+            tail = abs(D) > h  # the band ends where it meets one sequence's end
+            g = h - abs(D)
+            if tail:
+                self.dlo, self.dhi = max(-h, -m), min(h, n)
+            else:
+                self.dlo, self.dhi = max(min(0, D) - g, -m), min(max(0, D) + g, n)
             whole = self.dlo == -m and self.dhi == n
             width = self.dhi - self.dlo + 1
             if -(-(n + 1) // self._block_size(width)) * width * 8 > budget:
                 raise BandTooWide(f"{width} cells wide over {n + 1} rows")
-            self.total, self.kept, floors = self._forward()
+            self.total, self.kept, floors = self._forward(tail)
             need = floors.skips_above(self.total) if self.total < INF else None
-            if whole or (need is not None and abs(D) + 2 * (h + 1) >= need):
+            reach = h + 1 if tail else abs(D) + 2 * (g + 1)
+            if whole or (need is not None and reach >= need):
                 break
             if self.total >= INF:
                 h = 2 * h + 1
             elif need is None:
                 h = max(n, m)  # skipping every entry costs no more: the whole table
+            elif tail:
+                h = max(h + 1, need - 1)  # h + 1 >= need
             else:
-                h = max(h + 1, -(-(need - abs(D)) // 2) - 1)  # |D| + 2(h + 1) >= need
+                h = abs(D) + max(g + 1, -(-(need - abs(D)) // 2) - 1)  # |D| + 2(g + 1) >= need
             self.kept.close()
+
+    @property
+    def end(self) -> tuple[int, int]:
+        """The band's end cell, as (row, offset in the band): the pair of both sequences' ends,
+        else where the band meets the partition's end (column m: the coordinator goes on) or
+        the coordinator's (row n: the partition goes on)."""
+        n, m, dlo, dhi = self.n, self.m, self.dlo, self.dhi
+        if n - m > dhi:
+            return m + dhi, 0
+        if n - m < dlo:
+            return n, dhi - dlo
+        return n, m - n + dhi
 
     def _block_size(self, width: int) -> int:
         return self.block_rows or int(min(BLOCK_ROWS, max(1, BLOCK_BYTES // (8 * width))))
@@ -702,23 +743,55 @@ class Alignment:
 
     def _block(self, r0: int, r1: int) -> Steps:
         """The steps rows [r0, r1) read in the current band."""
-        i0 = max(0, r0 - self.dhi)
+        i0 = min(self.m, max(0, r0 - self.dhi))
         i1 = min(self.m, r1 - 1 - self.dlo + 1)
         return self.steps_of(r0, min(r1, self.n), i0, max(i0, i1))
 
-    def _forward(self) -> tuple[int, SpilledRows, SkipFloors]:
+    def _a_tail(self, s: Steps) -> tuple[int, np.ndarray]:
+        """The coordinator transactions of block ``s`` after the band's end (column m: skipped
+        after the partition's last entry), as (the first's index in the block, their costs as
+        :func:`_skip_a` gives them)."""
+        stop = self.end[0]
+        if stop >= self.n:
+            return 0, np.zeros(0, np.int64)
+        x0 = max(0, stop - s.k0)
+        costs = s.skip_a.first if self.m == 0 else s.skip_a.last
+        c = costs[x0:]
+        if self.m < s.cleaned:  # _skip_a: an anomaly inside the cleaned range is an assumption
+            c = np.where((c >= ANOMALY) & (c < INF), ASSUME, c)
+        return x0, c
+
+    def _b_tails(self, first: int = 0) -> Iterator[tuple[Steps, np.ndarray]]:
+        """The partition entries from the band's end cell's (row n: skipped after the
+        coordinator's last transaction; ``first``: from the one that many after it), a block at
+        a time: each block's steps and its entries' costs."""
+        if self.n - self.m >= self.dlo:
+            return
+        for i0 in range(self.n - self.dlo + first, self.m, BLOCK_ROWS):
+            s = self.steps_of(self.n, self.n, i0, min(self.m, i0 + BLOCK_ROWS))
+            yield s, s.skip_b.first if self.n == 0 else s.skip_b.last
+
+    def _forward(self, tail: bool) -> tuple[int, SpilledRows, SkipFloors]:
         width = self.dhi - self.dlo + 1
+        stop, stop_j = self.end
         kept = SpilledRows(width)
         row = np.full(width, INF, np.int64)
         row[self.dhi] = 0  # cell (0, 0): d = 0, at offset i - k + dhi
-        floors = SkipFloors(self.n, self.m)
+        floors = SkipFloors(self.n, self.m, last=not tail)
+        at_end = np.full(1, INF, np.int64)
+        after = 0  # what skipping everything after the band's end costs
         for r0, r1 in self._blocks():
             s = self._block(r0, r1)
             floors.add(s)
             kept.append(row[None, :])
             row = _forward_rows(s, self.dlo, self.dhi, r0, r1, row,
-                                np.full(width, INF, np.int64))  # fmt: skip
-        return int(row[self.m - self.n + self.dhi]), kept, floors
+                                np.full(width, INF, np.int64), stop, stop_j, at_end)  # fmt: skip
+            after += int(np.minimum(self._a_tail(s)[1], INF).sum())
+        for s, costs in self._b_tails():
+            floors.add(s)
+            after += int(costs.sum())
+        self.after = min(after, INF)
+        return int(min(int(at_end[0]) + self.after, INF)), kept, floors
 
     def marked(self) -> Iterator[Marked]:
         """Every block of either sequence once no other step can mark it, from the end
@@ -726,9 +799,16 @@ class Alignment:
         (whichever comes first on a cheapest alignment, in row order), 0 none; of a
         coordinator transaction 1 an anomalous skip."""
         n, dlo, dhi = self.n, self.dlo, self.dhi
+        stop, stop_j = self.end
         g_next = np.full(dhi - dlo + 1, INF, np.int64)
         blocks = self._blocks()
         sentinel = 3 * (n + 1)
+        # past the band's end every path skips: each skip on every cheapest alignment
+        for s, costs in self._b_tails(first=1):  # the end cell's own: in its block (_mark_end)
+            free = costs < ANOMALY
+            self.cheaper_end[1] |= bool((costs < s.skip_b.mid).any())
+            yield Marked("b", s.i0, free, np.where(free, 0, 2),
+                         np.full(len(costs), SEVERAL, np.int64))  # fmt: skip
         pending = (0, np.zeros(0, np.bool_), np.zeros(0, np.int64), np.zeros(0, np.int64))
         for index in range(len(blocks) - 1, -1, -1):
             r0, r1 = blocks[index]
@@ -746,9 +826,11 @@ class Alignment:
                 np.minimum(marks.b_first[at], p_first, out=marks.b_first[at])
                 p_match = p_match.copy()  # merged after this block's rows mark theirs
             first_row = self.kept.rows(index, index + 1)[0]
-            g_next = _backward_rows(s, dlo, dhi, r0, r1, first_row, self.total, g_next, marks)
+            g_next = _backward_rows(s, dlo, dhi, r0, r1, first_row, self.total, g_next, marks,
+                                    stop, stop_j, self.after)  # fmt: skip
             if len(p_free):
                 marks.b_match[at] = merged_matches(marks.b_match[at], p_match)
+            self._mark_end(s, marks, r0, r1)
             if na:
                 gone = marks.a_cleaned & ~marks.a_matched & ~marks.a_bad
                 self.cleaned_gone += int(gone.sum())
@@ -763,6 +845,30 @@ class Alignment:
             pending = (i0, marks.b_free[: done - i0], marks.b_first[: done - i0],
                        marks.b_match[: done - i0])  # fmt: skip
         self.kept.close()
+
+    def _mark_end(self, s: Steps, marks: Marks, r0: int, r1: int) -> None:
+        """The skips of block ``s`` out of the band's end and after it, which every cheapest
+        alignment makes (every path reaches the end cell), as :func:`_mark_row` marks a skip."""
+        x0, costs = self._a_tail(s)
+        if len(costs):
+            at = slice(x0, x0 + len(costs))
+            cheap = costs < ANOMALY
+            marks.a_free[at] |= cheap
+            marks.a_bad[at] |= ~cheap
+            if self.m < s.cleaned:
+                marks.a_cleaned[at] |= cheap
+            if (costs < s.skip_a.mid[at]).any():
+                marks.cheaper_end[0] = True
+        if self.n - self.m < self.dlo and r0 <= self.n < r1:
+            y = self.n - self.dlo - s.i0  # the end cell's entry, skipped out of the band
+            c = (s.skip_b.first if self.n == 0 else s.skip_b.last)[y]
+            marks.b_match[y] = SEVERAL
+            if c < ANOMALY:
+                marks.b_free[y] = True
+            else:
+                marks.b_first[y] = min(marks.b_first[y], 3 * self.n + 2)
+            if c < s.skip_b.mid[y]:
+                marks.cheaper_end[1] = True
 
     def close(self) -> None:
         self.kept.close()

@@ -264,7 +264,7 @@ def _whole_table(s):
     """The alignment over the whole (n+1) x (m+1) table, as its rule reads (docs/cross-log.md),
     in plain Python: forward and backward cheapest costs, then the steps on a cheapest path.
     The reference crosslog.Alignment (banded, a block of rows at a time) must equal."""
-    from replay.crosslog import ANOMALY, ASSUME, INF, _match
+    from replay.crosslog import ANOMALY, ASSUME, INF, NO_MATCH, SEVERAL, _match
 
     n, m = s.a.shape[0], s.b.shape[0]
 
@@ -300,6 +300,9 @@ def _whole_table(s):
     total = F[n, m]
     a_free, a_bad = [False] * n, [False] * n
     b_free, b_bad = [False] * m, [0] * m
+    b_match = [NO_MATCH] * m  # the transaction every cheapest alignment matches, or SEVERAL
+    a_matched, a_cleaned = [False] * n, [False] * n
+    cheaper_end = [False, False]  # a cheapest skip after the other's end, cheaper than inside
     for k, i in cells:  # in this order the first anomaly of an entry sets its kind
         for what, c, to in steps(k, i):
             if F[k, i] >= INF or c >= INF or F[k, i] + c + G[to] != total:
@@ -307,27 +310,41 @@ def _whole_table(s):
             if what == "skip A":
                 a_free[k] |= c < ANOMALY
                 a_bad[k] |= c >= ANOMALY
+                a_cleaned[k] |= c < ANOMALY and i < s.cleaned
+                cheaper_end[0] |= i == m and c < s.skip_a.mid[k]
                 continue
             if what == "match":
-                a_free[k] = True
+                a_free[k] = a_matched[k] = True
+                b_match[i] = k if b_match[i] in (NO_MATCH, k) else SEVERAL
+            else:
+                b_match[i] = SEVERAL
+                cheaper_end[1] |= k == n and c < s.skip_b.mid[i]
             if c < ANOMALY:
                 b_free[i] = True
             elif b_bad[i] == 0:
                 b_bad[i] = 1 if what == "match" else 2
-    return total, a_free, a_bad, b_free, b_bad
+    gone = sum(c and not (x or y) for c, x, y in zip(a_cleaned, a_matched, a_bad, strict=True))
+    return total, a_free, a_bad, b_free, b_bad, b_match, cheaper_end, gone
 
 
-def _random_arrays(seed, rare_assumptions: bool = False):
+def _random_arrays(seed, rare_assumptions: bool = False, apart: bool = False):
     """Random sequences and skip costs; ``rare_assumptions``: longer ones whose skips are
     nearly all anomalies (a long healthy history with a fault or two, where the band's bound
-    rests on the few cheap skips there are)."""
+    rests on the few cheap skips there are); ``apart``: such a history of which one sequence
+    goes on 3-40 rows past the other's end (copies taken at different moments), most of them
+    cheap to skip there, some not, and matches mostly cheap."""
     import numpy as np
 
     from replay.crosslog import ANOMALY, ASSUME, INF, Skips, Steps
 
     rng = np.random.default_rng(seed)
-    top = 80 if rare_assumptions else 30
+    top = 80 if rare_assumptions or apart else 30
     n, m = int(rng.integers(0, top)), int(rng.integers(0, top))
+    if apart:
+        rare_assumptions = True
+        longer = int(rng.integers(10, top)) + int(rng.integers(3, 41))
+        n, m = (longer, longer - int(rng.integers(3, 41))) if seed % 2 else (longer - int(rng.integers(3, 41)), longer)  # fmt: skip
+        n, m = max(n, 0), max(m, 0)
     ts = np.sort(rng.integers(0, 2_000, max(n, m) + 1))
     a = np.zeros((n, 8), np.int64)
     for k in range(n):
@@ -347,6 +364,13 @@ def _random_arrays(seed, rare_assumptions: bool = False):
         return Skips(*(rng.choice(costs, count, p=weights).astype(np.int64) for _ in range(3)))
 
     skip_a, skip_b = skips(n), skips(m)
+    if apart:  # one history: matches cheap but for a fault or two; skips after an end cheap
+        a[:, :2], b[:, 2:4] = 0, 0
+        a[:, 4], b[:, 0] = 1, 1
+        b[rng.random(m) < 0.03, 0] = 2
+        b[:, 4] = ts[:m]
+        for skip in (skip_a, skip_b):
+            skip.last[:] = np.where(rng.random(len(skip.last)) < 0.85, ASSUME, ANOMALY)
     window = int(rng.choice([20, 200, 5_000]))
     cleaned = int(rng.integers(0, m + 1)) if rng.random() < 0.5 else 0  # a cleaned prefix
     return Steps(a, b, skip_a, skip_b, window, n, m, 0, 0, cleaned), rng
@@ -354,7 +378,7 @@ def _random_arrays(seed, rare_assumptions: bool = False):
 
 def _blocked(steps, half_width, rows):
     """crosslog.Alignment over ``steps`` held whole, ``rows`` rows a block (None: its own
-    choice): (total, a_free, a_bad, b_free, b_bad) as the whole table gives them."""
+    choice): what :func:`_whole_table` gives, as the whole table gives it."""
     import numpy as np
 
     from replay.crosslog import Alignment, Skips
@@ -370,17 +394,18 @@ def _blocked(steps, half_width, rows):
 
     alignment = Alignment(n, m, steps_of, half_width, rows)
     a_free, a_bad = np.zeros(n, bool), np.zeros(n, bool)
-    b_free, b_bad = np.zeros(m, bool), np.zeros(m, np.int64)
+    b_free, b_bad, b_match = np.zeros(m, bool), np.zeros(m, np.int64), np.zeros(m, np.int64)
     seen = {"a": np.zeros(n, int), "b": np.zeros(m, int)}
-    for which, start, free, bad, _ in alignment.marked():
+    for which, start, free, bad, match in alignment.marked():
         at = slice(start, start + len(free))
         seen[which][at] += 1
         if which == "a":
             a_free[at], a_bad[at] = free, bad > 0
         else:
-            b_free[at], b_bad[at] = free, bad
+            b_free[at], b_bad[at], b_match[at] = free, bad, match
     assert (seen["a"] == 1).all() and (seen["b"] == 1).all()  # each given once, when final
-    return alignment.total, a_free, a_bad, b_free, b_bad
+    return (alignment.total, a_free, a_bad, b_free, b_bad, b_match, alignment.cheaper_end,
+            alignment.cleaned_gone)  # fmt: skip
 
 
 def _same(got, want):
@@ -402,6 +427,18 @@ def test_the_banded_programme_equals_the_whole_table(seed):
     _same(_blocked(steps, int(rng.integers(0, 4)), None), whole)
     for rows in (1, 2, 3, 7):
         _same(_blocked(steps, int(rng.integers(0, 4)), rows), whole)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_a_band_that_ends_at_one_sequences_end_equals_the_whole_table(seed):
+    """One sequence going on past the other's end (copies taken at different moments): the
+    band stays around the diagonal and what lies past its end is skipped as a sum
+    (crosslog.Alignment.end), with anomalies there too; still the whole table's total, marks,
+    matches and cheaper ends, whatever the band it starts from and the rows a block holds."""
+    steps, rng = _random_arrays(seed, apart=True)
+    whole = _whole_table(steps)
+    for rows in (None, 1, 4):
+        _same(_blocked(steps, int(rng.integers(0, 3)), rows), whole)
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -812,15 +849,43 @@ def _judged_in_bands(*args, **kw):
 
 def test_copies_hours_apart_align_in_a_band_as_wide_as_the_window():
     """A partition copied 40 windows before the coordinator's log (a long-lived producer, a
-    copy an hour older): the coordinator's transactions after it are left out, so the band
-    spans the order window's transactions, not the hour's."""
+    copy an hour older): the coordinator's transactions after it are left out, and those of
+    the order window after its end are skipped as a sum (crosslog.Alignment.end), so the band
+    is a few cells wide, not the hour's transactions."""
     n, m = 400, 100
     ctx = [coord_txn(k, step=APART) for k in range(n)]
     ptx = [part_txn(k, step=APART) for k in range(m)]
     side = Side(True, ptx[-1]["marker_timestamp"] + 50)
     (findings, stats), widths = _judged_in_bands(ptx, ctx, side=side)
     assert findings == [] and stats == {"judged": m, "undecidable": 0, "unjudged": 0}
-    assert widths and max(widths) <= 10, widths  # the window's six transactions and the band
+    assert widths and max(widths) <= 3, widths  # past the earlier end: skipped as a sum
+
+
+@pytest.mark.parametrize("coordinator_first", [False, True])
+def test_copies_seconds_apart_align_in_a_band_a_few_cells_wide(coordinator_first, monkeypatch):
+    """One log copied 1,500 transactions (15 s) before the other, well inside the order window
+    (so nothing is left out as after the other copy): the band stays around the diagonal and
+    what lies after the earlier copy's end is skipped as a sum (crosslog.Alignment.end), so it
+    is a few cells wide, not 1,500. With a split outcome shortly before that end, the judgement
+    is the whole table's."""
+    long, short = 6_000, 4_500
+    n, m = (short, long) if coordinator_first else (long, short)
+    ctx = [coord_txn(k, step=100) for k in range(n)]
+    side = Side(True, None)
+    coordinator = Coordinator(True, None, 0)
+    for fault in (None, short - 20):
+        ptx = [part_txn(k, "ABORT" if k == fault else "COMMIT", step=100) for k in range(m)]
+        got, widths = _judged_in_bands(ptx, ctx, side=side, coordinator=coordinator)
+        assert got[1] == {"judged": m, "undecidable": 0, "unjudged": 0}
+        # the fault: a split outcome, or where the partition goes on past the coordinator's
+        # end, data no transaction lists (each later transaction one entry on, which the
+        # coordinator's copy may predate, one skip fewer: the cheaper explanation)
+        assert [(f, r) for _, f, r in kinds(got[0])] == ([(3 * fault, 2)] if fault else [])
+        assert widths and max(widths) <= 5, widths
+    whole = Alignment.__init__
+    monkeypatch.setattr(Alignment, "__init__",
+                        lambda self, n, m, *a, **k: whole(self, n, m, a[0], max(n, m), *a[2:], **k))  # fmt: skip
+    assert got == judge(ptx, ctx, side=side, coordinator=coordinator)
 
 
 def test_a_cut_that_would_change_the_judgement_is_aligned_whole(monkeypatch):
