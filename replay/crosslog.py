@@ -712,12 +712,12 @@ class Alignment:
             reach = h + 1 if tail else abs(D) + 2 * (g + 1)
             if whole or (need is not None and reach >= need):
                 break
-            if self.total >= INF:
+            if tail:  # no wider than the band holding both ends (|D| + 1 cells, at h = |D|)
+                h = abs(D) if self.total >= INF or need is None else min(max(h + 1, need - 1), abs(D))  # fmt: skip
+            elif self.total >= INF:
                 h = 2 * h + 1
             elif need is None:
                 h = max(n, m)  # skipping every entry costs no more: the whole table
-            elif tail:
-                h = max(h + 1, need - 1)  # h + 1 >= need
             else:
                 h = abs(D) + max(g + 1, -(-(need - abs(D)) // 2) - 1)  # |D| + 2(g + 1) >= need
             self.kept.close()
