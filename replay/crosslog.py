@@ -531,15 +531,18 @@ def _mark_row(s, dlo, dhi, k, total, f_row, g_row, g_next, marks):  # pragma: no
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _forward_rows(s, dlo, dhi, r0, r1, row, nxt, stop, stop_j, out):  # pragma: no cover
+def _forward_rows(s, dlo, dhi, r0, r1, row, nxt, ends, out):  # pragma: no cover (compiled)
     """Rows ``r0`` to ``r1 - 1`` of F from ``row`` (row ``r0`` with what row ``r0 - 1``
-    pushed into it); returns row ``r1`` as far as they push into it (row ``n`` final). The
-    band's end cell (row ``stop``, offset ``stop_j``: :attr:`Alignment.end`) into ``out[0]``
-    once final, if these rows hold it."""
+    pushed into it); returns row ``r1`` as far as they push into it (row ``n`` final).
+    ``ends`` (:meth:`Alignment._ends`): the band's start cell (row, offset) and what reaching
+    it costs, put in as its row is reached; its end cell (row, offset), whose F goes into
+    ``out[0]`` once final, if these rows hold it."""
     for k in range(r0, r1):
+        if k == ends[0]:
+            row[ends[1]] = min(row[ends[1]], ends[2])
         _forward_row(s, dlo, dhi, k, row, nxt)
-        if k == stop:
-            out[0] = row[stop_j]
+        if k == ends[3]:
+            out[0] = row[ends[4]]
         if k < s.n:
             row, nxt = nxt, row
             nxt[:] = INF
@@ -547,14 +550,16 @@ def _forward_rows(s, dlo, dhi, r0, r1, row, nxt, stop, stop_j, out):  # pragma: 
 
 
 @njit(cache=NUMBA_CACHE, nogil=True)
-def _backward_rows(s, dlo, dhi, r0, r1, first, total, g_next, marks, stop, stop_j, stop_g):  # pragma: no cover  # fmt: skip
+def _backward_rows(s, dlo, dhi, r0, r1, first, total, g_next, marks, ends):  # pragma: no cover
     """Rows ``r1 - 1`` down to ``r0``: F again from ``first`` (what the forward pass held at
-    row ``r0``), G from ``g_next`` (row ``r1``'s) and ``stop_g`` at the band's end cell (row
-    ``stop``, offset ``stop_j``: what its tail costs, :attr:`Alignment.end`), and the steps on
-    a cheapest alignment into ``marks``; returns row ``r0``'s G."""
+    row ``r0``; the band's start cell put in as :func:`_forward_rows` does), G from ``g_next``
+    (row ``r1``'s) and, at the band's end cell, what the rest after it costs (``ends[5]``),
+    and the steps on a cheapest alignment into ``marks``; returns row ``r0``'s G."""
     W = dhi - dlo + 1
     f_block = np.full((r1 - r0, W), INF, np.int64)
     f_block[0, :] = first
+    if r0 <= ends[0] < r1:  # rows only lower a cell: the start's cost stays put until then
+        f_block[ends[0] - r0, ends[1]] = min(f_block[ends[0] - r0, ends[1]], ends[2])
     for t in range(r1 - r0 - 1):  # the block's rows again, from its first
         _forward_row(s, dlo, dhi, r0 + t, f_block[t], f_block[t + 1])
     scratch = np.full(W, INF, np.int64)  # the last row's own skips (its pushes are not kept)
@@ -563,8 +568,8 @@ def _backward_rows(s, dlo, dhi, r0, r1, first, total, g_next, marks, stop, stop_
     g_next = g_next.copy()
     for k in range(r1 - 1, r0 - 1, -1):
         g_row[:] = INF
-        if k == stop:
-            g_row[stop_j] = stop_g
+        if k == ends[3]:
+            g_row[ends[4]] = ends[5]
         _backward_row(s, dlo, dhi, k, g_row, g_next)
         _mark_row(s, dlo, dhi, k, total, f_block[k - r0], g_row, g_next, marks)
         g_row, g_next = g_next, g_row
@@ -594,11 +599,13 @@ class SkipFloors:
     :func:`_skip_a`), kept as a count per cost: a path skips each entry at most once, so a path
     making ``s`` skips costs at least the sum of the ``s`` smallest (:meth:`skips_above`).
     ``last=False``: the least a skip costs before the other sequence's end (first or in
-    between), for paths that have not reached it (:attr:`Alignment.end`)."""
+    between), for paths that have not reached it (:attr:`Alignment.end`); ``first=False``:
+    after the other sequence's start, for paths from where they left it
+    (:attr:`Alignment.start`)."""
 
-    def __init__(self, n: int, m: int, last: bool = True) -> None:
+    def __init__(self, n: int, m: int, last: bool = True, first: bool = True) -> None:
         self.entries = n + m
-        self.last = last
+        self.last, self.first = last, first
         self.counts: dict[int, int] = {}
         self.b_seen = 0  # the partition entries counted (blocks overlap in them)
 
@@ -616,7 +623,9 @@ class SkipFloors:
             self.b_seen = s.i0 + s.b.shape[0]
 
     def _least(self, costs: Skips, at: slice) -> np.ndarray:
-        least = np.minimum(costs.first[at], costs.mid[at])
+        least = costs.mid[at]
+        if self.first:
+            least = np.minimum(least, costs.first[at])
         return np.minimum(least, costs.last[at]) if self.last else least
 
     def _count(self, least: np.ndarray) -> None:
@@ -663,14 +672,19 @@ class Alignment:
     Copies taken at different moments: one sequence goes on |D| rows past the other's end (a
     partition copied minutes before the coordinator's log: the minutes' transactions), and a
     band holding both ends would be |D| cells wide along the whole history. Past the other
-    sequence's end the only step left is to skip, so the band is kept to -h <= k - i <= h
-    while |D| > h, and its **end** cell is where it meets the other sequence's end (the
+    sequence's end the only step left is to skip, so while |D| > h the band is first tried as
+    -h <= k - i <= h, its **end** cell where it meets the other sequence's end (the
     partition's last entry on row m + h, or the coordinator's last transaction at entry
-    n + h): from there every path skips the rest at its cost after the end (the tail, summed).
-    A path through any other cell outside the band has made h + 1 skips more of one sequence
-    than of the other before reaching either end, so it costs at least the sum of h + 1 of the
-    least skip costs before an end (``SkipFloors(last=False)``); once |D| <= h the band holds
-    both ends as above.
+    n + h): from there every path skips the rest at its cost after the end (summed). A path
+    through any other cell outside the band has made h + 1 skips more of one sequence than of
+    the other before reaching either end, so it costs at least the sum of h + 1 of the least
+    skip costs before an end (``SkipFloors(last=False)``). The mirror image holds where one
+    history starts |D| rows before the other (a compacted `__transaction_state`, a partition's
+    retention): the band D - h <= k - i <= D + h around the ends' diagonal, its **start** cell
+    where it leaves the other sequence's start, what lies before it skipped as a sum, and a
+    path through another cell outside it makes h + 1 skips more of one sequence after leaving
+    either start (``SkipFloors(first=False)``). Either is kept no wider than |D|; past that
+    the band holds both ends as above.
 
     Memory does not grow with the history: the forward pass keeps one row of the band per
     block of rows (in a bounded store), and the way back computes a block's forward rows again
@@ -696,24 +710,32 @@ class Alignment:
         self.cheaper_end = np.zeros(2, np.bool_)
         D = n - m
         h = half_width
+        # while |D| > h the band holds one pair of ends: the starts (the sequences' ends past
+        # it, "tail"), else the ends ("head"); each tried in turn, no wider than |D| + 1 cells
+        modes = ["tail", "head"]
         while True:
-            tail = abs(D) > h  # the band ends where it meets one sequence's end
+            mode = "both" if abs(D) <= h else modes[0]
             g = h - abs(D)
-            if tail:
+            if mode == "tail":
                 self.dlo, self.dhi = max(-h, -m), min(h, n)
+            elif mode == "head":
+                self.dlo, self.dhi = max(D - h, -m), min(D + h, n)
             else:
                 self.dlo, self.dhi = max(min(0, D) - g, -m), min(max(0, D) + g, n)
             whole = self.dlo == -m and self.dhi == n
             width = self.dhi - self.dlo + 1
             if -(-(n + 1) // self._block_size(width)) * width * 8 > budget:
                 raise BandTooWide(f"{width} cells wide over {n + 1} rows")
-            self.total, self.kept, floors = self._forward(tail)
+            self.total, self.kept, floors = self._forward(mode)
             need = floors.skips_above(self.total) if self.total < INF else None
-            reach = h + 1 if tail else abs(D) + 2 * (g + 1)
+            reach = abs(D) + 2 * (g + 1) if mode == "both" else h + 1
             if whole or (need is not None and reach >= need):
                 break
-            if tail:  # no wider than the band holding both ends (|D| + 1 cells, at h = |D|)
-                h = abs(D) if self.total >= INF or need is None else min(max(h + 1, need - 1), abs(D))  # fmt: skip
+            if mode != "both":  # h + 1 >= need, if narrower than both ends' band
+                h = abs(D) if self.total >= INF or need is None else max(h + 1, need - 1)
+                if h >= abs(D):
+                    modes.pop(0)
+                    h = half_width if modes else abs(D)
             elif self.total >= INF:
                 h = 2 * h + 1
             elif need is None:
@@ -721,6 +743,17 @@ class Alignment:
             else:
                 h = abs(D) + max(g + 1, -(-(need - abs(D)) // 2) - 1)  # |D| + 2(g + 1) >= need
             self.kept.close()
+
+    @property
+    def start(self) -> tuple[int, int]:
+        """The band's start cell, as (row, offset in the band): the pair of both sequences'
+        starts, else where the band leaves the partition's start (column 0: the coordinator's
+        transactions before it skipped) or the coordinator's (row 0: the partition's)."""
+        if self.dlo > 0:
+            return self.dlo, self.dhi - self.dlo
+        if self.dhi < 0:
+            return 0, 0
+        return 0, self.dhi
 
     @property
     def end(self) -> tuple[int, int]:
@@ -733,6 +766,11 @@ class Alignment:
         if n - m < dlo:
             return n, dhi - dlo
         return n, m - n + dhi
+
+    def _ends(self) -> np.ndarray:
+        """The kernels' view of :attr:`start` (with what reaching it costs) and :attr:`end`
+        (with what the rest after it costs)."""
+        return np.array([*self.start, self.before, *self.end, self.after], np.int64)
 
     def _block_size(self, width: int) -> int:
         return self.block_rows or int(min(BLOCK_ROWS, max(1, BLOCK_BYTES // (8 * width))))
@@ -747,50 +785,66 @@ class Alignment:
         i1 = min(self.m, r1 - 1 - self.dlo + 1)
         return self.steps_of(r0, min(r1, self.n), i0, max(i0, i1))
 
-    def _a_tail(self, s: Steps) -> tuple[int, np.ndarray]:
-        """The coordinator transactions of block ``s`` after the band's end (column m: skipped
-        after the partition's last entry), as (the first's index in the block, their costs as
-        :func:`_skip_a` gives them)."""
-        stop = self.end[0]
-        if stop >= self.n:
-            return 0, np.zeros(0, np.int64)
-        x0 = max(0, stop - s.k0)
-        costs = s.skip_a.first if self.m == 0 else s.skip_a.last
-        c = costs[x0:]
-        if self.m < s.cleaned:  # _skip_a: an anomaly inside the cleaned range is an assumption
+    def _a_skipped(self, s: Steps) -> tuple[int, np.ndarray, int]:
+        """The coordinator transactions of block ``s`` before the band's start (column 0:
+        skipped before the partition's first entry) or after its end (column m: after its
+        last), as (the first's index in the block, their costs as :func:`_skip_a` gives them,
+        the entry they are skipped before)."""
+        stop, first = self.end[0], self.start[0]
+        if first > 0:
+            at, i, costs = slice(0, max(0, first - s.k0)), 0, s.skip_a.first
+        elif stop < self.n:
+            at, i = slice(max(0, stop - s.k0), None), self.m
+            costs = s.skip_a.first if self.m == 0 else s.skip_a.last
+        else:
+            return 0, np.zeros(0, np.int64), 0
+        c = costs[at]
+        if i < s.cleaned:  # _skip_a: an anomaly inside the cleaned range is an assumption
             c = np.where((c >= ANOMALY) & (c < INF), ASSUME, c)
-        return x0, c
+        return at.start, c, i
 
-    def _b_tails(self, first: int = 0) -> Iterator[tuple[Steps, np.ndarray]]:
-        """The partition entries from the band's end cell's (row n: skipped after the
-        coordinator's last transaction; ``first``: from the one that many after it), a block at
-        a time: each block's steps and its entries' costs."""
-        if self.n - self.m >= self.dlo:
+    def _b_skipped(self, head: bool, first: int = 0) -> Iterator[tuple[Steps, np.ndarray]]:
+        """The partition entries before the band's start (``head``: row 0, skipped before the
+        coordinator's first transaction) or from its end cell's (row n: after its last;
+        ``first``: from the one that many after it), a block at a time: each block's steps and
+        its entries' costs."""
+        if head:
+            k, lo, hi = 0, 0, (-self.dhi if self.dhi < 0 else 0)
+        elif self.n - self.m < self.dlo:
+            k, lo, hi = self.n, self.n - self.dlo + first, self.m
+        else:
             return
-        for i0 in range(self.n - self.dlo + first, self.m, BLOCK_ROWS):
-            s = self.steps_of(self.n, self.n, i0, min(self.m, i0 + BLOCK_ROWS))
-            yield s, s.skip_b.first if self.n == 0 else s.skip_b.last
+        for i0 in range(lo, hi, BLOCK_ROWS):
+            s = self.steps_of(k, k, i0, min(hi, i0 + BLOCK_ROWS))
+            yield s, s.skip_b.first if k == 0 else s.skip_b.last
 
-    def _forward(self, tail: bool) -> tuple[int, SpilledRows, SkipFloors]:
+    def _forward(self, mode: str) -> tuple[int, SpilledRows, SkipFloors]:
         width = self.dhi - self.dlo + 1
-        stop, stop_j = self.end
         kept = SpilledRows(width)
         row = np.full(width, INF, np.int64)
-        row[self.dhi] = 0  # cell (0, 0): d = 0, at offset i - k + dhi
-        floors = SkipFloors(self.n, self.m, last=not tail)
+        floors = SkipFloors(self.n, self.m, last=mode != "tail", first=mode != "head")
         at_end = np.full(1, INF, np.int64)
-        after = 0  # what skipping everything after the band's end costs
-        for r0, r1 in self._blocks():
+        self.before = self.after = 0  # what skipping everything before the band's start costs
+        for s, costs in self._b_skipped(head=True):  # and after its end: summed as they are read
+            floors.add(s)
+            self.before += int(costs.sum())
+        blocks = self._blocks()
+        for r0, r1 in blocks:
             s = self._block(r0, r1)
             floors.add(s)
+            if r0 < self.start[0]:  # column 0's rows before the start (then no end's after)
+                self.before += int(np.minimum(self._a_skipped(s)[1], INF).sum())
             kept.append(row[None, :])
+            ends = self._ends()
+            ends[2] = min(INF, ends[2])
             row = _forward_rows(s, self.dlo, self.dhi, r0, r1, row,
-                                np.full(width, INF, np.int64), stop, stop_j, at_end)  # fmt: skip
-            after += int(np.minimum(self._a_tail(s)[1], INF).sum())
-        for s, costs in self._b_tails():
+                                np.full(width, INF, np.int64), ends, at_end)  # fmt: skip
+            if self.end[0] < min(r1, self.n):  # column m's from the end cell's row
+                self.after += int(np.minimum(self._a_skipped(s)[1], INF).sum())
+        for s, costs in self._b_skipped(head=False):
             floors.add(s)
-            after += int(costs.sum())
-        self.after = min(after, INF)
+            self.after += int(costs.sum())
+        self.before, self.after = min(self.before, INF), min(self.after, INF)
         return int(min(int(at_end[0]) + self.after, INF)), kept, floors
 
     def marked(self) -> Iterator[Marked]:
@@ -799,16 +853,13 @@ class Alignment:
         (whichever comes first on a cheapest alignment, in row order), 0 none; of a
         coordinator transaction 1 an anomalous skip."""
         n, dlo, dhi = self.n, self.dlo, self.dhi
-        stop, stop_j = self.end
+        ends = self._ends()
         g_next = np.full(dhi - dlo + 1, INF, np.int64)
         blocks = self._blocks()
         sentinel = 3 * (n + 1)
         # past the band's end every path skips: each skip on every cheapest alignment
-        for s, costs in self._b_tails(first=1):  # the end cell's own: in its block (_mark_end)
-            free = costs < ANOMALY
-            self.cheaper_end[1] |= bool((costs < s.skip_b.mid).any())
-            yield Marked("b", s.i0, free, np.where(free, 0, 2),
-                         np.full(len(costs), SEVERAL, np.int64))  # fmt: skip
+        for s, costs in self._b_skipped(head=False, first=1):  # the end cell's: _mark_skipped
+            yield self._b_marked(s, costs, n)
         pending = (0, np.zeros(0, np.bool_), np.zeros(0, np.int64), np.zeros(0, np.int64))
         for index in range(len(blocks) - 1, -1, -1):
             r0, r1 = blocks[index]
@@ -827,10 +878,10 @@ class Alignment:
                 p_match = p_match.copy()  # merged after this block's rows mark theirs
             first_row = self.kept.rows(index, index + 1)[0]
             g_next = _backward_rows(s, dlo, dhi, r0, r1, first_row, self.total, g_next, marks,
-                                    stop, stop_j, self.after)  # fmt: skip
+                                    ends)  # fmt: skip
             if len(p_free):
                 marks.b_match[at] = merged_matches(marks.b_match[at], p_match)
-            self._mark_end(s, marks, r0, r1)
+            self._mark_skipped(s, marks, r0, r1)
             if na:
                 gone = marks.a_cleaned & ~marks.a_matched & ~marks.a_bad
                 self.cleaned_gone += int(gone.sum())
@@ -844,20 +895,33 @@ class Alignment:
                 yield Marked("b", done, marks.b_free[at], bad, marks.b_match[at])
             pending = (i0, marks.b_free[: done - i0], marks.b_first[: done - i0],
                        marks.b_match[: done - i0])  # fmt: skip
+        # before the band's start, likewise
+        for s, costs in self._b_skipped(head=True):
+            yield self._b_marked(s, costs, 0)
         self.kept.close()
 
-    def _mark_end(self, s: Steps, marks: Marks, r0: int, r1: int) -> None:
-        """The skips of block ``s`` out of the band's end and after it, which every cheapest
-        alignment makes (every path reaches the end cell), as :func:`_mark_row` marks a skip."""
-        x0, costs = self._a_tail(s)
+    def _b_marked(self, s: Steps, costs: np.ndarray, k: int) -> Marked:
+        """Partition entries skipped on row ``k`` outside the band, by every cheapest
+        alignment, as :func:`_mark_row` marks a skip."""
+        free = costs < ANOMALY
+        if k == self.n:
+            self.cheaper_end[1] |= bool((costs < s.skip_b.mid).any())
+        return Marked("b", s.i0, free, np.where(free, 0, 2),
+                      np.full(len(costs), SEVERAL, np.int64))  # fmt: skip
+
+    def _mark_skipped(self, s: Steps, marks: Marks, r0: int, r1: int) -> None:
+        """The skips of block ``s`` into the band's start and out of its end (and before and
+        after them), which every cheapest alignment makes (every path passes both cells), as
+        :func:`_mark_row` marks a skip."""
+        x0, costs, i = self._a_skipped(s)
         if len(costs):
             at = slice(x0, x0 + len(costs))
             cheap = costs < ANOMALY
             marks.a_free[at] |= cheap
             marks.a_bad[at] |= ~cheap
-            if self.m < s.cleaned:
+            if i < s.cleaned:
                 marks.a_cleaned[at] |= cheap
-            if (costs < s.skip_a.mid[at]).any():
+            if i == self.m and (costs < s.skip_a.mid[at]).any():
                 marks.cheaper_end[0] = True
         if self.n - self.m < self.dlo and r0 <= self.n < r1:
             y = self.n - self.dlo - s.i0  # the end cell's entry, skipped out of the band

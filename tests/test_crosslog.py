@@ -327,12 +327,13 @@ def _whole_table(s):
     return total, a_free, a_bad, b_free, b_bad, b_match, cheaper_end, gone
 
 
-def _random_arrays(seed, rare_assumptions: bool = False, apart: bool = False):
+def _random_arrays(seed, rare_assumptions: bool = False, apart: str | None = None):
     """Random sequences and skip costs; ``rare_assumptions``: longer ones whose skips are
     nearly all anomalies (a long healthy history with a fault or two, where the band's bound
     rests on the few cheap skips there are); ``apart``: such a history of which one sequence
-    goes on 3-40 rows past the other's end (copies taken at different moments), most of them
-    cheap to skip there, some not, and matches mostly cheap."""
+    goes on 3-40 rows past the other's ``"end"`` (copies taken at different moments) or
+    starts as many rows before the other's ``"start"`` (a compacted or retained log), most of
+    them cheap to skip there, some not, and matches mostly cheap."""
     import numpy as np
 
     from replay.crosslog import ANOMALY, ASSUME, INF, Skips, Steps
@@ -364,13 +365,18 @@ def _random_arrays(seed, rare_assumptions: bool = False, apart: bool = False):
         return Skips(*(rng.choice(costs, count, p=weights).astype(np.int64) for _ in range(3)))
 
     skip_a, skip_b = skips(n), skips(m)
-    if apart:  # one history: matches cheap but for a fault or two; skips after an end cheap
+    if apart:  # one history: matches cheap but for a fault or two; skips past an end cheap
         a[:, :2], b[:, 2:4] = 0, 0
         a[:, 4], b[:, 0] = 1, 1
         b[rng.random(m) < 0.03, 0] = 2
-        b[:, 4] = ts[:m]
+        shift = max(0, n - m) if apart == "start" else 0  # the shorter one lies at the end
+        b[:, 4] = ts[shift : shift + m]
+        if apart == "start" and m > n:
+            a[:, 2] = ts[m - n : m]
+            a[:, 3] = a[:, 2] + rng.integers(0, 50, n)
         for skip in (skip_a, skip_b):
-            skip.last[:] = np.where(rng.random(len(skip.last)) < 0.85, ASSUME, ANOMALY)
+            at = skip.first if apart == "start" else skip.last
+            at[:] = np.where(rng.random(len(at)) < 0.85, ASSUME, ANOMALY)
     window = int(rng.choice([20, 200, 5_000]))
     cleaned = int(rng.integers(0, m + 1)) if rng.random() < 0.5 else 0  # a cleaned prefix
     return Steps(a, b, skip_a, skip_b, window, n, m, 0, 0, cleaned), rng
@@ -429,13 +435,16 @@ def test_the_banded_programme_equals_the_whole_table(seed):
         _same(_blocked(steps, int(rng.integers(0, 4)), rows), whole)
 
 
-@pytest.mark.parametrize("seed", range(60))
-def test_a_band_that_ends_at_one_sequences_end_equals_the_whole_table(seed):
-    """One sequence going on past the other's end (copies taken at different moments): the
-    band stays around the diagonal and what lies past its end is skipped as a sum
-    (crosslog.Alignment.end), with anomalies there too; still the whole table's total, marks,
-    matches and cheaper ends, whatever the band it starts from and the rows a block holds."""
-    steps, rng = _random_arrays(seed, apart=True)
+@pytest.mark.parametrize("apart", ["end", "start"])
+@pytest.mark.parametrize("seed", range(50))
+def test_a_band_that_ends_at_one_sequences_end_equals_the_whole_table(seed, apart):
+    """One sequence going on past the other's end (copies taken at different moments), or
+    starting before the other's start (a compacted coordinator log, a partition's retention):
+    the band stays around one diagonal and what lies past its end or before its start is
+    skipped as a sum (crosslog.Alignment.end, .start), with anomalies there too; still the
+    whole table's total, marks, matches and cheaper ends, whatever the band it starts from and
+    the rows a block holds."""
+    steps, rng = _random_arrays(seed, apart=apart)
     whole = _whole_table(steps)
     for rows in (None, 1, 4):
         _same(_blocked(steps, int(rng.integers(0, 3)), rows), whole)
@@ -882,6 +891,37 @@ def test_copies_seconds_apart_align_in_a_band_a_few_cells_wide(coordinator_first
         # coordinator's copy may predate, one skip fewer: the cheaper explanation)
         assert [(f, r) for _, f, r in kinds(got[0])] == ([(3 * fault, 2)] if fault else [])
         assert widths and max(widths) <= 5, widths
+    whole = Alignment.__init__
+    monkeypatch.setattr(Alignment, "__init__",
+                        lambda self, n, m, *a, **k: whole(self, n, m, a[0], max(n, m), *a[2:], **k))  # fmt: skip
+    assert got == judge(ptx, ctx, side=side, coordinator=coordinator)
+
+
+@pytest.mark.parametrize("coordinator_later", [False, True])
+def test_a_history_starting_seconds_later_aligns_in_a_narrow_band(coordinator_later, monkeypatch):
+    """The coordinator's history of a long-lived producer starting 1,500 transactions (150 s)
+    after the partition's (its `__transaction_state` compacted), or the partition's after the
+    coordinator's (its retention), well inside the order window (so nothing is left out as
+    before the other log's history): the band stays around the diagonal of the ends and what
+    lies before the later start is skipped as a sum (crosslog.Alignment.start), so it spans
+    the few transactions within the clock tolerance of the copies' ends, not 1,500. With a
+    split outcome just after the later start, the judgement is the whole table's."""
+    n, gap = 6_000, 1_500
+    coordinator = Coordinator(not coordinator_later, None, 0)
+    side = Side(coordinator_later, None)
+    ctx = [coord_txn(k, step=100, history_from_start=not coordinator_later)
+           for k in range(gap if coordinator_later else 0, n)]  # fmt: skip
+    coordinator.copy_end_ts = ctx[-1]["complete_timestamp"] + 50
+    for fault in (None, gap + 20):
+        ptx = [part_txn(k, "ABORT" if k == fault else "COMMIT", step=100)
+               for k in range(0 if coordinator_later else gap, n)]  # fmt: skip
+        side.copy_end_ts = ptx[-1]["marker_timestamp"] + 50
+        got, widths = _judged_in_bands(ptx, ctx, side=side, coordinator=coordinator)
+        assert got[1] == {"judged": len(ptx), "undecidable": 0, "unjudged": 0}
+        # the fault: a split outcome, or (each earlier entry one transaction on, the first
+        # skipped before the coordinator's history) data no transaction lists
+        assert [(f, r) for _, f, r in kinds(got[0])] == ([(3 * fault, 2)] if fault else [])
+        assert widths and max(widths) <= 100, widths
     whole = Alignment.__init__
     monkeypatch.setattr(Alignment, "__init__",
                         lambda self, n, m, *a, **k: whole(self, n, m, a[0], max(n, m), *a[2:], **k))  # fmt: skip
