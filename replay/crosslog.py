@@ -710,8 +710,9 @@ class Alignment:
         self.cheaper_end = np.zeros(2, np.bool_)
         D = n - m
         h = half_width
-        # while |D| > h the band holds one pair of ends: the starts (the sequences' ends past
-        # it, "tail"), else the ends ("head"); each tried in turn, no wider than |D| + 1 cells
+        # while |D| > h, a band of 2h + 1 cells around the starts' diagonal (what lies past the
+        # shorter sequence's end skipped as a sum: "tail"), then around the ends' ("head"),
+        # each while narrower than the |D| + 1 cells of one holding both ("both")
         modes = ["tail", "head"]
         while True:
             mode = "both" if abs(D) <= h else modes[0]
@@ -828,8 +829,7 @@ class Alignment:
         for s, costs in self._b_skipped(head=True):  # and after its end: summed as they are read
             floors.add(s)
             self.before += int(costs.sum())
-        blocks = self._blocks()
-        for r0, r1 in blocks:
+        for r0, r1 in self._blocks():
             s = self._block(r0, r1)
             floors.add(s)
             if r0 < self.start[0]:  # column 0's rows before the start (then no end's after)
