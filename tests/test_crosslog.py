@@ -884,17 +884,29 @@ def test_copies_seconds_apart_align_in_a_band_a_few_cells_wide(coordinator_first
     coordinator = Coordinator(True, None, 0)
     for fault in (None, short - 20):
         ptx = [part_txn(k, "ABORT" if k == fault else "COMMIT", step=100) for k in range(m)]
-        got, widths = _judged_in_bands(ptx, ctx, side=side, coordinator=coordinator)
-        assert got[1] == {"judged": m, "undecidable": 0, "unjudged": 0}
         # the fault: a split outcome, or where the partition goes on past the coordinator's
         # end, data no transaction lists (each later transaction one entry on, which the
         # coordinator's copy may predate, one skip fewer: the cheaper explanation)
-        assert [(f, r) for _, f, r in kinds(got[0])] == ([(3 * fault, 2)] if fault else [])
-        assert widths and max(widths) <= 5, widths
+        got = _one_fault_in_a_narrow_band(ptx, ctx, side, coordinator, fault, 5)
+    assert got == _judged_whole(monkeypatch, ptx, ctx, side=side, coordinator=coordinator)
+
+
+def _one_fault_in_a_narrow_band(ptx, ctx, side, coordinator, fault, widest):
+    """``judge``: every entry judged, the one ``fault`` (an entry's index, or None) found at
+    its place, and no band wider than ``widest``."""
+    got, widths = _judged_in_bands(ptx, ctx, side=side, coordinator=coordinator)
+    assert got[1] == {"judged": len(ptx), "undecidable": 0, "unjudged": 0}
+    assert [(f, r) for _, f, r in kinds(got[0])] == ([(3 * fault, 2)] if fault else [])
+    assert widths and max(widths) <= widest, widths
+    return got
+
+
+def _judged_whole(monkeypatch, *args, **kw):
+    """``judge(*args, **kw)`` with every alignment's band the whole table."""
     whole = Alignment.__init__
     monkeypatch.setattr(Alignment, "__init__",
                         lambda self, n, m, *a, **k: whole(self, n, m, a[0], max(n, m), *a[2:], **k))  # fmt: skip
-    assert got == judge(ptx, ctx, side=side, coordinator=coordinator)
+    return judge(*args, **kw)
 
 
 @pytest.mark.parametrize("coordinator_later", [False, True])
@@ -916,16 +928,10 @@ def test_a_history_starting_seconds_later_aligns_in_a_narrow_band(coordinator_la
         ptx = [part_txn(k, "ABORT" if k == fault else "COMMIT", step=100)
                for k in range(0 if coordinator_later else gap, n)]  # fmt: skip
         side.copy_end_ts = ptx[-1]["marker_timestamp"] + 50
-        got, widths = _judged_in_bands(ptx, ctx, side=side, coordinator=coordinator)
-        assert got[1] == {"judged": len(ptx), "undecidable": 0, "unjudged": 0}
         # the fault: a split outcome, or (each earlier entry one transaction on, the first
         # skipped before the coordinator's history) data no transaction lists
-        assert [(f, r) for _, f, r in kinds(got[0])] == ([(3 * fault, 2)] if fault else [])
-        assert widths and max(widths) <= 100, widths
-    whole = Alignment.__init__
-    monkeypatch.setattr(Alignment, "__init__",
-                        lambda self, n, m, *a, **k: whole(self, n, m, a[0], max(n, m), *a[2:], **k))  # fmt: skip
-    assert got == judge(ptx, ctx, side=side, coordinator=coordinator)
+        got = _one_fault_in_a_narrow_band(ptx, ctx, side, coordinator, fault, 100)
+    assert got == _judged_whole(monkeypatch, ptx, ctx, side=side, coordinator=coordinator)
 
 
 def test_a_cut_that_would_change_the_judgement_is_aligned_whole(monkeypatch):
