@@ -489,6 +489,14 @@ def test_skip_floors_count_the_cheapest_skips_first():
     cleaned = SkipFloors(2, 0)
     cleaned.add(block([ANOMALY, INF], [], 0, cleaned=1))  # an assumption in the cleaned range
     assert cleaned.counts == {ASSUME: 1, INF: 1}
+    # before an end (the band's end) or after a start (its start): those places' costs only
+    placed = Skips(np.array([ASSUME]), np.array([ANOMALY]), np.array([INF]))  # first, last, mid
+    for last, first, least in ((True, True, ASSUME), (False, True, ASSUME), (True, False, ANOMALY),
+                               (False, False, INF)):  # fmt: skip
+        floors = SkipFloors(1, 0, last=last, first=first)
+        floors.add(Steps(np.zeros((1, 8), np.int64), np.zeros((0, 5), np.int64), placed,
+                         costs(), 0, 0, 0, 0, 0, 0))  # fmt: skip
+        assert floors.counts == {least: 1}
 
 
 def test_one_anomaly_in_a_long_history_keeps_the_band_narrow():
