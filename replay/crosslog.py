@@ -579,8 +579,9 @@ def _backward_rows(s, dlo, dhi, r0, r1, first, total, g_next, marks, ends):  # p
 BAND = 0  # the first band's half-width around the diagonal (cells), widened as needed
 # the band's rows the forward pass keeps (one per block, replay.spill: on the executor's local
 # disk past a MB) may take at most this much: a band as wide as a long history (a history of
-# anomalies, or copies minutes apart over a week) would otherwise fill the disk and fail the
-# task; its partition is then counted as beyond the alignment's budget (not judged)
+# anomalies, or a week's history both starting later and ending minutes earlier than the
+# other's: Alignment.start, .end) would otherwise fill the disk and fail the task; its
+# partition is then counted as beyond the alignment's budget (not judged)
 MAX_KEPT_BYTES = 4 << 30
 
 
