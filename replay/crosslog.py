@@ -585,6 +585,12 @@ BAND = 0  # the first band's half-width around the diagonal (cells), widened as 
 MAX_KEPT_BYTES = 4 << 30
 
 
+def _at_end(costs: Skips, others: int) -> np.ndarray:
+    """Skip costs at position ``others`` of the other sequence: after all of them (:func:`_skip`
+    at its end), ``first`` where that is position 0."""
+    return costs.first if others == 0 else costs.last
+
+
 class BandTooWide(Exception):
     """An alignment whose band would keep more than its budget of rows."""
 
@@ -772,7 +778,8 @@ class Alignment:
     def _ends(self) -> np.ndarray:
         """The kernels' view of :attr:`start` (with what reaching it costs) and :attr:`end`
         (with what the rest after it costs)."""
-        return np.array([*self.start, self.before, *self.end, self.after], np.int64)
+        return np.array([*self.start, min(self.before, INF), *self.end, min(self.after, INF)],
+                        np.int64)  # fmt: skip
 
     def _block_size(self, width: int) -> int:
         return self.block_rows or int(min(BLOCK_ROWS, max(1, BLOCK_BYTES // (8 * width))))
@@ -797,7 +804,7 @@ class Alignment:
             at, i, costs = slice(0, max(0, first - s.k0)), 0, s.skip_a.first
         elif stop < self.n:
             at, i = slice(max(0, stop - s.k0), None), self.m
-            costs = s.skip_a.first if self.m == 0 else s.skip_a.last
+            costs = _at_end(s.skip_a, self.m)
         else:
             return 0, np.zeros(0, np.int64), 0
         c = costs[at]
@@ -818,7 +825,7 @@ class Alignment:
             return
         for i0 in range(lo, hi, BLOCK_ROWS):
             s = self.steps_of(k, k, i0, min(hi, i0 + BLOCK_ROWS))
-            yield s, s.skip_b.first if k == 0 else s.skip_b.last
+            yield s, _at_end(s.skip_b, k)  # row 0: first; row n: last
 
     def _forward(self, mode: str) -> tuple[int, SpilledRows, SkipFloors]:
         width = self.dhi - self.dlo + 1
@@ -834,19 +841,16 @@ class Alignment:
             s = self._block(r0, r1)
             floors.add(s)
             if r0 < self.start[0]:  # column 0's rows before the start (then no end's after)
-                self.before += int(np.minimum(self._a_skipped(s)[1], INF).sum())
+                self.before += int(self._a_skipped(s)[1].sum())
             kept.append(row[None, :])
-            ends = self._ends()
-            ends[2] = min(INF, ends[2])
             row = _forward_rows(s, self.dlo, self.dhi, r0, r1, row,
-                                np.full(width, INF, np.int64), ends, at_end)  # fmt: skip
+                                np.full(width, INF, np.int64), self._ends(), at_end)  # fmt: skip
             if self.end[0] < min(r1, self.n):  # column m's from the end cell's row
-                self.after += int(np.minimum(self._a_skipped(s)[1], INF).sum())
+                self.after += int(self._a_skipped(s)[1].sum())
         for s, costs in self._b_skipped(head=False):
             floors.add(s)
             self.after += int(costs.sum())
-        self.before, self.after = min(self.before, INF), min(self.after, INF)
-        return int(min(int(at_end[0]) + self.after, INF)), kept, floors
+        return int(min(int(at_end[0]) + min(self.after, INF), INF)), kept, floors
 
     def marked(self) -> Iterator[Marked]:
         """Every block of either sequence once no other step can mark it, from the end
@@ -926,7 +930,7 @@ class Alignment:
                 marks.cheaper_end[0] = True
         if self.n - self.m < self.dlo and r0 <= self.n < r1:
             y = self.n - self.dlo - s.i0  # the end cell's entry, skipped out of the band
-            c = (s.skip_b.first if self.n == 0 else s.skip_b.last)[y]
+            c = _at_end(s.skip_b, self.n)[y]
             marks.b_match[y] = SEVERAL
             if c < ANOMALY:
                 marks.b_free[y] = True
