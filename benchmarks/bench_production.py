@@ -292,6 +292,14 @@ def parse_args() -> argparse.Namespace:
         help="with --long-lived: also audit each dump as copied with its output partition, "
         "then its coordinator's partition, ending at FRACTION of its bytes (copies_apart.py)",
     )
+    ap.add_argument(
+        "--compacted-from",
+        type=float,
+        metavar="FRACTION",
+        help="with --copies-apart: also audit each dump with its coordinator's partition "
+        "compacted (the bytes before FRACTION gone, as the cleaner leaves a long-lived "
+        "producer's) and copied at the --copies-apart fraction (copies_apart.py)",
+    )
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     return ap.parse_args()
 
@@ -377,7 +385,8 @@ def bench_long_lived(args) -> None:
 
 def _copied_early(args, dump: str, n: int) -> list[tuple[str, str, str]]:
     """With ``--copies-apart``: the long-lived dump as copied with its output partition, then
-    its coordinator's `__transaction_state` partition, ending early (benchmarks/copies_apart.py)."""
+    its coordinator's `__transaction_state` partition, ending early, and with
+    ``--compacted-from`` that partition also compacted (benchmarks/copies_apart.py)."""
     import copies_apart
 
     if args.copies_apart is None:
@@ -388,6 +397,13 @@ def _copied_early(args, dump: str, n: int) -> list[tuple[str, str, str]]:
         copies_apart.copied_early(dump, target, copies_apart.largest_partition(dump, topic),
                                   args.copies_apart)  # fmt: skip
         rows.append((f"the same, its {what} copied at {args.copies_apart:.0%}", target, f"{n:,}"))
+    if args.compacted_from is not None:
+        start, end = args.compacted_from, args.copies_apart
+        target = f"{dump}-transaction_state-from-{start:g}-at-{end:g}"
+        partition = copies_apart.largest_partition(dump, "__transaction_state")
+        copies_apart.compacted_and_copied_early(dump, target, partition, start, end)
+        what = f"the same, its coordinator compacted to {start:.0%} and copied at {end:.0%}"
+        rows.append((what, target, f"{n:,}"))
     return rows
 
 

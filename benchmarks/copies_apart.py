@@ -11,7 +11,12 @@ shorter by an hour is a difference of 36,000 transactions of a Streams thread co
 The copy is the source's files hard-linked, except the one partition: its log segments up to
 ``fraction`` of its bytes, the last one cut at a batch boundary, later segments absent, and its
 index, time index and producer snapshots absent (a copy of that moment would not hold these
-later ones; absent, they are files the audit cannot check, not findings)."""
+later ones; absent, they are files the audit cannot check, not findings).
+
+``compacted_and_copied_early`` also takes away what lies before ``start`` of its bytes, as the
+log cleaner leaves a long-lived producer's `__transaction_state`: below the cleaner's point only
+each transactional id's latest record survives, so of one id hours survive of a week (``./dev
+bench-production --long-lived N --copies-apart F --compacted-from S``)."""
 
 from __future__ import annotations
 
@@ -51,9 +56,48 @@ def batch_end_after(data: bytes, at: int) -> int:
     return len(data)
 
 
+def batch_start_from(data: bytes, at: int) -> int:
+    """The start of the first log entry starting at or after ``at``."""
+    pos = 0
+    while pos + LOG_OVERHEAD <= len(data) and pos < at:
+        pos += LOG_OVERHEAD + int.from_bytes(data[pos + SIZE_OFFSET : pos + LOG_OVERHEAD], "big")  # fmt: skip
+    return min(pos, len(data))
+
+
 def copied_early(source: str, target: str, partition: str, fraction: float) -> str:
     """``source`` copied to ``target`` with ``partition`` (a directory under it) ending at
     ``fraction`` of its log bytes. Returns ``target``."""
+    return _kept(source, target, partition, 0.0, fraction)
+
+
+def compacted_and_copied_early(source: str, target: str, partition: str, start: float,
+                               fraction: float) -> str:  # fmt: skip
+    """``source`` copied to ``target`` with ``partition`` keeping only what lies from ``start``
+    to ``fraction`` of its log bytes, its first segment under the name of the log's first (the
+    cleaner's groups of cleaned segments keep the first one's base offset) and its broker's
+    `cleaner-offset-checkpoint` at the first offset kept. Returns ``target``."""
+    _kept(source, target, partition, start, fraction)
+    part = os.path.join(target, os.path.relpath(partition, source))
+    logs = sorted(f for f in os.listdir(part) if f.endswith(".log"))
+    with open(os.path.join(part, logs[0]), "rb") as f:
+        first_offset = int.from_bytes(f.read(8), "big")
+    topic, number = os.path.basename(part).rsplit("-", 1)
+    checkpoint = os.path.join(os.path.dirname(part), "cleaner-offset-checkpoint")
+    lines = []
+    if os.path.exists(checkpoint):
+        with open(checkpoint) as f:
+            lines = [ln.split() for ln in f.read().splitlines()[2:] if ln.strip()]
+        os.remove(checkpoint)  # a hard link to the source's file
+    lines = [ln for ln in lines if ln[:2] != [topic, number]] + [[topic, number, str(first_offset)]]
+    with open(checkpoint, "w") as f:
+        f.write("0\n" + f"{len(lines)}\n" + "".join(" ".join(ln) + "\n" for ln in lines))
+    return target
+
+
+def _kept(source: str, target: str, partition: str, start: float, fraction: float) -> str:
+    """``source`` copied to ``target`` with ``partition``'s log keeping the batches from
+    ``start`` to ``fraction`` of its bytes (at batch boundaries), its first segment kept under
+    the log's first name."""
     shutil.rmtree(target, ignore_errors=True)
     subprocess.run(["cp", "-al", source, target], check=True)
     truth = os.path.join(target, "truth.json")  # the simulator's faults: the cut may lose some
@@ -61,21 +105,28 @@ def copied_early(source: str, target: str, partition: str, fraction: float) -> s
         os.remove(truth)
     part = os.path.join(target, os.path.relpath(partition, source))
     logs = sorted(f for f in os.listdir(part) if f.endswith(".log"))
-    cut = fraction * sum(os.path.getsize(os.path.join(part, f)) for f in logs)
+    total = sum(os.path.getsize(os.path.join(part, f)) for f in logs)
+    lo, hi = start * total, fraction * total
     for name in os.listdir(part):
         if name.endswith(LEFT_OUT):
             os.remove(os.path.join(part, name))
-    seen = 0
+    seen, kept = 0, []
     for name in logs:
         path = os.path.join(part, name)
         size = os.path.getsize(path)
-        if seen >= cut:
-            os.remove(path)  # a later segment: not yet written when this copy was taken
-        elif seen + size > cut:
+        if seen >= hi or seen + size <= lo:
+            os.remove(path)  # written after this copy was taken, or cleaned away
+        elif seen < lo or seen + size > hi:
             with open(path, "rb") as f:
                 data = f.read()
             os.remove(path)  # a hard link to the source's file: write a file of its own
+            begin = batch_start_from(data, int(lo - seen)) if seen < lo else 0
             with open(path, "wb") as f:
-                f.write(data[: batch_end_after(data, int(cut - seen))])
+                f.write(data[begin : batch_end_after(data, int(hi - seen))])
+            kept.append(name)
+        else:
+            kept.append(name)
         seen += size
+    if kept and kept[0] != logs[0]:
+        os.rename(os.path.join(part, kept[0]), os.path.join(part, logs[0]))
     return target

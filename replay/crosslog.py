@@ -576,13 +576,23 @@ def _backward_rows(s, dlo, dhi, r0, r1, first, total, g_next, marks, ends):  # p
     return g_next
 
 
+# the first and last rows of each sequence whose times place their shared history
+# (Alignment._shared): past the order window's transactions the cut before and after the
+# other log's history (replay.crosslog_stream) leaves out
+SHARED_ROWS = 1 << 16
 BAND = 0  # the first band's half-width around the diagonal (cells), widened as needed
 # the band's rows the forward pass keeps (one per block, replay.spill: on the executor's local
 # disk past a MB) may take at most this much: a band as wide as a long history (a history of
-# anomalies, or a week's history both starting later and ending minutes earlier than the
-# other's: Alignment.start, .end) would otherwise fill the disk and fail the task; its
-# partition is then counted as beyond the alignment's budget (not judged)
+# anomalies, or alignments shifted along a week's history that tie: Alignment._shift_width)
+# would otherwise fill the disk and fail the task; its partition is then counted as beyond
+# the alignment's budget (not judged)
 MAX_KEPT_BYTES = 4 << 30
+
+
+def _need(skips: int | None, offset: int) -> int:
+    """The half-width a count of skips reaching ``skips`` needs (:meth:`Alignment._shift_width`:
+    that many plus ``offset``); INF where no count exceeds the total."""
+    return INF if skips is None else skips + offset
 
 
 def _at_end(costs: Skips, others: int) -> np.ndarray:
@@ -690,8 +700,13 @@ class Alignment:
     retention): the band D - h <= k - i <= D + h around the ends' diagonal, its **start** cell
     where it leaves the other sequence's start, what lies before it skipped as a sum, and a
     path through another cell outside it makes h + 1 skips more of one sequence after leaving
-    either start (``SkipFloors(first=False)``). Either is kept no wider than |D|; past that
-    the band holds both ends as above.
+    either start (``SkipFloors(first=False)``). Where one history lies inside the other (a
+    compacted `__transaction_state` copied minutes before the partitions), the shared history
+    lies on neither diagonal: the band is first kept around the diagonals where the
+    sequences' times place its start and end (:meth:`_shared`), what lies before and after
+    skipped as sums, and holds every cheapest alignment where the skips a path outside it
+    makes on each side cost more than its total (:meth:`_shift_width`). Each is kept no wider
+    than |D|; past that the band holds both ends as above.
 
     Memory does not grow with the history: the forward pass keeps one row of the band per
     block of rows (in a bounded store), and the way back computes a block's forward rows again
@@ -702,13 +717,15 @@ class Alignment:
 
     def __init__(self, n: int, m: int, steps_of: Callable[[int, int, int, int], Steps],
                  half_width: int = BAND, block_rows: int | None = None,
-                 max_kept_bytes: int | None = None) -> None:  # fmt: skip
+                 max_kept_bytes: int | None = None, tolerance: int = 0) -> None:  # fmt: skip
         """``block_rows``: rows of a block (else as many as :data:`BLOCK_BYTES` of band
         rows hold, at most :data:`BLOCK_ROWS`). Raises :class:`BandTooWide` where the band
         the sequences need would keep more than ``max_kept_bytes`` of rows (else
-        :data:`MAX_KEPT_BYTES`)."""
+        :data:`MAX_KEPT_BYTES`). ``tolerance``: the clock tolerance (ms), for where the band
+        is first placed (:meth:`_shared`)."""
         budget = MAX_KEPT_BYTES if max_kept_bytes is None else max_kept_bytes
         self.n, self.m, self.steps_of, self.block_rows = n, m, steps_of, block_rows
+        self.tolerance = tolerance
         # coordinator transactions whose data and markers the cleaner removed from the
         # partition: on no cheapest alignment but by a cheap skip inside the cleaned range
         # (counted by :meth:`marked`)
@@ -717,14 +734,22 @@ class Alignment:
         self.cheaper_end = np.zeros(2, np.bool_)
         D = n - m
         h = half_width
-        # while |D| > h, a band of 2h + 1 cells around the starts' diagonal (what lies past the
-        # shorter sequence's end skipped as a sum: "tail"), then around the ends' ("head"),
-        # each while narrower than the |D| + 1 cells of one holding both ("both")
+        # while |D| > h, a band of 2h + 1 cells around where the sequences' times place their
+        # shared history, where that is neither the starts' nor the ends' diagonal (what lies
+        # before it and after it skipped as sums: "shift"), then around the starts' diagonal
+        # (what lies past the shorter sequence's end skipped as a sum: "tail"), then around
+        # the ends' ("head"), each while narrower than the |D| + 1 cells of one holding both
+        # ("both")
         modes = ["tail", "head"]
+        shared = self._shared(D) if abs(D) > h else None
+        if shared is not None:
+            modes.insert(0, "shift")
         while True:
             mode = "both" if abs(D) <= h else modes[0]
             g = h - abs(D)
-            if mode == "tail":
+            if mode == "shift":
+                self.dlo, self.dhi = max(shared[0] - h, -m), min(shared[1] + h, n)
+            elif mode == "tail":
                 self.dlo, self.dhi = max(-h, -m), min(h, n)
             elif mode == "head":
                 self.dlo, self.dhi = max(D - h, -m), min(D + h, n)
@@ -735,7 +760,17 @@ class Alignment:
             if -(-(n + 1) // self._block_size(width)) * width * 8 > budget:
                 raise BandTooWide(f"{width} cells wide over {n + 1} rows")
             self.total, self.kept, floors = self._forward(mode)
-            need = floors.skips_above(self.total) if self.total < INF else None
+            if mode == "shift":
+                wider = self._shift_width(floors, shared, h)
+                if whole or wider is None:
+                    break
+                h = wider
+                if shared[1] - shared[0] + 2 * h >= abs(D):  # as wide as both ends' band
+                    modes.pop(0)
+                    h = half_width
+                self.kept.close()
+                continue
+            need = floors[0].skips_above(self.total) if self.total < INF else None
             reach = abs(D) + 2 * (g + 1) if mode == "both" else h + 1
             if whole or (need is not None and reach >= need):
                 break
@@ -751,6 +786,75 @@ class Alignment:
             else:
                 h = abs(D) + max(g + 1, -(-(need - abs(D)) // 2) - 1)  # |D| + 2(g + 1) >= need
             self.kept.close()
+
+    def _shared(self, D: int) -> tuple[int, int] | None:
+        """The diagonals (k - i) on which the sequences' times place the start and the end of
+        their shared history, lower first: the coordinator transactions that end before the
+        partition's first entry less the entries before the first transaction's start, and
+        likewise at the ends (counted among the |D| + 1 first and last of each, at most
+        :data:`SHARED_ROWS`). None where the starts' or the ends' diagonal is as near as the
+        rows within the clock tolerance of the other sequence's first or last time (the other
+        bands are tried first there), or a time is unknown. Only where the band is placed:
+        whether it holds every cheapest alignment rests on the skips' costs
+        (:meth:`_shift_width`), never on the clocks."""
+        n, m, tol = self.n, self.m, self.tolerance
+        rows = min(abs(D) + 1, SHARED_ROWS)
+        if not n or not m:
+            return None
+        first = self.steps_of(0, min(n, rows), 0, min(m, rows))
+        last = self.steps_of(max(0, n - rows), n, max(0, m - rows), m)
+        a_start, b_first = first.a[0, A_START], first.b[0, B_TS]
+        a_end, b_last = last.a[-1, A_END], last.b[-1, B_TS]
+        if min(a_start, b_first, a_end, b_last) < 0:
+            return None
+
+        def place(ours: np.ndarray, theirs: np.ndarray, at_a: int, at_b: int, later: bool):
+            """Rows of ours before (or ``later``: after) the other's time, less theirs; and the
+            rows of both within the clock tolerance of it."""
+            known_a, known_b = ours >= 0, theirs >= 0
+            if later:
+                apart = int((known_b & (theirs > at_a)).sum() - (known_a & (ours > at_b)).sum())
+            else:
+                apart = int((known_a & (ours < at_b)).sum() - (known_b & (theirs < at_a)).sum())
+            near = (known_a & (abs(ours - at_b) <= tol)).sum() + (
+                known_b & (abs(theirs - at_a) <= tol)
+            ).sum()
+            return apart, int(near)
+
+        start, near_start = place(first.a[:, A_END], first.b[:, B_TS], a_start, b_first, False)
+        end, near_end = place(last.a[:, A_START], last.b[:, B_TS], a_end, b_last, True)
+        end += D
+        for diagonal in (0, D):  # the starts' (tail) or the ends' (head)
+            if abs(start - diagonal) <= near_start and abs(end - diagonal) <= near_end:
+                return None
+        return min(start, end), max(start, end)
+
+    def _shift_width(self, floors: tuple[SkipFloors, SkipFloors], shared: tuple[int, int],
+                     h: int) -> int | None:  # fmt: skip
+        """None if the band around ``shared`` (half-width ``h``) holds every cheapest
+        alignment, else the half-width it needs at least.
+
+        A path through a cell x = (k, i) above the band (k - i > dhi) has made dhi + 1 skips
+        of coordinator transactions more than of entries before x, none after the partition's
+        end (such a cell on column m lies past the band's end, where every path of the band
+        goes on), and makes dhi - D + 1 skips of entries more than of transactions after it,
+        none before the coordinator's start (on row 0 it would lie before the band's start).
+        Below the band (k - i < dlo) likewise: 1 - dlo skips of entries before x, before the
+        coordinator's end, and D - dlo + 1 of transactions after it, after the partition's
+        start. Each count costs at least the sum of as many of the least skip costs there
+        (``floors``: before an end, :class:`SkipFloors` ``last=False``; after a start,
+        ``first=False``): where one of its counts on each side reaches what exceeds the
+        band's total, no path outside it is as cheap; or no cell lies there (the band reaches
+        the table's edge)."""
+        n, m = self.n, self.m
+        D, lo, hi = n - m, *shared
+        if self.total >= INF:
+            return 2 * h + 1
+        before, after = (f.skips_above(self.total) for f in floors)
+        # the half-width each side needs: one of its counts, or no cell left there
+        above = min(_need(before, -1 - hi), _need(after, D - 1 - hi), n - hi)
+        below = min(_need(before, lo - 1), _need(after, lo - D - 1), lo + m)
+        return None if max(above, below) <= h else max(above, below)
 
     @property
     def start(self) -> tuple[int, int]:
@@ -794,16 +898,15 @@ class Alignment:
         i1 = min(self.m, r1 - 1 - self.dlo + 1)
         return self.steps_of(r0, min(r1, self.n), i0, max(i0, i1))
 
-    def _a_skipped(self, s: Steps) -> tuple[int, np.ndarray, int]:
+    def _a_skipped(self, s: Steps, after: bool) -> tuple[int, np.ndarray, int]:
         """The coordinator transactions of block ``s`` before the band's start (column 0:
-        skipped before the partition's first entry) or after its end (column m: after its
-        last), as (the first's index in the block, their costs as :func:`_skip_a` gives them,
-        the entry they are skipped before)."""
-        stop, first = self.end[0], self.start[0]
-        if first > 0:
-            at, i, costs = slice(0, max(0, first - s.k0)), 0, s.skip_a.first
-        elif stop < self.n:
-            at, i = slice(max(0, stop - s.k0), None), self.m
+        skipped before the partition's first entry) or, ``after``, after its end (column m:
+        after its last), as (the first's index in the block, their costs as :func:`_skip_a`
+        gives them, the entry they are skipped before)."""
+        if not after and self.start[0] > 0:
+            at, i, costs = slice(0, max(0, self.start[0] - s.k0)), 0, s.skip_a.first
+        elif after and self.end[0] < self.n:
+            at, i = slice(max(0, self.end[0] - s.k0), None), self.m
             costs = _at_end(s.skip_a, self.m)
         else:
             return 0, np.zeros(0, np.int64), 0
@@ -827,28 +930,38 @@ class Alignment:
             s = self.steps_of(k, k, i0, min(hi, i0 + BLOCK_ROWS))
             yield s, _at_end(s.skip_b, k)  # row 0: first; row n: last
 
-    def _forward(self, mode: str) -> tuple[int, SpilledRows, SkipFloors]:
+    def _forward(self, mode: str) -> tuple[int, SpilledRows, tuple[SkipFloors, ...]]:
+        """The band's cheapest total, its kept rows, and the floors of the skips a path
+        outside it makes: before an end (``tail``), after a start (``head``), both of those
+        (``shift``: :meth:`_shift_width`) or anywhere (``both``)."""
         width = self.dhi - self.dlo + 1
         kept = SpilledRows(width)
         row = np.full(width, INF, np.int64)
-        floors = SkipFloors(self.n, self.m, last=mode != "tail", first=mode != "head")
+        n, m = self.n, self.m
+        if mode == "shift":
+            floors = (SkipFloors(n, m, last=False), SkipFloors(n, m, first=False))
+        else:
+            floors = (SkipFloors(n, m, last=mode != "tail", first=mode != "head"),)
         at_end = np.full(1, INF, np.int64)
         self.before = self.after = 0  # what skipping everything before the band's start costs
         for s, costs in self._b_skipped(head=True):  # and after its end: summed as they are read
-            floors.add(s)
+            for f in floors:
+                f.add(s)
             self.before += int(costs.sum())
         for r0, r1 in self._blocks():
             s = self._block(r0, r1)
-            floors.add(s)
-            if r0 < self.start[0]:  # column 0's rows before the start (then no end's after)
-                self.before += int(self._a_skipped(s)[1].sum())
+            for f in floors:
+                f.add(s)
+            if r0 < self.start[0]:  # column 0's rows before the start
+                self.before += int(self._a_skipped(s, after=False)[1].sum())
             kept.append(row[None, :])
             row = _forward_rows(s, self.dlo, self.dhi, r0, r1, row,
                                 np.full(width, INF, np.int64), self._ends(), at_end)  # fmt: skip
             if self.end[0] < min(r1, self.n):  # column m's from the end cell's row
-                self.after += int(self._a_skipped(s)[1].sum())
+                self.after += int(self._a_skipped(s, after=True)[1].sum())
         for s, costs in self._b_skipped(head=False):
-            floors.add(s)
+            for f in floors:
+                f.add(s)
             self.after += int(costs.sum())
         return int(min(int(at_end[0]) + min(self.after, INF), INF)), kept, floors
 
@@ -918,8 +1031,10 @@ class Alignment:
         """The skips of block ``s`` into the band's start and out of its end (and before and
         after them), which every cheapest alignment makes (every path passes both cells), as
         :func:`_mark_row` marks a skip."""
-        x0, costs, i = self._a_skipped(s)
-        if len(costs):
+        for after in (False, True):
+            x0, costs, i = self._a_skipped(s, after)
+            if not len(costs):
+                continue
             at = slice(x0, x0 + len(costs))
             cheap = costs < ANOMALY
             marks.a_free[at] |= cheap

@@ -743,7 +743,7 @@ class ProducerJudge:
             b = seqs.entries.rows(p + i0, p + i1)
             return pair.steps(a, b, k0, i0)
 
-        alignment = Alignment(pair.n, pair.m, steps_of)
+        alignment = Alignment(pair.n, pair.m, steps_of, tolerance=pair.bounds.tolerance_ms)
         if alignment.total >= INF:
             alignment.close()
             return None

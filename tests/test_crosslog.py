@@ -331,9 +331,12 @@ def _random_arrays(seed, rare_assumptions: bool = False, apart: str | None = Non
     """Random sequences and skip costs; ``rare_assumptions``: longer ones whose skips are
     nearly all anomalies (a long healthy history with a fault or two, where the band's bound
     rests on the few cheap skips there are); ``apart``: such a history of which one sequence
-    goes on 3-30 rows past the other's ``"end"`` (copies taken at different moments) or
-    starts as many rows before the other's ``"start"`` (a compacted or retained log), most of
-    them cheap to skip there, some not, and matches mostly cheap."""
+    goes on 3-30 rows past the other's ``"end"`` (copies taken at different moments), or
+    starts as many rows before the other's ``"start"`` (a compacted or retained log), or the
+    shorter one lies ``"inside"`` the longer one (a compacted log copied earlier: rows of the
+    longer one before and after it), most of them cheap to skip there, some not, and matches
+    mostly cheap; ``"around"``: the same, every row of either cheap to skip at either end
+    (alignments shifted along the whole history tie)."""
     import numpy as np
 
     from replay.crosslog import ANOMALY, ASSUME, INF, Skips, Steps
@@ -368,16 +371,33 @@ def _random_arrays(seed, rare_assumptions: bool = False, apart: str | None = Non
         a[:, :2], b[:, 2:4] = 0, 0
         a[:, 4], b[:, 0] = 1, 1
         b[rng.random(m) < 0.03, 0] = 2
-        shift = max(0, n - m) if apart == "start" else 0  # the shorter one lies at the end
-        b[:, 4] = ts[shift : shift + m]
-        if apart == "start" and m > n:
-            a[:, 2] = ts[m - n : m]
+        # the rows of the longer one before the shorter one's first: at its start, its end
+        # or inside it
+        lead = {"start": short_by, "end": 0}.get(apart)
+        if lead is None:
+            lead = int(rng.integers(1, short_by))
+        b[:, 4] = ts[lead : lead + m] if m < n else ts[:m]
+        if n < m:
+            a[:, 2] = ts[lead : lead + n]
             a[:, 3] = a[:, 2] + rng.integers(0, 50, n)
-        for skip in (skip_a, skip_b):
-            at = skip.first if apart == "start" else skip.last
-            at[:] = np.where(rng.random(len(at)) < 0.85, ASSUME, ANOMALY)
+        if apart == "inside":  # the longer one's rows cheap to skip only where they lie
+            longest = skip_a if n > m else skip_b  # outside the other's, and a row or two more
+            cheap = rng.random(longer) < 0.85
+            row = np.arange(longer)
+            longest.first[:] = np.where(cheap & (row < lead + 2), ASSUME, ANOMALY)
+            longest.last[:] = np.where(cheap & (row >= lead + longer - short_by - 2), ASSUME,
+                                       ANOMALY)  # fmt: skip
+        else:
+            for skip in (skip_a, skip_b):
+                ends = {"start": [skip.first], "end": [skip.last]}.get(
+                    apart, [skip.first, skip.last]
+                )
+                for at in ends:
+                    at[:] = np.where(rng.random(len(at)) < 0.85, ASSUME, ANOMALY)
     window = int(rng.choice([20, 200, 5_000]))
     cleaned = int(rng.integers(0, m + 1)) if rng.random() < 0.5 else 0  # a cleaned prefix
+    if apart == "inside":  # (inside it every coordinator skip's floor is an assumption)
+        cleaned = 0
     return Steps(a, b, skip_a, skip_b, window, n, m, 0, 0, cleaned), rng
 
 
@@ -434,13 +454,14 @@ def test_the_banded_programme_equals_the_whole_table(seed):
         _same(_blocked(steps, int(rng.integers(0, 4)), rows), whole)
 
 
-@pytest.mark.parametrize("apart", ["end", "start"])
+@pytest.mark.parametrize("apart", ["end", "start", "inside", "around"])
 @pytest.mark.parametrize("seed", range(40))
 def test_a_band_that_ends_at_one_sequences_end_equals_the_whole_table(seed, apart):
     """One sequence going on past the other's end (copies taken at different moments), or
-    starting before the other's start (a compacted coordinator log, a partition's retention):
-    the band stays around one diagonal and what lies past its end or before its start is
-    skipped as a sum (crosslog.Alignment.end, .start), with anomalies there too; still the
+    starting before the other's start (a compacted coordinator log, a partition's retention),
+    or both (a compacted log copied earlier): the band stays around one diagonal and what lies
+    past its end or before its start is skipped as a sum (crosslog.Alignment.end, .start),
+    with anomalies there too; still the
     whole table's total, marks, matches and cheaper ends, whatever the band it starts from and
     the rows a block holds."""
     steps, rng = _random_arrays(seed, apart=apart)
@@ -458,6 +479,55 @@ def test_the_band_bound_by_the_skips_there_are_equals_the_whole_table(seed):
     whole = _whole_table(steps)
     for rows in (None, 1, 5):
         _same(_blocked(steps, int(rng.integers(0, 3)), rows), whole)
+
+
+def test_a_shifted_band_is_as_wide_as_the_skips_on_each_side_need():
+    """crosslog.Alignment._shift_width against the bound it rests on, stated directly: a path
+    through a cell above the band (k - i > dhi) makes dhi + 1 skips before an end (if dhi >=
+    0) and dhi - D + 1 after a start (if dhi >= D); below it (k - i < dlo), 1 - dlo before an
+    end (if dlo <= 0) and D - dlo + 1 after a start (if dlo <= D); the band holds every
+    cheapest alignment where on each side, unless no cell lies there, one of those counts
+    reaches the skips whose floors exceed the band's total, or the band reaches the table's
+    edge there. Its answer is None where the band does, else the least wider half-width that
+    would (on random lengths, places, half-widths and counts)."""
+    import numpy as np
+
+    from replay.crosslog import Alignment
+
+    class Floors:
+        def __init__(self, need):
+            self.need = need
+
+        def skips_above(self, total):
+            return self.need
+
+    def holds(n, m, lo, hi, h, before, after):
+        D, dlo, dhi = n - m, max(lo - h, -m), min(hi + h, n)
+
+        def reaches(count, applies, need):
+            return applies and need is not None and count >= need
+
+        above = dhi >= n or reaches(dhi + 1, dhi >= 0, before) or reaches(dhi - D + 1, dhi >= D, after)  # fmt: skip
+        below = dlo <= -m or reaches(1 - dlo, dlo <= 0, before) or reaches(D - dlo + 1, dlo <= D, after)  # fmt: skip
+        return above and below
+
+    rng = np.random.default_rng(7)
+    for _ in range(3_000):
+        n, m = (int(x) for x in rng.integers(1, 60, 2))
+        lo = int(rng.integers(-m, n + 1))
+        hi = min(n, lo + int(rng.integers(0, 4)))
+        h = int(rng.integers(0, 8))
+        before, after = (None if rng.random() < 0.15 else int(rng.integers(1, 80)) for _ in "ab")
+        a = Alignment.__new__(Alignment)
+        a.n, a.m, a.total = n, m, 5
+        a.dlo, a.dhi = max(lo - h, -m), min(hi + h, n)
+        got = a._shift_width((Floors(before), Floors(after)), (lo, hi), h)
+        if holds(n, m, lo, hi, h, before, after):
+            assert got is None
+            continue
+        # the least that holds (at the latest where the band holds the whole table)
+        wider = next(w for w in range(h + 1, n + m + 1) if holds(n, m, lo, hi, w, before, after))
+        assert got == wider, (n, m, lo, hi, h, before, after, got)
 
 
 def test_skip_floors_count_the_cheapest_skips_first():
@@ -938,6 +1008,30 @@ def test_a_history_starting_seconds_later_aligns_in_a_narrow_band(coordinator_la
         # the fault: a split outcome, or (each earlier entry one transaction on, the first
         # skipped before the coordinator's history) data no transaction lists
         got = _one_fault_in_a_narrow_band(ptx, ctx, side, coordinator, fault, 100)
+    assert got == _judged_whole(monkeypatch, ptx, ctx, side=side, coordinator=coordinator)
+
+
+@pytest.mark.parametrize("fault_at", [None, "start", "end"])
+def test_a_compacted_history_copied_earlier_aligns_in_a_narrow_band(fault_at, monkeypatch):
+    """The coordinator's history of a long-lived producer both starting 1,500 transactions
+    after the partition's (its `__transaction_state` compacted) and ending 1,500 before (copied
+    150 s earlier), inside the order window (nothing left out before or after the other log's
+    history): the band lies around the diagonal where the times place the shared history, what
+    lies before and after it skipped as sums (crosslog.Alignment: "shift"), so it spans the few
+    transactions within the clock tolerance of the coordinator's first and last, not the 3,000
+    the band holding both ends spans. With a split outcome just after the coordinator's start
+    or 6 s before its end (beyond what the clocks leave open), the judgement is the whole
+    table's."""
+    n, gap = 6_000, 1_500
+    ctx = [coord_txn(k, step=100, history_from_start=False) for k in range(gap, n - gap)]
+    # as the stream reads them from the coordinator's rows: its history of the producer whole
+    # from its first transaction on (Coordinator.known_from_ts)
+    coordinator = Coordinator(False, ctx[-1]["complete_timestamp"] + 50, 0,
+                              ctx[0]["start_timestamp"])  # fmt: skip
+    fault = {"start": gap + 20, "end": n - gap - 60}.get(fault_at)
+    ptx = [part_txn(k, "ABORT" if k == fault else "COMMIT", step=100) for k in range(n)]
+    side = Side(True, ptx[-1]["marker_timestamp"] + 50)
+    got = _one_fault_in_a_narrow_band(ptx, ctx, side, coordinator, fault, 100)
     assert got == _judged_whole(monkeypatch, ptx, ctx, side=side, coordinator=coordinator)
 
 
