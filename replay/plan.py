@@ -570,7 +570,13 @@ class Audit:
         by = [CLUSTER, "topic", "partition"]
         ends = partitions.select(*by, "copy_end_timestamp")
         t = pt.filter(~F.col("topic").isin(*INTERNAL_TOPICS) & (F.col("record_count") > 0))
-        exposed = t.filter(F.col("outcome").isin(*NOT_COMMITTED)).select(*by).distinct()
+        # the partitions holding an aborted or open transaction with data (few; none in a
+        # healthy dump), broadcast: each side is kept by a lookup, not shuffled and sorted to
+        # be joined, and where there are none adaptive execution drops both sides before any
+        # stage reads them
+        exposed = F.broadcast(
+            t.filter(F.col("outcome").isin(*NOT_COMMITTED)).select(*by).distinct()
+        )
         long = "long"
         txns = (
             t.join(exposed, by, "left_semi")
