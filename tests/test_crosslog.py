@@ -460,10 +460,10 @@ def test_a_band_that_ends_at_one_sequences_end_equals_the_whole_table(seed, apar
     """One sequence going on past the other's end (copies taken at different moments), or
     starting before the other's start (a compacted coordinator log, a partition's retention),
     or both (a compacted log copied earlier): the band stays around one diagonal and what lies
-    past its end or before its start is skipped as a sum (crosslog.Alignment.end, .start),
-    with anomalies there too; still the
-    whole table's total, marks, matches and cheaper ends, whatever the band it starts from and
-    the rows a block holds."""
+    past its end or before its start is skipped as a sum (crosslog.Alignment.end, .start, the
+    shared history's band), with anomalies there too, or falls back to a wider one where
+    shifted alignments tie ("around"); still the whole table's total, marks, matches and
+    cheaper ends, whatever the band it starts from and the rows a block holds."""
     steps, rng = _random_arrays(seed, apart=apart)
     whole = _whole_table(steps)
     for rows in (None, 1, 4):
