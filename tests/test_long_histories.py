@@ -170,15 +170,15 @@ def test_the_judgements_memory_does_not_grow_with_the_history():
 
 
 def test_a_compacted_coordinator_log_copied_early_aligns_in_a_narrow_band(tmp_path):
-    """The simulator's Streams thread (TV1, 5,000 transactions 100 ms apart over 4 partitions
+    """The simulator's Streams thread (TV1, 2,000 transactions 100 ms apart over 4 partitions
     and its offsets) as a production dump holds it: its `__transaction_state` partition
     compacted and copied before the partitions (benchmarks/copies_apart.py: only the bytes
     from 30% to 70% of its log, the broker's cleaner-offset-checkpoint at the first offset
-    kept), so the coordinator's history lies 1,500 transactions inside the partitions' at
+    kept), so the coordinator's history lies ~600 transactions inside the partitions' at
     each end (within the order window: aligned, not left out). Audited in one process
     (replay.local): no finding of warning or above, every partition transaction judged
     against the coordinator or counted as without its history, and no alignment's band wider
-    than 100 cells (the band holding both ends spans ~3,000)."""
+    than 100 cells (the band holding both ends spans ~1,200)."""
     import os
     import sys
 
@@ -190,7 +190,7 @@ def test_a_compacted_coordinator_log_copied_early_aligns_in_a_narrow_band(tmp_pa
     import copies_apart
 
     whole, dump = str(tmp_path / "whole"), str(tmp_path / "dump")
-    synth("long_lived_producer", whole, seed=1)
+    synth("long_lived_producer", whole, seed=1, scale=0.1)
     partition = copies_apart.largest_partition(whole, "__transaction_state")
     copies_apart.compacted_and_copied_early(whole, dump, partition, 0.3, 0.7)
     widths = []
