@@ -24,7 +24,8 @@ import os
 import shutil
 import subprocess
 
-from decoders.constants import LOG_OVERHEAD, SIZE_OFFSET
+from decoders.constants import LOG_OVERHEAD
+from decoders.framing import entry_offset, iter_entries
 
 LEFT_OUT = (".index", ".timeindex", ".snapshot")
 
@@ -47,21 +48,13 @@ def largest_partition(dump: str, topic: str) -> str:
 
 def batch_end_after(data: bytes, at: int) -> int:
     """The end of the first log entry (a batch: its offset, then its size) ending past ``at``."""
-    pos = 0
-    while pos + LOG_OVERHEAD <= len(data):
-        end = pos + LOG_OVERHEAD + int.from_bytes(data[pos + SIZE_OFFSET : pos + LOG_OVERHEAD], "big")  # fmt: skip
-        if end > at:
-            return min(end, len(data))
-        pos = end
-    return len(data)
+    ends = (pos + length for pos, _, length in iter_entries(data))
+    return min(next((end for end in ends if end > at), len(data)), len(data))
 
 
 def batch_start_from(data: bytes, at: int) -> int:
     """The start of the first log entry starting at or after ``at``."""
-    pos = 0
-    while pos + LOG_OVERHEAD <= len(data) and pos < at:
-        pos += LOG_OVERHEAD + int.from_bytes(data[pos + SIZE_OFFSET : pos + LOG_OVERHEAD], "big")  # fmt: skip
-    return min(pos, len(data))
+    return next((pos for pos, _, _ in iter_entries(data) if pos >= at), len(data))
 
 
 def copied_early(source: str, target: str, partition: str, fraction: float) -> str:
@@ -80,7 +73,7 @@ def compacted_and_copied_early(source: str, target: str, partition: str, start: 
     part = os.path.join(target, os.path.relpath(partition, source))
     logs = sorted(f for f in os.listdir(part) if f.endswith(".log"))
     with open(os.path.join(part, logs[0]), "rb") as f:
-        first_offset = int.from_bytes(f.read(8), "big")
+        first_offset = entry_offset(f.read(LOG_OVERHEAD), 0)
     topic, number = os.path.basename(part).rsplit("-", 1)
     checkpoint = os.path.join(os.path.dirname(part), "cleaner-offset-checkpoint")
     lines = []
