@@ -273,7 +273,8 @@ def write_tables(spark, tables, scratch, out, key: str, spread: int) -> dict:
         return 1 if name in SINGLE_FILE else spread
 
     def write(name: str) -> dict:
-        entry = write_table(tables[name], out, name, files_of(name), None, key, "audit:writing")
+        entry = write_table(tables[name], out, name, files_of(name), None, key, "audit:writing",
+                            tables.single)  # fmt: skip
         seams.reached("audit:staged-table")
         return entry
 
@@ -283,7 +284,7 @@ def write_tables(spark, tables, scratch, out, key: str, spread: int) -> dict:
         copies = {n: how for n, how in tables.copies.items() if (how.lookup is not None) == joined}
         lookups = {
             name: write_table(tables.lookups[name](), scratch.area, f"lookup/{name}", 1, None,
-                              key, "audit:writing")
+                              key, "audit:writing", tables.single)
             for name in sorted({how.lookup for how in copies.values() if how.lookup})
         }  # fmt: skip
         wanted = {n: (how, files_of(n)) for n, how in copies.items()}

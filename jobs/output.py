@@ -245,7 +245,8 @@ def described(spark, text: str):
 
 
 def write_table(
-    df, out: OutputDir, table: str, files: int, partition_by: str | None, key: str, kill: str
+    df, out: OutputDir, table: str, files: int, partition_by: str | None, key: str, kill: str,
+    single: bool = False,
 ) -> dict:
     """Write ``df`` as Parquet under ``out/table`` with the same bytes on every run; the table's
     entry for the commit record (Spark schema, partition column, files with row counts).
@@ -258,14 +259,17 @@ def write_table(
     the files of successful attempts come back to the driver.
     ``files`` > 0 first puts rows in a fixed order: hash-partitioned on every column into that
     many files, sorted within each; 0 keeps the input's partitions and order (a decode reads
-    fixed byte ranges in order, so its order is already stable).
+    fixed byte ranges in order, so its order is already stable). ``single``: ``df`` is one
+    partition already (a small dump's plan: replay.plan.Audit.single), which one file keeps
+    without a shuffle.
     """
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import MapType
 
     orderable = [f.name for f in df.schema.fields if not isinstance(f.dataType, MapType)]
     if files > 0 and orderable:
-        df = df.repartition(files, *orderable).sortWithinPartitions(*orderable)
+        spread = df.coalesce(1) if single and files == 1 else df.repartition(files, *orderable)
+        df = spread.sortWithinPartitions(*orderable)
     schema = to_arrow_schema(df.schema, timezone="UTC")
     base, folder = out.uri, table
 

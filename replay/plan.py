@@ -84,6 +84,10 @@ from replay.tables import CLUSTER
 # dump bytes per task of the audit's grouped stages: their number follows from the dump's
 # size (at most spark.sql.shuffle.partitions), never from a session's default of 200 tasks
 BYTES_PER_TASK = 128 << 20
+# a dump up to this size runs each stage after the scan as one task: its rows are few, and
+# every shuffle is a Spark job of its own (AQE plans each map stage apart), whose scheduling
+# costs more than the rows
+SINGLE_BYTES = 16 << 20
 
 
 class ScanOutput(Protocol):
@@ -221,6 +225,21 @@ class Audit:
     def __init__(self, spark: SparkSession, config: AuditConfig, scan: ScanOutput) -> None:
         self.spark, self.config, self.scan = spark, config, scan
         self.tasks = stage_tasks(spark, scan.dump_bytes)
+        self.single = scan.dump_bytes <= SINGLE_BYTES
+
+    def _by(self, df: DataFrame, *keys) -> DataFrame:
+        """``df`` spread by ``keys`` for a grouped stage; a small dump's (:attr:`single`) in
+        one partition, which every grouping and join reads without a shuffle."""
+        return df.coalesce(1) if self.single else df.repartition(self.tasks, *keys)
+
+    def _one(self, df: DataFrame) -> DataFrame:
+        """``df`` as the stages after the scan read it: one partition in a small dump's."""
+        return df.coalesce(1) if self.single else df
+
+    def _later(self, name: str, build: Callable[[], DataFrame], **how) -> Callable[[], DataFrame]:
+        """The scan's :meth:`ScanOutput.later`, read back as :meth:`_one` reads the scan's."""
+        wait = self.scan.later(name, build, **how)
+        return lambda: self._one(wait())
 
     def decoded(self, table: str, topics: list[str] | None = None) -> DataFrame:
         """A decoded table (of ``topics`` only, if given) with the cluster of its broker
@@ -229,7 +248,7 @@ class Audit:
         df = self.scan.table(table, topics)
         cluster = F.coalesce(F.col(CLUSTER), F.lit("")).alias(CLUSTER)
         others = [c for c in df.columns if c not in ("broker", CLUSTER)]
-        return df.select("broker", *others, cluster)
+        return self._one(df.select("broker", *others, cluster))
 
     def replayed(self, table: str, kind: str, kept: tuple[tuple[str, ...], bool] | None
                  ) -> DataFrame:  # fmt: skip
@@ -244,7 +263,7 @@ class Audit:
                 REPLICA_BROKER,
             )  # fmt: skip
             rows = rows.filter(~key.isin(*listed) if excluded else key.isin(*listed))
-        return rows.select(CLUSTER, *REPLAY_KINDS[table][kind].names)
+        return self._one(rows.select(CLUSTER, *REPLAY_KINDS[table][kind].names))
 
     # -- the plan ---------------------------------------------------------------------------------
     def run(self) -> Tables:
@@ -264,11 +283,11 @@ class Audit:
         coord_txns = coord("coord_txn")
         timeline = groups("timeline")
         # one task per producer id: a long-lived producer's judgement is the audit's longest chain
-        cross = self.scan.later(
+        cross = self._later(
             "cross", lambda: self._cross_log(transactions, coord_txns, partitions), first=True
         )
         routed, routing = self._routed(timeline, partitions)
-        leaks = self.scan.later("leaks", lambda: self._leakage(transactions, routed, partitions))
+        leaks = self._later("leaks", lambda: self._leakage(transactions, routed, partitions))
 
         def findings() -> DataFrame:
             replayed, carried = part("finding"), None
@@ -286,10 +305,10 @@ class Audit:
                 checks.propagation(leaks(), transactions, coord_txns),
                 *self._across_replicas(carried),
             ]
-            every = reduce(DataFrame.unionByName, found)
+            every = self._one(reduce(DataFrame.unionByName, found))
             return checks.remediations(every, target_of(self.config.remediation))
 
-        all_counts = self.scan.later(
+        all_counts = self._later(
             "counts",
             lambda: self._counts(
                 part("count"), cross(), routing, self._leakage_counts(transactions, routed)
@@ -325,6 +344,7 @@ class Audit:
             },
             _copies(kept),
             {"txn_ids": lambda: _txn_ids(coord_txns)},
+            self.single,
         )
 
     def _across_replicas(self, carried: DataFrame | None) -> list[DataFrame]:
@@ -378,7 +398,7 @@ class Audit:
         )
         # one aggregation of both (a kept plan's shuffles are sized here)
         per = (
-            exposed.unionByName(committed).repartition(self.tasks, *keys).groupBy(*keys)
+            self._by(exposed.unionByName(committed), *keys).groupBy(*keys)
             .agg(F.sum("_txn").alias("count"), F.max("_commit").alias("_seen"))
             .filter(F.col("count") > 0)
         )  # fmt: skip
@@ -401,7 +421,7 @@ class Audit:
             found.append(self._driver_rows(driver, T.CHECK_COUNTS))
         keys = (CLUSTER, "topic", "partition", "check")
         # a kept plan's shuffles are sized here (see _cross_log)
-        every = reduce(DataFrame.unionByName, found).repartition(self.tasks, *keys)
+        every = self._by(reduce(DataFrame.unionByName, found), *keys)
         return every.groupBy(*keys).agg(F.sum("count").alias("count"))
 
     def _routed(
@@ -423,7 +443,7 @@ class Audit:
             "_name", F.split("topic", LABEL_MARK).getItem(0)
         )
         at = [CLUSTER, "_name", "partition"]
-        many = p.repartition(self.tasks, *at).groupBy(*at).count().filter("count > 1").drop("count")
+        many = self._by(p, *at).groupBy(*at).count().filter("count > 1").drop("count")
         windows = p.join(many, at).select(
             CLUSTER, F.col("_name").alias("topic"), "partition", F.col("topic").alias("_label"),
             (F.col("first_timestamp") - tol).alias("_lo"), (F.col("copy_end_timestamp") + tol).alias("_hi"),
@@ -432,10 +452,11 @@ class Audit:
         ts = F.col("effective_timestamp")
         fit = (F.col("_lo").isNull() | (ts >= F.col("_lo"))) & (F.col("_hi").isNull() | (ts <= F.col("_hi")))  # fmt: skip
         fit = F.when(ts.isNull(), F.col("_lo").isNull() & F.col("_hi").isNull()).otherwise(fit)
-        named = (
-            timeline.withColumn("_id", F.monotonically_increasing_id())
-            .join(F.broadcast(windows), keys)
-            .repartition(self.tasks, "_id")  # a kept plan's shuffles are sized here
+        named = self._by(  # a kept plan's shuffles are sized here
+            timeline.withColumn("_id", F.monotonically_increasing_id()).join(
+                F.broadcast(windows), keys
+            ),
+            "_id",
         )
         fits = named.filter(fit).withColumn("_fits", F.count("*").over(Window.partitionBy("_id")))
         one = fits.filter(F.col("_fits") == 1)
@@ -443,9 +464,9 @@ class Audit:
             one.withColumn("topic", F.col("_label")).select(*timeline.columns)
         )
         ids = named.select(*keys, "_id").distinct()
-        per = ids.join(one.select("_id"), "_id", "left_semi").repartition(self.tasks, *keys)
+        per = self._by(ids.join(one.select("_id"), "_id", "left_semi"), *keys)
         judged = per.groupBy(*keys).count().withColumn("check", F.lit(C.COMMITS_ROUTED))
-        every = ids.repartition(self.tasks, *keys).groupBy(*keys).count()
+        every = self._by(ids, *keys).groupBy(*keys).count()
         left = (
             every.join(judged.select(*keys, F.col("count").alias("_one")), keys, "left")
             .select(*keys, (F.col("count") - F.coalesce("_one", F.lit(0))).alias("count"))
@@ -471,7 +492,7 @@ class Audit:
             F.coalesce("unit", "check").alias("unit"), "count",
         )  # fmt: skip
         keys = [CLUSTER, "family", "topic", "partition", "judged", "reason", "unit"]
-        rows = rows.repartition(self.tasks, *keys[:4]).groupBy(*keys)
+        rows = self._by(rows, *keys[:4]).groupBy(*keys)
         rows = rows.agg(F.sum("count").cast("long").alias("count"))
         rows = rows.filter(F.col("count") > 0)  # a zero count says nothing
         sizes = [(*k, n) for k, n in sorted(partition_bytes(self.scan.replicas).items())]
@@ -513,7 +534,7 @@ class Audit:
         keyed, order = crosslog_keyed(self.spark, stream, self.scan.replicas, coded=True)
         _c, k1 = SORT_KEYS
         return (
-            keyed.repartition(self.tasks, _c, CLUSTER, "producer_id")
+            self._by(keyed, _c, CLUSTER, "producer_id")
             .sortWithinPartitions(*order)
             .drop("_p1", "_p2", k1)
             .mapInArrow(judge, struct_type(schema))
@@ -536,7 +557,7 @@ class Audit:
         # execution does not change a cached plan's partitioning
         side_cols = ("complete_from", "copy_end_timestamp")
         sides = (
-            touched.repartition(self.tasks, CLUSTER, "producer_id")
+            self._by(touched, CLUSTER, "producer_id")
             .distinct()
             .join(
                 F.broadcast(partitions.select(CLUSTER, "topic", "partition", *side_cols)),
@@ -603,7 +624,7 @@ class Audit:
         stream = txns.unionByName(commits, allowMissingColumns=False)
         keyed = _with_sort_keys(self.spark, stream, self.scan.replicas, F.col(LEAK_OFFSET))
         return (
-            keyed.repartition(self.tasks, *by)
+            self._by(keyed, *by)
             .sortWithinPartitions(*SORT_KEYS, *by, LEAK_OFFSET, LEAK_KIND)
             .drop(*SORT_KEYS)
             .mapInArrow(judge, struct_type(schema))
@@ -792,8 +813,11 @@ class Tables(Mapping):
         builders: dict[str, Callable[[], DataFrame]],
         copies: Mapping[str, Copied] | None = None,
         lookups: Mapping[str, Callable[[], DataFrame]] | None = None,
+        single: bool = False,
     ) -> None:
         self._builders = dict(builders)
+        # a small dump's plan (Audit.single): each table's rows in one partition already
+        self.single = single
         # the tables whose rows a caller may copy from the scratch area instead of running
         # their query (their DataFrame still gives their schema)
         self.copies = dict(copies or {})
