@@ -29,6 +29,15 @@ class AuditOutput:
         self._frames: dict = {}
 
     @property
+    def single(self) -> bool:
+        """Whether the run's dump was small enough for its plan's stages to run as one task
+        each (replay.plan.SINGLE_BYTES): the report's queries then read each table as one
+        partition, which their groupings and joins read without a shuffle."""
+        from replay.plan import SINGLE_BYTES
+
+        return self.summary.get("bytes", SINGLE_BYTES + 1) <= SINGLE_BYTES
+
+    @property
     def uri(self) -> str:
         return self.out.uri
 
@@ -38,7 +47,10 @@ class AuditOutput:
         if name not in self._frames:
             entry = (self.summary.get("tables") or {}).get(name)
             ok = entry and entry.get("files")
-            self._frames[name] = read_table(self.spark, self.out, name, entry) if ok else None
+            df = read_table(self.spark, self.out, name, entry) if ok else None
+            if df is not None and self.single:
+                df = df.coalesce(1)
+            self._frames[name] = df
         df = self._frames[name]
         if df is None or columns is None:
             return df
