@@ -244,10 +244,8 @@ def described(spark, text: str):
         sc.setJobDescription(None)
 
 
-def write_table(
-    df, out: OutputDir, table: str, files: int, partition_by: str | None, key: str, kill: str,
-    single: bool = False,
-) -> dict:
+def write_table(df, out: OutputDir, table: str, files: int, partition_by: str | None, key: str,
+                kill: str, single: bool = False) -> dict:  # fmt: skip
     """Write ``df`` as Parquet under ``out/table`` with the same bytes on every run; the table's
     entry for the commit record (Spark schema, partition column, files with row counts).
 

@@ -263,7 +263,6 @@ def test_the_job_s_stages_start_from_the_scratch_area_not_the_whole_lineage(
     assert not (tmp_path / "out" / "_scratch" / "0123abcd").exists()  # removed after
 
 
-
 def test_a_small_dump_s_stages_after_the_scan_shuffle_nothing(spark, sim_all, tmp_path,
                                                               monkeypatch):  # fmt: skip
     """A dump up to replay.plan.SINGLE_BYTES runs every stage after the scan as one task: each

@@ -69,12 +69,12 @@ def _beside(spark, df, columns: list[str], cards: list[dict], cond):
 
     have = [c for c in columns if c in df.columns]
     keys = F.broadcast(_keys(spark, cards)).alias("k")
+    # one expression list (a call into the driver's JVM), not a column expression per column
     return (
         df.alias("t")
         .join(keys, cond)
-        .select(
-            *[F.col(f"t.{c}").alias(c) for c in have],
-            *[F.col(f"k.{c}").alias(f"_{c}") for c in KEY_TYPES],
+        .selectExpr(
+            *[f"t.`{c}` AS `{c}`" for c in have], *[f"k.`{c}` AS `_{c}`" for c in KEY_TYPES]
         )
     )
 
