@@ -84,10 +84,16 @@ from replay.tables import CLUSTER
 # dump bytes per task of the audit's grouped stages: their number follows from the dump's
 # size (at most spark.sql.shuffle.partitions), never from a session's default of 200 tasks
 BYTES_PER_TASK = 128 << 20
-# a dump up to this size runs each stage after the scan as one task: its rows are few, and
-# every shuffle is a Spark job of its own (AQE plans each map stage apart), whose scheduling
-# costs more than the rows
-SINGLE_BYTES = 16 << 20
+# a run whose scan decoded at most this many batches runs each stage after the scan as one
+# task: the rows those stages read (transactions, partitions, commits, counts) are at most a
+# few per batch, and every shuffle is a Spark job of its own (adaptive execution submits each
+# map stage apart) whose scheduling costs more than so few rows
+SINGLE_ROWS = 50_000
+
+
+def one_task(rows: int) -> bool:
+    """Whether stages over ``rows`` rows (or batches decoded) run as one task (SINGLE_ROWS)."""
+    return rows <= SINGLE_ROWS
 
 
 class ScanOutput(Protocol):
@@ -225,7 +231,7 @@ class Audit:
     def __init__(self, spark: SparkSession, config: AuditConfig, scan: ScanOutput) -> None:
         self.spark, self.config, self.scan = spark, config, scan
         self.tasks = stage_tasks(spark, scan.dump_bytes)
-        self.single = scan.dump_bytes <= SINGLE_BYTES
+        self.single = one_task(sum(r.crc_valid_batches for r in scan.replicas))
 
     def _by(self, df: DataFrame, *keys) -> DataFrame:
         """``df`` spread by ``keys`` for a grouped stage; a small dump's (:attr:`single`) in

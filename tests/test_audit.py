@@ -265,10 +265,10 @@ def test_the_job_s_stages_start_from_the_scratch_area_not_the_whole_lineage(
 
 def test_a_small_dump_s_stages_after_the_scan_shuffle_nothing(spark, sim_all, tmp_path,
                                                               monkeypatch):  # fmt: skip
-    """A dump up to replay.plan.SINGLE_BYTES runs every stage after the scan as one task: each
-    shuffle is a Spark job of its own, whose scheduling costs a small dump more than its rows.
-    Every Spark job of the plan is then one stage, and every table is the same as the plan
-    spread over tasks gives it (the same dump with the threshold at 0)."""
+    """A run whose scan decoded at most replay.plan.SINGLE_ROWS batches runs every stage after
+    the scan as one task: each shuffle is a Spark job of its own, whose scheduling costs a small
+    dump more than its rows. Every Spark job of the plan is then one stage, and every table is
+    the same as the plan spread over tasks gives it (the same dump with no run small enough)."""
     import decoders
     import replay.plan as plan
     from jobs.output import OutputDir
@@ -283,19 +283,19 @@ def test_a_small_dump_s_stages_after_the_scan_shuffle_nothing(spark, sim_all, tm
     spec = replay_spec([dump], config)
     tracker = spark.sparkContext.statusTracker()
 
-    def audited(single_bytes: int, key: str) -> tuple[dict, list[int]]:
-        monkeypatch.setattr(plan, "SINGLE_BYTES", single_bytes)
+    def audited(single_rows: int, key: str) -> tuple[dict, list[int]]:
+        monkeypatch.setattr(plan, "SINGLE_ROWS", single_rows)
         out = OutputDir(str(tmp_path / key))
         with decoded_once(spark, files, default("decode"), out, key, None, spec) as sc:
             before = set(tracker.getJobIdsForGroup())
             tables = plan.Audit(spark, config, sc).run()
-            assert tables.single == (single_bytes > 0)
+            assert tables.single == (single_rows >= 0)
             got = {name: tables[name].toArrow() for name in sorted(tables)}
             jobs = sorted(set(tracker.getJobIdsForGroup()) - before)
         return got, [len(tracker.getJobInfo(j).stageIds) for j in jobs]
 
-    one, one_stages = audited(plan.SINGLE_BYTES, "0000aaaa")
-    spread, spread_stages = audited(0, "0000bbbb")
+    one, one_stages = audited(plan.SINGLE_ROWS, "0000aaaa")
+    spread, spread_stages = audited(-1, "0000bbbb")
     assert one_stages and max(one_stages) == 1, one_stages
     assert max(spread_stages) > 1, spread_stages  # the same plan spread: shuffles
     assert sum(one_stages) < sum(spread_stages)

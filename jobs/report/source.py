@@ -30,12 +30,13 @@ class AuditOutput:
 
     @property
     def single(self) -> bool:
-        """Whether the run's dump was small enough for its plan's stages to run as one task
-        each (replay.plan.SINGLE_BYTES): the report's queries then read each table as one
-        partition, which their groupings and joins read without a shuffle."""
-        from replay.plan import SINGLE_BYTES
+        """Whether the run's tables are few enough rows in all for a query to read each as one
+        partition (replay.plan.one_task), which their groupings and joins read without a
+        shuffle."""
+        from replay.plan import one_task
 
-        return self.summary.get("bytes", SINGLE_BYTES + 1) <= SINGLE_BYTES
+        rows = self.summary.get("rows")
+        return isinstance(rows, dict) and one_task(sum(rows.values()))
 
     @property
     def uri(self) -> str:
