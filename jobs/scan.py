@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
@@ -373,6 +374,18 @@ class Scratch:
         self.dump_bytes = dump_bytes
         self.background = None
         self.pending: list = []
+        # each table (and each kind of a replay table's rows) as one DataFrame, made when first
+        # asked for: the plan reads them many times, from several threads, and each reading
+        # made anew was a file listing and a few hundred calls into the driver's JVM (a
+        # column reference each), a share of a small dump's audit
+        self.opened: dict[tuple, object] = {}
+        self.opening = threading.RLock()  # rows() opens its table inside
+
+    def _kept(self, key: tuple, make):
+        with self.opening:
+            if key not in self.opened:
+                self.opened[key] = make()
+            return self.opened[key]
 
     def table(self, name: str, topics: list[str] | None = None):
         """A table of the scan, read back as a DataFrame (of ``topics`` only, if given: the
@@ -380,11 +393,16 @@ class Scratch:
         from pyspark.sql import functions as F
 
         from jobs.output import read_table
+        from replay.sql import names
 
-        df = read_table(self.spark, self.area, name, self.entries[name])
-        if topics is not None:
-            df = df.filter(F.col("topic").isin(*topics))
-        return df.select(*self.opts.schemas[name][0].fieldNames())  # partition column in place
+        def read():
+            df = read_table(self.spark, self.area, name, self.entries[name])
+            if topics is not None:
+                df = df.filter(F.col("topic").isin(*topics))
+            # the partition column in its place, the columns named in one expression list
+            return df.selectExpr(*names(self.opts.schemas[name][0].fieldNames()))
+
+        return self._kept(("table", name, None if topics is None else tuple(topics)), read)
 
     def rows(self, table: str, kind: str):
         """A replay table's rows of one kind (the scan wrote each kind's as row groups of
@@ -392,9 +410,13 @@ class Scratch:
         from pyspark.sql import functions as F
 
         from replay.replicas import kind_columns
+        from replay.sql import names
 
-        df = self.table(table).filter(F.col("out") == kind)
-        return df.select(*kind_columns(table, kind))
+        def read():
+            df = self.table(table).filter(F.col("out") == kind)
+            return df.selectExpr(*names(kind_columns(table, kind)))
+
+        return self._kept(("rows", table, kind), read)
 
     def later(self, name: str, build, first: bool = False, findings: bool = True):
         """``build()`` written under ``stash/<name>/`` on a background thread and read back;

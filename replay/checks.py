@@ -7,7 +7,7 @@ same rules to rows).
 from __future__ import annotations
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType
 
@@ -16,6 +16,7 @@ from replay import tables as T
 from replay.findings import INTEGRITY_KINDS, integrity_severity, severity_of
 from replay.grouped import INTERNAL_TOPICS
 from replay.rules import CLEANED_IDENTITY, DIVERGENCE, INTEGRITY, PROPAGATION, RowRule
+from replay.sql import name, names, quoted
 from replay.tables import CLUSTER
 
 
@@ -23,34 +24,35 @@ def findings_frame(df: DataFrame, rule: RowRule) -> DataFrame:
     """The findings rows of a Spark-side check, one per row of ``df``: the one place their
     columns are laid out (the findings schema, replay.tables), the severity from the vocabulary."""
     if rule.kind is not None:
-        kind, severity = F.lit(rule.kind), F.lit(severity_of(rule.kind))
+        kind, severity = quoted(rule.kind), quoted(severity_of(rule.kind))
     else:  # the row's own kind: a decoding problem
-        kind, severity = F.col("kind"), F.lit(integrity_severity("corrupt_bytes"))
-        for k in INTEGRITY_KINDS:
-            severity = F.when(F.col("kind") == k, integrity_severity(k)).otherwise(severity)
+        whens = " ".join(f"WHEN kind = {quoted(k)} THEN {quoted(integrity_severity(k))}"
+                         for k in INTEGRITY_KINDS)  # fmt: skip
+        kind = "kind"
+        severity = f"CASE {whens} ELSE {quoted(integrity_severity('corrupt_bytes'))} END"
     types = {f.name: f.dataType for f in df.schema.fields}  # analysed once
     args = [_text(types, a) for a in rule.args]
     cols = {
         "kind": kind,
         "severity": severity,
-        "message": F.format_string(rule.template, *args),
-        "evidence": F.to_json(F.struct(*rule.evidence)),
+        "message": f"format_string({', '.join([quoted(rule.template), *args])})",
+        "evidence": f"to_json(struct({', '.join(names(rule.evidence))}))",
     }
-    have = set(types)
-    out = [F.col(CLUSTER)]
+    # one list of SQL expressions (replay.sql: a column expression each was ~10 calls into
+    # the driver's JVM, for every check's ~25 columns)
+    out = [name(CLUSTER)]
     for f in T.FINDINGS:
         if f.name in cols:
-            out.append(cols[f.name].alias(f.name))
-        elif f.name in have:
-            out.append(F.col(f.name).cast(spark_type(f.type)).alias(f.name))
+            out.append(f"{cols[f.name]} AS {name(f.name)}")
         else:
-            out.append(F.lit(None).cast(spark_type(f.type)).alias(f.name))
-    return df.select(*out)
+            value = name(f.name) if f.name in types else "NULL"
+            out.append(f"CAST({value} AS {spark_type(f.type).simpleString()}) AS {name(f.name)}")
+    return df.selectExpr(*out)
 
 
-def _text(types: dict, name: str) -> Column | str:
+def _text(types: dict, column: str) -> str:
     """A message argument: a list joined with ", " (as RowRule.message joins it)."""
-    return F.array_join(name, ", ") if isinstance(types[name], ArrayType) else name
+    return f"array_join({name(column)}, ', ')" if isinstance(types[column], ArrayType) else name(column)  # fmt: skip
 
 
 def integrity(errors: DataFrame) -> DataFrame:

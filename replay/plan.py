@@ -26,7 +26,7 @@ from functools import reduce
 from typing import Protocol
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
@@ -40,7 +40,7 @@ from pyspark.sql.window import Window
 from decoders.brokers import LABEL_MARK
 from decoders.constants import TRANSACTION_STATE_TOPIC
 from decoders.spark import _struct, spark_type
-from replay import checks
+from replay import checks, sql
 from replay import tables as T
 from replay.crosslog import RAW_OUTCOMES
 from replay.crosslog_stream import (
@@ -146,15 +146,16 @@ def local_frame(spark: SparkSession, rows: list[tuple], schema: pa.Schema) -> Da
 def _split(df: DataFrame, out: str, schema: pa.Schema) -> DataFrame:
     """One output table of a replay's rows (``out`` names each row's table), with the cluster
     they belong to."""
-    return df.filter(F.col("out") == out).select(CLUSTER, *[f.name for f in schema])
+    return df.filter(F.col("out") == out).selectExpr(*sql.names([CLUSTER, *schema.names]))
 
 
 def _timestamps(df: DataFrame) -> DataFrame:
-    cols = [
-        F.timestamp_millis(F.col(c)).alias(c) if c in T.TIMESTAMP_COLUMNS else F.col(c)
-        for c in df.columns
-    ]
-    return df.select(*cols)
+    """``df`` with its epoch-millisecond columns as timestamps, in one list of SQL expressions
+    (a column expression each was ~10 calls into the driver's JVM)."""
+    return df.selectExpr(
+        *[f"timestamp_millis(`{c}`) AS `{c}`" if c in T.TIMESTAMP_COLUMNS else f"`{c}`"
+          for c in df.columns]
+    )  # fmt: skip
 
 
 def stage_tasks(spark: SparkSession, dump_bytes: int) -> int:
@@ -232,6 +233,8 @@ class Audit:
         self.spark, self.config, self.scan = spark, config, scan
         self.tasks = stage_tasks(spark, scan.dump_bytes)
         self.single = one_task(sum(r.crc_valid_batches for r in scan.replicas))
+        self._frames: dict[tuple, DataFrame] = {}  # _made
+        self._making = threading.RLock()
 
     def _by(self, df: DataFrame, *keys) -> DataFrame:
         """``df`` spread by ``keys`` for a grouped stage; a small dump's (:attr:`single`) in
@@ -251,25 +254,43 @@ class Audit:
         """A decoded table (of ``topics`` only, if given) with the cluster of its broker
         directory ("" for none), broker first and cluster last (the column order the written
         tables keep)."""
-        df = self.scan.table(table, topics)
-        cluster = F.coalesce(F.col(CLUSTER), F.lit("")).alias(CLUSTER)
-        others = [c for c in df.columns if c not in ("broker", CLUSTER)]
-        return self._one(df.select("broker", *others, cluster))
+
+        def make() -> DataFrame:
+            df = self.scan.table(table, topics)
+            others = sql.names(c for c in df.columns if c not in ("broker", CLUSTER))
+            return self._one(df.selectExpr("broker", *others, f"coalesce({CLUSTER}, '') AS {CLUSTER}"))  # fmt: skip
+
+        return self._made(("decoded", table, None if topics is None else tuple(topics)), make)
 
     def replayed(self, table: str, kind: str, kept: tuple[tuple[str, ...], bool] | None
                  ) -> DataFrame:  # fmt: skip
         """The rows of ``kind`` the scan's tasks replayed into ``table`` (:data:`REPLAY_KINDS`),
         of the chosen replicas only (``kept``, :func:`replica_filter`): filtered by a literal
         list, where a join would add a broadcast job to every stage that reads them."""
-        rows = self.scan.rows(table, kind)
-        if kept is not None:
-            listed, excluded = kept
-            key = F.concat_ws(
-                "\0", CLUSTER, "replica_topic", F.col("replica_partition").cast("string"),
-                REPLICA_BROKER,
-            )  # fmt: skip
-            rows = rows.filter(~key.isin(*listed) if excluded else key.isin(*listed))
-        return self._one(rows.select(CLUSTER, *REPLAY_KINDS[table][kind].names))
+
+        def make() -> DataFrame:
+            rows = self.scan.rows(table, kind)
+            if kept is not None:
+                listed, excluded = kept
+                key = F.concat_ws(
+                    "\0", CLUSTER, "replica_topic", F.col("replica_partition").cast("string"),
+                    REPLICA_BROKER,
+                )  # fmt: skip
+                rows = rows.filter(~key.isin(*listed) if excluded else key.isin(*listed))
+            return self._one(
+                rows.selectExpr(*sql.names([CLUSTER, *REPLAY_KINDS[table][kind].names]))
+            )
+
+        return self._made(("replayed", table, kind, kept), make)
+
+    def _made(self, key: tuple, make: Callable[[], DataFrame]) -> DataFrame:
+        """The DataFrame of ``key``, made by ``make`` when first asked for and kept: the plan
+        (and its threads) reads each table of the scan many times, and each made anew was a
+        few hundred calls into the driver's JVM (a column reference each)."""
+        with self._making:
+            if key not in self._frames:
+                self._frames[key] = make()
+            return self._frames[key]
 
     # -- the plan ---------------------------------------------------------------------------------
     def run(self) -> Tables:
@@ -532,8 +553,8 @@ class Audit:
                 yield from t.to_batches()
 
         txn_fields = STREAM_FIELDS[TXN].values()
-        txns = pt.select(*_stream_row(TXN, {c: F.col(c) for c in txn_fields},
-                                      p1=F.coalesce(F.col("first_offset"), F.col("marker_offset"))))  # fmt: skip
+        txns = pt.selectExpr(*_stream_row(TXN, sql.named(txn_fields),
+                                          p1="coalesce(first_offset, marker_offset)"))  # fmt: skip
         stream = txns.unionByName(self._stream_sides(pt, ct, partitions)).unionByName(
             _stream_coord(ct, partitions)
         )
@@ -570,7 +591,7 @@ class Audit:
                 [CLUSTER, "topic", "partition"],
             )
         )
-        return sides.select(*_stream_row(SIDE, {c: F.col(c) for c in side_cols}))
+        return sides.selectExpr(*_stream_row(SIDE, sql.named(side_cols)))
 
     def _with_txn_ids(self, pt: DataFrame, ct: DataFrame) -> DataFrame:
         # one row per transactional producer id: broadcast, so that the transactions keep their
@@ -604,31 +625,34 @@ class Audit:
         exposed = F.broadcast(
             t.filter(F.col("outcome").isin(*NOT_COMMITTED)).select(*by).distinct()
         )
-        long = "long"
+        # each side's columns as one list of SQL expressions (replay.plan._stream_row)
+        keys = sql.names(by)
         txns = (
             t.join(exposed, by, "left_semi")
             .join(F.broadcast(ends), by, "left")
-            .select(
-                *by, F.lit(1).alias(LEAK_KIND), F.col("first_offset").cast(long).alias(LEAK_OFFSET),
-                *[F.col(c) for c in LEAK_TXN_COLUMNS],
-                *[F.lit(None).cast(long if c != "group_id" else "string").alias(c)
-                  for c in ("group_id", "committed_offset", "effective_timestamp",
-                            "effective_log_offset", "commit_producer_id")],
+            .selectExpr(
+                *keys, f"1 AS `{LEAK_KIND}`", f"CAST(first_offset AS BIGINT) AS `{LEAK_OFFSET}`",
+                *sql.names(LEAK_TXN_COLUMNS), "CAST(NULL AS STRING) AS group_id",
+                *[f"CAST(NULL AS BIGINT) AS `{c}`"
+                  for c in ("committed_offset", "effective_timestamp", "effective_log_offset",
+                            "commit_producer_id")],
             )
         )  # fmt: skip
-        types = {f.name: f.dataType for f in pt.schema.fields}
+        types = {f.name: f.dataType.simpleString() for f in pt.schema.fields}
         commits = (
             timeline.filter(F.col("committed_offset").isNotNull())
             .join(exposed, by, "left_semi")
-            .select(
-                *by, F.lit(0).alias(LEAK_KIND), F.col("committed_offset").cast(long).alias(LEAK_OFFSET),
-                *[F.lit(None).cast(types.get(c, long)).alias(c) for c in LEAK_TXN_COLUMNS],
-                "group_id", F.col("committed_offset").cast(long), F.col("effective_timestamp").cast(long),
-                F.col("effective_log_offset").cast(long), F.col("producer_id").cast(long).alias("commit_producer_id"),
+            .selectExpr(
+                *keys, f"0 AS `{LEAK_KIND}`", f"CAST(committed_offset AS BIGINT) AS `{LEAK_OFFSET}`",
+                *[f"CAST(NULL AS {types.get(c, 'bigint')}) AS `{c}`" for c in LEAK_TXN_COLUMNS],
+                "group_id", "CAST(committed_offset AS BIGINT) AS committed_offset",
+                "CAST(effective_timestamp AS BIGINT) AS effective_timestamp",
+                "CAST(effective_log_offset AS BIGINT) AS effective_log_offset",
+                "CAST(producer_id AS BIGINT) AS commit_producer_id",
             )
         )  # fmt: skip
         stream = txns.unionByName(commits, allowMissingColumns=False)
-        keyed = _with_sort_keys(self.spark, stream, self.scan.replicas, F.col(LEAK_OFFSET))
+        keyed = _with_sort_keys(self.spark, stream, self.scan.replicas, sql.name(LEAK_OFFSET))
         return (
             self._by(keyed, *by)
             .sortWithinPartitions(*SORT_KEYS, *by, LEAK_OFFSET, LEAK_KIND)
@@ -650,20 +674,20 @@ def _txn_ids(ct: DataFrame) -> DataFrame:
     )
 
 
-def _stream_row(kind: int, columns: dict[str, Column], topic=None, partition=None,
-                p1=None, p2=None) -> list[Column]:  # fmt: skip
-    """One kind's columns in the cross-log stream's shared slots (STREAM_FIELDS)."""
+def _stream_row(kind: int, columns: dict[str, str], topic: str = "topic",
+                partition: str = "`partition`", p1: str = "0", p2: str = "0") -> list[str]:  # fmt: skip
+    """One kind's columns in the cross-log stream's shared slots (STREAM_FIELDS), as SQL
+    expressions (``columns``: field -> its expression) for one ``selectExpr``: a column
+    expression object per slot was ~10 calls into the driver's JVM each, ~1,000 for the
+    stream, most of the time its plan took to build on a small dump."""
     fields = STREAM_FIELDS[kind]
-    named = {slot: columns[name] for slot, name in fields.items()}
+    given = {slot: columns[name] for slot, name in fields.items()}
     return [
-        F.col(CLUSTER), F.col("producer_id").cast("long").alias("producer_id"),
-        F.lit(kind).alias(KIND),
-        (F.col("topic") if topic is None else topic).cast("string").alias("topic"),
-        (F.col("partition") if partition is None else partition).cast("int").alias("partition"),
-        *[named.get(n, F.lit(None)).cast("long").alias(n) for n in INT_SLOTS],
-        *[named.get(n, F.lit(None)).cast("string").alias(n) for n in TEXT_SLOTS],
-        (F.lit(0) if p1 is None else p1).cast("long").alias("_p1"),
-        (F.lit(0) if p2 is None else p2).cast("long").alias("_p2"),
+        f"`{CLUSTER}`", "CAST(producer_id AS BIGINT) AS producer_id", f"{kind} AS `{KIND}`",
+        f"CAST({topic} AS STRING) AS topic", f"CAST({partition} AS INT) AS `partition`",
+        *[f"CAST({given.get(n, 'NULL')} AS BIGINT) AS `{n}`" for n in INT_SLOTS],
+        *[f"CAST({given.get(n, 'NULL')} AS STRING) AS `{n}`" for n in TEXT_SLOTS],
+        f"CAST({p1} AS BIGINT) AS `_p1`", f"CAST({p2} AS BIGINT) AS `_p2`",
     ]  # fmt: skip
 
 
@@ -675,7 +699,7 @@ RANK_BITS = 22
 
 
 def _with_sort_keys(spark: SparkSession, stream: DataFrame, replicas: list[ReplicaRow],
-                    position: Column, above: Column | None = None,
+                    position: str, above: str | None = None,
                     rank_as: str | None = None) -> DataFrame:  # fmt: skip
     """``stream`` with two keys that, sorted on first, put its rows in their order with few
     comparisons: ``_c``, the cluster's rank among the dump's clusters, and ``_k1``, the row's
@@ -691,28 +715,30 @@ def _with_sort_keys(spark: SparkSession, stream: DataFrame, replicas: list[Repli
     keys in front (making them included), 16.4 s without (benchmarks/bench_stream_sort.py). A
     cluster or partition not among the scan's replicas (none is expected) gets a hash
     (cluster) or no rank (partition): its rows still keep together, in the full order among
-    themselves."""
+    themselves. ``position`` and ``above``: SQL expressions over the stream's columns (the keys
+    are SQL text: replay.sql)."""
     clusters, tps = _ranked(replicas)
-    c = F.xxhash64(CLUSTER).bitwiseAND(F.lit((1 << 62) - 1)) + F.lit(1 << 62)
-    for i, name in reversed(list(enumerate(clusters))):
-        c = F.when(F.col(CLUSTER) == name, F.lit(i).cast("long")).otherwise(c)
+    whens = " ".join(f"WHEN `{CLUSTER}` = {sql.quoted(n)} THEN CAST({i} AS BIGINT)"
+                     for i, n in enumerate(clusters))  # fmt: skip
+    c = f"CASE {whens} ELSE (xxhash64(`{CLUSTER}`) & {(1 << 62) - 1}) + {1 << 62} END"
     ranks = local_frame(
         spark,
         [(t, p, i) for i, (t, p) in enumerate(tps)],
         pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("_rank", pa.int64())]),
     )
 
-    def clamp(col: Column, bits: int) -> Column:
-        return F.least(F.greatest(F.coalesce(col, F.lit(0)), F.lit(0)), F.lit((1 << bits) - 1))
+    def clamp(expr: str, bits: int) -> str:
+        return f"least(greatest(coalesce({expr}, 0), 0), {(1 << bits) - 1})"
 
-    rank = F.when(F.col("_rank").isNotNull(), clamp(F.col("_rank"), RANK_BITS))
-    high = rank if above is None else F.when(above.isNotNull(), clamp(above, RANK_BITS)).otherwise(rank)  # fmt: skip
-    k1 = high * F.lit(1 << POSITION_BITS) + clamp(position, POSITION_BITS)
+    rank = f"CASE WHEN _rank IS NOT NULL THEN {clamp('_rank', RANK_BITS)} END"
+    if above is not None:
+        rank = f"CASE WHEN ({above}) IS NOT NULL THEN {clamp(above, RANK_BITS)} ELSE {rank} END"
+    k1 = f"({rank}) * {1 << POSITION_BITS} + {clamp(position, POSITION_BITS)}"
     keyed = stream.join(F.broadcast(ranks), ["topic", "partition"], "left")
     # the exact rank as well, where the key holds it whole (crosslog_keyed's topic codes)
-    whole = F.when(F.col("_rank") < F.lit((1 << RANK_BITS) - 1), F.col("_rank"))
-    kept = [whole.alias(rank_as)] if rank_as is not None else []
-    return keyed.select(*stream.columns, c.alias("_c"), k1.alias("_k1"), *kept)
+    whole = f"CASE WHEN _rank < {(1 << RANK_BITS) - 1} THEN _rank END"
+    kept = [f"{whole} AS {sql.name(rank_as)}"] if rank_as is not None else []
+    return keyed.selectExpr(*sql.names(stream.columns), f"{c} AS _c", f"{k1} AS _k1", *kept)
 
 
 def _ranked(replicas: list[ReplicaRow]) -> tuple[list[str], list[tuple[str, int]]]:
@@ -726,10 +752,10 @@ def crosslog_keyed(spark: SparkSession, stream: DataFrame, replicas: list[Replic
     transaction's place is its log partition and offset in it), and the columns to sort it by
     for :data:`STREAM_ORDER`. ``coded``: its cluster, topic and outcome as the codes of
     :func:`stream_codes` (the text kept only where a value has none), the order the same."""
-    coord = F.col(KIND) == COORD
+    coord = f"`{KIND}` = {COORD}"
     keyed = _with_sort_keys(spark, stream, replicas,
-                            F.when(coord, F.col("_p2")).otherwise(F.col("_p1")),
-                            F.when(coord, F.col("_p1")), TOPIC_CODE if coded else None)  # fmt: skip
+                            f"CASE WHEN {coord} THEN _p2 ELSE _p1 END",
+                            f"CASE WHEN {coord} THEN _p1 END", TOPIC_CODE if coded else None)  # fmt: skip
     _c, k1 = SORT_KEYS
     if coded:
         keyed = _coded(keyed, len(_ranked(replicas)[0]))
@@ -747,16 +773,19 @@ def _coded(keyed: DataFrame, clusters: int) -> DataFrame:
     topic (``_tc``) and outcome (``_oc``) text null wherever a code stands for it. The order
     stays whole: the codes order as the text does (each a rank among the sorted values), and
     ``_c`` and ``_k1`` hold the ranks in front of the text."""
-    outcome = F.lit(None).cast("long")
-    for i, value in reversed(list(enumerate(RAW_OUTCOMES))):
-        outcome = F.when(F.col("_s0") == value, F.lit(i).cast("long")).otherwise(outcome)
+    # the outcomes are words of RAW_OUTCOMES (no quote to escape); one selectExpr, not a column
+    # expression per column (replay.plan._stream_row)
+    whens = " ".join(
+        f"WHEN _s0 = '{v}' THEN CAST({i} AS BIGINT)" for i, v in enumerate(RAW_OUTCOMES)
+    )
+    outcome = f"CASE {whens} END"
     coded = {
-        CLUSTER: F.when(F.col("_c") >= F.lit(clusters), F.col(CLUSTER)),
-        "topic": F.when(F.col(TOPIC_CODE).isNull(), F.col("topic")),
-        "_s0": F.when(outcome.isNull(), F.col("_s0")),
+        CLUSTER: f"CASE WHEN _c >= {clusters} THEN `{CLUSTER}` END",
+        "topic": f"CASE WHEN `{TOPIC_CODE}` IS NULL THEN topic END",
+        "_s0": f"CASE WHEN ({outcome}) IS NULL THEN _s0 END",
     }
-    return keyed.select(*[coded[c].alias(c) if c in coded else F.col(c) for c in keyed.columns],
-                        outcome.alias(OUTCOME_CODE))  # fmt: skip
+    return keyed.selectExpr(*[f"{coded[c]} AS `{c}`" if c in coded else f"`{c}`" for c in keyed.columns],
+                            f"{outcome} AS `{OUTCOME_CODE}`")  # fmt: skip
 
 
 def _stream_coord(ct: DataFrame, partitions: DataFrame) -> DataFrame:
@@ -768,16 +797,14 @@ def _stream_coord(ct: DataFrame, partitions: DataFrame) -> DataFrame:
         F.col("copy_end_timestamp").alias("copy_end_ts"),
     )
     # a transaction's partitions as "topic:partition,..." (a topic name holds neither)
-    listing = F.concat_ws(",", F.transform(
-        "partitions", lambda x: F.concat(x.topic, F.lit(":"), x.partition.cast("string"))))  # fmt: skip
-    coord_columns = {c: F.col(c) for c in STREAM_FIELDS[COORD].values()}
-    coord_columns["partitions"] = F.when(F.col("partitions").isNotNull(), listing)
-    coord_columns["maybe"] = F.col("maybe").cast("int")
-    coord_columns["history_from_start"] = F.col("history_from_start").cast("int")
-    return ct.join(F.broadcast(ends), [CLUSTER, "log_partition"], "left").select(
-        *_stream_row(COORD, coord_columns, topic=F.lit(None), partition=F.lit(None),
-                     p1=F.coalesce(F.col("log_partition"), F.lit(0)),
-                     p2=F.coalesce(F.col("first_log_offset"), F.lit(0)))
+    listing = "concat_ws(',', transform(partitions, x -> concat(x.topic, ':', CAST(x.`partition` AS STRING))))"  # fmt: skip
+    coord_columns = sql.named(STREAM_FIELDS[COORD].values())
+    coord_columns["partitions"] = f"CASE WHEN partitions IS NOT NULL THEN {listing} END"
+    coord_columns["maybe"] = "CAST(maybe AS INT)"
+    coord_columns["history_from_start"] = "CAST(history_from_start AS INT)"
+    return ct.join(F.broadcast(ends), [CLUSTER, "log_partition"], "left").selectExpr(
+        *_stream_row(COORD, coord_columns, topic="NULL", partition="NULL",
+                     p1="coalesce(log_partition, 0)", p2="coalesce(first_log_offset, 0)")
     )  # fmt: skip
 
 

@@ -230,7 +230,8 @@ def test_the_job_s_stages_start_from_the_scratch_area_not_the_whole_lineage(
     """The audit job writes the replay's intermediate tables to the run's scratch area and
     reads them back (jobs.scan.Scratch.later): the same tables as the cached scan's, with plans
     a fraction of the size (Spark ships a stage's plan and lineage in every task: ~30 MB per
-    task on the every-scenario dump before). Checked on the findings' plan."""
+    task on the every-scenario dump before). Checked on the findings' plan. Each scratch table
+    is read once as a DataFrame, whichever stages read it."""
     import decoders
     from jobs.output import OutputDir
     from jobs.scan import decoded_once
@@ -247,6 +248,11 @@ def test_the_job_s_stages_start_from_the_scratch_area_not_the_whole_lineage(
     spec = replay_spec([dump], config)  # replayed in the scan's tasks, as the job does
     with decoded_once(spark, files, default("decode"), out, "0123abcd", None, spec) as sc:
         tables = Audit(spark, config, sc).run()
+        # each scratch table (and each kind of a replay table's rows) read as one DataFrame,
+        # the plan's many readers (from several threads) sharing it
+        assert sc.rows("replayed", "transaction") is sc.rows("replayed", "transaction")
+        assert sc.table("segments") is sc.table("segments")
+        assert sc.table("segments", ["orders"]) is not sc.table("segments")
         plan = tables["findings"]._jdf.queryExecution().optimizedPlan().toString()
         assert len(plan) < 100_000, len(plan)
         for name in ("findings", "transactions", "offset_timeline", "partitions"):

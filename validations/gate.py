@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
 
+from replay.sql import quoted
 from replay.tables import HISTORY
 from replay.tables import STILL_PRESENT as PRESENT
 from validations.policy import GatePolicy
@@ -35,7 +36,7 @@ from validations.suites import (
     findings_suite,
     waivers_suite,
 )
-from validations.waivers import Waiver, parsed, quoted, run_day, sql_condition
+from validations.waivers import Waiver, parsed, run_day, sql_condition
 
 KNOWN = "gate_known"
 

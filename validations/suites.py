@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from replay.sql import quoted
 from validations.policy import GatePolicy
-from validations.waivers import quoted
 
 BLOCKING = "gate_blocking"
 WAIVED = "gate_waived"  # the waiver in force a finding falls under (validations.waivers)

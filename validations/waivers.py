@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from replay.sql import quoted
+
 # what a waiver may match on, as the findings table names the columns
 PATTERN_KEYS = ("topic", "group_id", "transactional_id")
 MIN_PREFIX = 8  # the fingerprint prefix `logreplay findings` and `explain` accept
@@ -105,11 +107,6 @@ def run_day(logical_date: str | None) -> dt.date:
 def _like(pattern: str) -> str:
     """A ``*`` pattern as a Spark SQL regular expression, anchored."""
     return "^" + ".*".join(re.escape(part) for part in pattern.split("*")) + "$"
-
-
-def quoted(text: str) -> str:
-    """A Spark SQL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def sql_condition(w: Waiver) -> str:

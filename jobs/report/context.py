@@ -61,18 +61,19 @@ def _keys(spark, cards: list[dict]):
     return local_frame(spark, rows, pa.schema(list(KEY_TYPES.items())))
 
 
-def _beside(spark, df, columns: list[str], cards: list[dict], cond):
+def _beside(spark, df, columns: list[str], cards: list[dict], cond: str):
     """Rows of ``df`` (its ``columns``) beside the key of every card ``cond`` matches them to
-    (``cond`` is written over the aliases ``t``, the table, and ``k``, the broadcast keys); the
-    key columns come out as ``_<key>``."""
+    (``cond``, SQL, is written over the aliases ``t``, the table, and ``k``, the broadcast
+    keys); the key columns come out as ``_<key>``."""
     from pyspark.sql import functions as F
 
     have = [c for c in columns if c in df.columns]
     keys = F.broadcast(_keys(spark, cards)).alias("k")
-    # one expression list (a call into the driver's JVM), not a column expression per column
+    # SQL text, one call into the driver's JVM each, not a column expression per term and per
+    # column (replay.sql)
     return (
         df.alias("t")
-        .join(keys, cond)
+        .join(keys, F.expr(cond))
         .selectExpr(
             *[f"t.`{c}` AS `{c}`" for c in have], *[f"k.`{c}` AS `_{c}`" for c in KEY_TYPES]
         )
@@ -83,42 +84,38 @@ def _joined(src: AuditOutput, table: str, columns: list[str], cards: list[dict],
             on: Iterable[str]):  # fmt: skip
     """Rows of ``table`` (``columns``) beside the key of every card they belong to, joined on
     ``on`` (a card without a cluster matches every cluster); None without the table."""
-    from pyspark.sql import functions as F
-
     df = src.frame(table)
     if df is None or not cards:
         return None
-    cond = F.lit(True)
+    cond = ["true"]
     for c in on:
         if c != "cluster":
-            cond = cond & (F.col(f"t.{c}") == F.col(f"k.{c}"))
+            cond.append(f"t.`{c}` = k.`{c}`")
         elif "cluster" in df.columns:
-            cond = cond & (F.col("k.cluster").isNull() | (F.col("t.cluster") == F.col("k.cluster")))
-    return _beside(src.spark, df, columns, cards, cond)
+            cond.append("(k.cluster IS NULL OR t.cluster = k.cluster)")
+    return _beside(src.spark, df, columns, cards, " AND ".join(cond))
 
 
 def _windows(joined, order: str, last: bool = False) -> dict[int, list[dict]]:
     """Per card, at most ``2 * WINDOW`` rows around its centre in ``order`` (all rows when
     there are no more; the first ones without a centre, the last ones with ``last``), sorted."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     if joined is None:
         return {}
-    per = Window.partitionBy("_card")
-    n = F.count(F.lit(1)).over(per)
-    below = F.sum(F.when(F.coalesce(F.col(order), F.lit(0)) < F.col("_centre"), 1).otherwise(0))
-    key = F.col(order).desc() if last else F.col(order).asc_nulls_first()
-    idx = F.row_number().over(per.orderBy(key, *[F.col(c) for c in joined.columns
-                                                 if not c.startswith("_") and c != order])) - 1  # fmt: skip
+    # as SQL expressions, one call into the driver's JVM each (a column expression object per
+    # term and per ordering column was ~10 each: ~2,000 for the demo's report)
+    per = "PARTITION BY _card"
+    key = f"`{order}` DESC NULLS LAST" if last else f"`{order}` ASC NULLS FIRST"
+    ties = [
+        f"`{c}` ASC NULLS FIRST" for c in joined.columns if not c.startswith("_") and c != order
+    ]
+    idx = f"row_number() OVER ({per} ORDER BY {', '.join([key, *ties])}) - 1"
+    below = f"sum(CASE WHEN coalesce(`{order}`, 0) < _centre THEN 1 ELSE 0 END) OVER ({per})"
     lo = (
-        F.when((n <= 2 * WINDOW) | F.col("_centre").isNull() | F.lit(last), F.lit(0))
-        .otherwise(F.greatest(F.lit(0), below.over(per) - WINDOW))
+        f"CASE WHEN (count(1) OVER ({per}) <= {2 * WINDOW}) OR _centre IS NULL OR {str(last).lower()}"
+        f" THEN 0 ELSE greatest(0, {below} - {WINDOW}) END"
     )  # fmt: skip
-    kept = joined.select("*", idx.alias("__idx"), lo.alias("__from"))
-    kept = kept.where(
-        (F.col("__idx") >= F.col("__from")) & (F.col("__idx") < F.col("__from") + 2 * WINDOW)
-    )
+    kept = joined.selectExpr("*", f"{idx} AS __idx", f"{lo} AS __from")
+    kept = kept.where(f"__idx >= __from AND __idx < __from + {2 * WINDOW}")
     return _by_card(rows(kept.drop("__idx", "__from")), order)
 
 
@@ -251,7 +248,6 @@ def _owners(assignment: str | None, topic: str, partition: int) -> list[str]:
 def commit_contexts(src: AuditOutput, cards: dict[int, dict], ev_of: dict[int, dict]):
     """Overwrites and regressions: the commits around the ones the finding names against the
     group's generations and the members their assignments gave the partition to."""
-    from pyspark.sql import functions as F
 
     keys = _group_keys(cards, ev_of, lambda ev: min(_log_offsets(ev), default=None))
     commits = _commits(src, keys, last=False)
@@ -266,9 +262,8 @@ def commit_contexts(src: AuditOutput, cards: dict[int, dict], ev_of: dict[int, d
     df = src.frame("group_generations")
     if df is not None and spans:
         cond = (
-            (F.col("t.group_id") == F.col("k.group_id"))
-            & F.expr("array_contains(k.log_partitions, t.log_partition)")
-            & F.col("t.log_offset").between(F.col("k.lo"), F.col("k.hi"))
+            "t.group_id = k.group_id AND array_contains(k.log_partitions, t.log_partition)"
+            " AND t.log_offset BETWEEN k.lo AND k.hi"
         )
         got = _beside(src.spark, df, ["generation", "state", "assignment", "log_offset"],
                       spans, cond)  # fmt: skip
@@ -293,7 +288,6 @@ def sequence_contexts(src: AuditOutput, cards: dict[int, dict], ev_of: dict[int,
     """The producer's batches in the segment file the finding names, their headers decoded
     from the dump in Spark tasks (the audit's tables keep no per-batch sequences). A dump
     that moved or cannot be read leaves the card its evidence."""
-    from pyspark.sql import functions as F
 
     keys = []
     for i, f in cards.items():
@@ -305,7 +299,7 @@ def sequence_contexts(src: AuditOutput, cards: dict[int, dict], ev_of: dict[int,
         return {}
     cols = ["base_offset", "last_offset", "base_sequence", "last_sequence", "producer_epoch"]
     batches = _producer_batches(src.spark, keys, cols)
-    cond = (F.col("t.path") == F.col("k.path")) & (F.col("t.producer_id") == F.col("k.producer_id"))
+    cond = "t.path = k.path AND t.producer_id = k.producer_id"
     try:
         got = _windows(_beside(src.spark, batches, cols, keys, cond), "base_offset")
     except Exception:  # noqa: BLE001 - a task failed on the dump's files: no plot
