@@ -6,7 +6,7 @@ the driver's JVM, each made by a call over the py4j gateway (several for some: ~
 ``F.col(c).cast(t).alias(c)``) and released by another. The audit of a 52 KB dump made ~24,000
 such calls for its plan, its gate and its report, most of them column expressions of wide
 projections; the same projections as SQL text cost one call per expression
-(docs/benchmarks.md, "The plan's projections as SQL text").
+(docs/benchmarks.md, "The plan as SQL text").
 """
 
 from __future__ import annotations
