@@ -258,7 +258,10 @@ class Audit:
         def make() -> DataFrame:
             df = self.scan.table(table, topics)
             others = sql.names(c for c in df.columns if c not in ("broker", CLUSTER))
-            return self._one(df.selectExpr("broker", *others, f"coalesce({CLUSTER}, '') AS {CLUSTER}"))  # fmt: skip
+            cluster = sql.name(CLUSTER)
+            return self._one(
+                df.selectExpr("broker", *others, f"coalesce({cluster}, '') AS {cluster}")
+            )
 
         return self._made(("decoded", table, None if topics is None else tuple(topics)), make)
 
