@@ -16,7 +16,7 @@ from replay import tables as T
 from replay.findings import INTEGRITY_KINDS, integrity_severity, severity_of
 from replay.grouped import INTERNAL_TOPICS
 from replay.rules import CLEANED_IDENTITY, DIVERGENCE, INTEGRITY, PROPAGATION, RowRule
-from replay.sql import name, names, quoted
+from replay.sql import case, name, names, quoted
 from replay.tables import CLUSTER
 
 
@@ -26,10 +26,9 @@ def findings_frame(df: DataFrame, rule: RowRule) -> DataFrame:
     if rule.kind is not None:
         kind, severity = quoted(rule.kind), quoted(severity_of(rule.kind))
     else:  # the row's own kind: a decoding problem
-        whens = " ".join(f"WHEN kind = {quoted(k)} THEN {quoted(integrity_severity(k))}"
-                         for k in INTEGRITY_KINDS)  # fmt: skip
         kind = "kind"
-        severity = f"CASE {whens} ELSE {quoted(integrity_severity('corrupt_bytes'))} END"
+        severity = case([(f"kind = {quoted(k)}", quoted(integrity_severity(k)))
+                         for k in INTEGRITY_KINDS], quoted(integrity_severity("corrupt_bytes")))  # fmt: skip
     types = {f.name: f.dataType for f in df.schema.fields}  # analysed once
     args = [_text(types, a) for a in rule.args]
     cols = {

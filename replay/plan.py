@@ -721,9 +721,11 @@ def _with_sort_keys(spark: SparkSession, stream: DataFrame, replicas: list[Repli
     themselves. ``position`` and ``above``: SQL expressions over the stream's columns (the keys
     are SQL text: replay.sql)."""
     clusters, tps = _ranked(replicas)
-    whens = " ".join(f"WHEN `{CLUSTER}` = {sql.quoted(n)} THEN CAST({i} AS BIGINT)"
-                     for i, n in enumerate(clusters))  # fmt: skip
-    c = f"CASE {whens} ELSE (xxhash64(`{CLUSTER}`) & {(1 << 62) - 1}) + {1 << 62} END"
+    cluster = sql.name(CLUSTER)
+    c = sql.case(
+        [(f"{cluster} = {sql.quoted(n)}", f"CAST({i} AS BIGINT)") for i, n in enumerate(clusters)],
+        f"(xxhash64({cluster}) & {(1 << 62) - 1}) + {1 << 62}",
+    )
     ranks = local_frame(
         spark,
         [(t, p, i) for i, (t, p) in enumerate(tps)],
@@ -776,12 +778,11 @@ def _coded(keyed: DataFrame, clusters: int) -> DataFrame:
     topic (``_tc``) and outcome (``_oc``) text null wherever a code stands for it. The order
     stays whole: the codes order as the text does (each a rank among the sorted values), and
     ``_c`` and ``_k1`` hold the ranks in front of the text."""
-    # the outcomes are words of RAW_OUTCOMES (no quote to escape); one selectExpr, not a column
-    # expression per column (replay.plan._stream_row)
-    whens = " ".join(
-        f"WHEN _s0 = '{v}' THEN CAST({i} AS BIGINT)" for i, v in enumerate(RAW_OUTCOMES)
+    # one selectExpr, not a column expression per column (replay.plan._stream_row)
+    outcome = sql.case(
+        [(f"_s0 = {sql.quoted(v)}", f"CAST({i} AS BIGINT)") for i, v in enumerate(RAW_OUTCOMES)],
+        "CAST(NULL AS BIGINT)",
     )
-    outcome = f"CASE {whens} END"
     coded = {
         CLUSTER: f"CASE WHEN _c >= {clusters} THEN `{CLUSTER}` END",
         "topic": f"CASE WHEN `{TOPIC_CODE}` IS NULL THEN topic END",

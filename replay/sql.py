@@ -30,3 +30,12 @@ def names(columns) -> list[str]:
 def named(columns) -> dict[str, str]:
     """Each of ``columns`` -> the SQL that names it."""
     return {c: name(c) for c in columns}
+
+
+def case(whens: list[tuple[str, str]], otherwise: str = "NULL") -> str:
+    """``CASE WHEN c THEN v ... ELSE otherwise END`` of (condition, value) pairs, the first
+    condition that holds winning; ``otherwise`` alone where there are none (SQL's CASE needs a
+    WHEN: a dump whose scan replayed no replica has no cluster to rank)."""
+    if not whens:
+        return otherwise
+    return f"CASE {' '.join(f'WHEN {c} THEN {v}' for c, v in whens)} ELSE {otherwise} END"

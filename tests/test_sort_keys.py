@@ -92,3 +92,12 @@ def test_what_the_scan_never_saw_keeps_together(spark):
     want = _sorted(spark, rows, [], keyed=False)
     for group in {r[:5] for r in rows}:
         assert [r for r in got if r[:5] == group] == [r for r in want if r[:5] == group]
+
+
+def test_a_scan_without_replicas_still_keys_its_rows(spark):
+    """No replica at all (a dump of no partition the scan could replay): every cluster is one
+    the scan never saw, and the rows still keep together, coded or not."""
+    rows = _rows(["east"], ["a"], seed=4)
+    got = _sorted(spark, rows, [], keyed=True)
+    assert got == _sorted(spark, rows, [], keyed=True, coded=True)
+    assert sorted(got, key=repr) == sorted(rows, key=repr)

@@ -4,7 +4,7 @@ name, a rule's message template, a waiver's pattern)."""
 
 from __future__ import annotations
 
-from replay.sql import name, named, names, quoted
+from replay.sql import case, name, named, names, quoted
 
 AWKWARD = ["plain", "it's", 'say "hi"', "back\\slash", "\\'", "%s at byte %d", "ünïcödé", ""]
 
@@ -16,6 +16,11 @@ def test_literals_and_names_are_escaped():
     assert name("we`ird") == "`we``ird`"
     assert names(["a", "b"]) == ["`a`", "`b`"]
     assert named(["a"]) == {"a": "`a`"}
+    assert case([("x = 1", "'one'"), ("x = 2", "'two'")], "'many'") == (
+        "CASE WHEN x = 1 THEN 'one' WHEN x = 2 THEN 'two' ELSE 'many' END"
+    )
+    assert case([], "'many'") == "'many'"  # SQL's CASE needs a WHEN
+    assert case([]) == "NULL"
 
 
 def test_spark_reads_back_what_the_text_stands_for(spark):
