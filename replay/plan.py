@@ -153,8 +153,8 @@ def _timestamps(df: DataFrame) -> DataFrame:
     """``df`` with its epoch-millisecond columns as timestamps, in one list of SQL expressions
     (a column expression each was ~10 calls into the driver's JVM)."""
     return df.selectExpr(
-        *[f"timestamp_millis(`{c}`) AS `{c}`" if c in T.TIMESTAMP_COLUMNS else f"`{c}`"
-          for c in df.columns]
+        *[f"timestamp_millis({sql.name(c)}) AS {sql.name(c)}" if c in T.TIMESTAMP_COLUMNS
+          else sql.name(c) for c in df.columns]
     )  # fmt: skip
 
 
@@ -629,14 +629,14 @@ class Audit:
             t.filter(F.col("outcome").isin(*NOT_COMMITTED)).select(*by).distinct()
         )
         # each side's columns as one list of SQL expressions (replay.plan._stream_row)
-        keys = sql.names(by)
+        keys, kind, offset = sql.names(by), sql.name(LEAK_KIND), sql.name(LEAK_OFFSET)
         txns = (
             t.join(exposed, by, "left_semi")
             .join(F.broadcast(ends), by, "left")
             .selectExpr(
-                *keys, f"1 AS `{LEAK_KIND}`", f"CAST(first_offset AS BIGINT) AS `{LEAK_OFFSET}`",
+                *keys, f"1 AS {kind}", f"CAST(first_offset AS BIGINT) AS {offset}",
                 *sql.names(LEAK_TXN_COLUMNS), "CAST(NULL AS STRING) AS group_id",
-                *[f"CAST(NULL AS BIGINT) AS `{c}`"
+                *[f"CAST(NULL AS BIGINT) AS {sql.name(c)}"
                   for c in ("committed_offset", "effective_timestamp", "effective_log_offset",
                             "commit_producer_id")],
             )
@@ -646,8 +646,8 @@ class Audit:
             timeline.filter(F.col("committed_offset").isNotNull())
             .join(exposed, by, "left_semi")
             .selectExpr(
-                *keys, f"0 AS `{LEAK_KIND}`", f"CAST(committed_offset AS BIGINT) AS `{LEAK_OFFSET}`",
-                *[f"CAST(NULL AS {types.get(c, 'bigint')}) AS `{c}`" for c in LEAK_TXN_COLUMNS],
+                *keys, f"0 AS {kind}", f"CAST(committed_offset AS BIGINT) AS {offset}",
+                *[f"CAST(NULL AS {types.get(c, 'bigint')}) AS {sql.name(c)}" for c in LEAK_TXN_COLUMNS],
                 "group_id", "CAST(committed_offset AS BIGINT) AS committed_offset",
                 "CAST(effective_timestamp AS BIGINT) AS effective_timestamp",
                 "CAST(effective_log_offset AS BIGINT) AS effective_log_offset",
@@ -686,10 +686,10 @@ def _stream_row(kind: int, columns: dict[str, str], topic: str = "topic",
     fields = STREAM_FIELDS[kind]
     given = {slot: columns[name] for slot, name in fields.items()}
     return [
-        f"`{CLUSTER}`", "CAST(producer_id AS BIGINT) AS producer_id", f"{kind} AS `{KIND}`",
+        sql.name(CLUSTER), "CAST(producer_id AS BIGINT) AS producer_id", f"{kind} AS {sql.name(KIND)}",
         f"CAST({topic} AS STRING) AS topic", f"CAST({partition} AS INT) AS `partition`",
-        *[f"CAST({given.get(n, 'NULL')} AS BIGINT) AS `{n}`" for n in INT_SLOTS],
-        *[f"CAST({given.get(n, 'NULL')} AS STRING) AS `{n}`" for n in TEXT_SLOTS],
+        *[f"CAST({given.get(n, 'NULL')} AS BIGINT) AS {sql.name(n)}" for n in INT_SLOTS],
+        *[f"CAST({given.get(n, 'NULL')} AS STRING) AS {sql.name(n)}" for n in TEXT_SLOTS],
         f"CAST({p1} AS BIGINT) AS `_p1`", f"CAST({p2} AS BIGINT) AS `_p2`",
     ]  # fmt: skip
 
@@ -757,7 +757,7 @@ def crosslog_keyed(spark: SparkSession, stream: DataFrame, replicas: list[Replic
     transaction's place is its log partition and offset in it), and the columns to sort it by
     for :data:`STREAM_ORDER`. ``coded``: its cluster, topic and outcome as the codes of
     :func:`stream_codes` (the text kept only where a value has none), the order the same."""
-    coord = f"`{KIND}` = {COORD}"
+    coord = f"{sql.name(KIND)} = {COORD}"
     keyed = _with_sort_keys(spark, stream, replicas,
                             f"CASE WHEN {coord} THEN _p2 ELSE _p1 END",
                             f"CASE WHEN {coord} THEN _p1 END", TOPIC_CODE if coded else None)  # fmt: skip
@@ -784,12 +784,14 @@ def _coded(keyed: DataFrame, clusters: int) -> DataFrame:
         "CAST(NULL AS BIGINT)",
     )
     coded = {
-        CLUSTER: f"CASE WHEN _c >= {clusters} THEN `{CLUSTER}` END",
-        "topic": f"CASE WHEN `{TOPIC_CODE}` IS NULL THEN topic END",
+        CLUSTER: f"CASE WHEN _c >= {clusters} THEN {sql.name(CLUSTER)} END",
+        "topic": f"CASE WHEN {sql.name(TOPIC_CODE)} IS NULL THEN topic END",
         "_s0": f"CASE WHEN ({outcome}) IS NULL THEN _s0 END",
     }
-    return keyed.selectExpr(*[f"{coded[c]} AS `{c}`" if c in coded else f"`{c}`" for c in keyed.columns],
-                            f"{outcome} AS `{OUTCOME_CODE}`")  # fmt: skip
+    return keyed.selectExpr(
+        *[f"{coded[c]} AS {sql.name(c)}" if c in coded else sql.name(c) for c in keyed.columns],
+        f"{outcome} AS {sql.name(OUTCOME_CODE)}",
+    )
 
 
 def _stream_coord(ct: DataFrame, partitions: DataFrame) -> DataFrame:

@@ -18,6 +18,7 @@ import pyarrow as pa
 from jobs.report import figures
 from jobs.report.selection import dump_path
 from jobs.report.source import AuditOutput, rows
+from replay.sql import name
 
 WINDOW = 300  # rows kept on each side of a finding
 
@@ -75,7 +76,8 @@ def _beside(spark, df, columns: list[str], cards: list[dict], cond: str):
         df.alias("t")
         .join(keys, F.expr(cond))
         .selectExpr(
-            *[f"t.`{c}` AS `{c}`" for c in have], *[f"k.`{c}` AS `_{c}`" for c in KEY_TYPES]
+            *[f"t.{name(c)} AS {name(c)}" for c in have],
+            *[f"k.{name(c)} AS {name('_' + c)}" for c in KEY_TYPES],
         )
     )
 
@@ -90,7 +92,7 @@ def _joined(src: AuditOutput, table: str, columns: list[str], cards: list[dict],
     cond = ["true"]
     for c in on:
         if c != "cluster":
-            cond.append(f"t.`{c}` = k.`{c}`")
+            cond.append(f"t.{name(c)} = k.{name(c)}")
         elif "cluster" in df.columns:
             cond.append("(k.cluster IS NULL OR t.cluster = k.cluster)")
     return _beside(src.spark, df, columns, cards, " AND ".join(cond))
@@ -104,12 +106,12 @@ def _windows(joined, order: str, last: bool = False) -> dict[int, list[dict]]:
     # as SQL expressions, one call into the driver's JVM each (a column expression object per
     # term and per ordering column was ~10 each: ~2,000 for the demo's report)
     per = "PARTITION BY _card"
-    key = f"`{order}` DESC NULLS LAST" if last else f"`{order}` ASC NULLS FIRST"
+    key = f"{name(order)} DESC NULLS LAST" if last else f"{name(order)} ASC NULLS FIRST"
     ties = [
-        f"`{c}` ASC NULLS FIRST" for c in joined.columns if not c.startswith("_") and c != order
+        f"{name(c)} ASC NULLS FIRST" for c in joined.columns if not c.startswith("_") and c != order
     ]
     idx = f"row_number() OVER ({per} ORDER BY {', '.join([key, *ties])}) - 1"
-    below = f"sum(CASE WHEN coalesce(`{order}`, 0) < _centre THEN 1 ELSE 0 END) OVER ({per})"
+    below = f"sum(CASE WHEN coalesce({name(order)}, 0) < _centre THEN 1 ELSE 0 END) OVER ({per})"
     lo = (
         f"CASE WHEN (count(1) OVER ({per}) <= {2 * WINDOW}) OR _centre IS NULL OR {str(last).lower()}"
         f" THEN 0 ELSE greatest(0, {below} - {WINDOW}) END"
