@@ -91,6 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     return guarded(_dispatch, args)
 
 
+def entry() -> int:
+    """The ``logreplay`` command: :func:`main`, then the process ends (:func:`jobs.exits.ended`)."""
+    from jobs.exits import ended
+
+    return ended(main())
+
+
 def _dispatch(args) -> int:
     if args.command == "dump":
         missing = [p for p in args.paths if not os.path.exists(p)]
@@ -146,4 +153,4 @@ def _schema(tables: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -146,4 +146,6 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":  # spark-submit jobs/gate.py DIR ...
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    sys.exit(main())
+    from jobs.exits import ended
+
+    sys.exit(ended(main()))

@@ -89,4 +89,6 @@ if __name__ == "__main__":  # spark-submit jobs/synth.py --scenario NAME --out D
     import sys
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    sys.exit(main())
+    from jobs.exits import ended
+
+    sys.exit(ended(main()))

@@ -120,6 +120,26 @@ def test_dump_usage_errors(tmp_path, capsys):
     assert "headers" in capsys.readouterr().out
 
 
+def test_the_command_ends_with_its_objects_frozen_out_of_the_collector():
+    """The ``logreplay`` command (its console script and ``python -m jobs.cli``) returns its
+    job's exit code with the process's objects frozen (jobs.exits.ended: Python's exit does not
+    collect them one by one); ``main``, which tests and notebooks call, freezes nothing."""
+    from importlib.metadata import entry_points
+
+    (script,) = [e for e in entry_points(group="console_scripts") if e.name == "logreplay"]
+    assert script.value == "jobs.cli:entry"
+    probe = (
+        "import gc, sys; from jobs.cli import entry, main\n"
+        "code = main(['schema', 'nope']); print(gc.get_freeze_count(), code)\n"
+        "code = entry(); print(gc.get_freeze_count() > 0, code)"
+    )
+    res = subprocess.run([sys.executable, "-c", probe, "schema", "records"],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = res.stdout.splitlines()
+    assert (lines[0], lines[-1]) == ("0 2", "True 0") and "records:" in lines
+
+
 @pytest.mark.spark  # the demo audits with Spark
 def test_console_script_runs_demo(tmp_path):
     """The README's first command: simulate a dump with anomalies, audit it with Spark, show
