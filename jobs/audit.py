@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import textwrap
+from collections.abc import Callable
 from contextlib import contextmanager
 
 from decoders import seams
@@ -73,10 +74,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     from jobs import progress
-    from jobs.exits import FAILED, OK, USAGE
-    from jobs.output import SUMMARY, commit, start_run
-    from jobs.resilience import run_resilient
-    from jobs.session import dump_listing, full_jit, job_conf
+    from jobs.exits import USAGE
+    from jobs.output import SUMMARY, start_run
+    from jobs.session import dump_listing, full_jit, interpreted_if_small, job_conf
 
     conf = job_conf(args)
     listed = dump_listing("audit", args.inputs)
@@ -102,12 +102,24 @@ def run(args) -> int:
     progress.phase("starting Spark")
     started = start_run(args, conf, "logreplay-audit", SUMMARY, full_jit(conf, files))
     _load_gate(args)  # with --gate: Great Expectations loaded while the scan starts
+    with interpreted_if_small(started.spark, conf) as small:
+        return _audit(args, conf, files, spec, previous, started, small)
+
+
+def _audit(args, conf, files, spec, previous, started, small) -> int:
+    """:func:`run` once its session has started: the audit, its summary, gate and report.
+    ``small``: jobs.session.interpreted_if_small's, told whether the scan found a small dump."""
+    from jobs import progress
+    from jobs.exits import FAILED, OK
+    from jobs.output import SUMMARY, commit
+    from jobs.resilience import run_resilient
+
     # a file whose decoding fails the job after every task attempt is left out, reported as
     # a decode_failed error (an error finding: a gate fails), and the run finishes
     (entries, checked), skipped = run_resilient(
         started.spark,
         files,
-        lambda skip: audited(started, files, conf, spec, skip),
+        lambda skip: audited(started, files, conf, spec, skip, small),
         decode_options=conf.decode,
     )
     if getattr(args, "since", None):
@@ -220,11 +232,14 @@ def _previous(args, conf, spec):
                             version("logreplay"), LAYOUT_VERSION)  # fmt: skip
 
 
-def audited(started, files, conf, spec, skip: dict[str, str]) -> tuple[dict, dict]:
+def audited(started, files, conf, spec, skip: dict[str, str],
+            small: Callable[[bool], None] = lambda single: None) -> tuple[dict, dict]:  # fmt: skip
     """One attempt of the audit (jobs.resilience): the dump decoded once, by one scan whose
     tasks replay every replica they read (replay.scan_task) and write what the audit's stages
     read into the run's scratch area; the tables written; the scratch area gone once they are
-    written and summarised. (the tables' entries, the summary's clusters and checks)"""
+    written and summarised. (the tables' entries, the summary's clusters and checks)
+    ``small`` is told, once the scan is done, whether the stages after it run over few rows
+    (replay.plan.Audit.single)."""
     from jobs import progress
     from jobs.output import read_rows
     from jobs.scan import decoded_once
@@ -235,7 +250,9 @@ def audited(started, files, conf, spec, skip: dict[str, str]) -> tuple[dict, dic
     if spec.layout is not None:
         print_layout(spec.layout.described)
     with decoded_once(spark, files, conf.decode, out, started.key, skip, spec) as scratch:
-        tables = Audit(spark, conf.audit, scratch).run()
+        audit = Audit(spark, conf.audit, scratch)
+        small(audit.single)  # before run(): it starts the intermediate stages' jobs
+        tables = audit.run()
         progress.phase("replay: writing tables")
         batches = sum(r.crc_valid_batches for r in scratch.replicas)
         spread = output_files(sum(f.size for f in files), batches, spark)

@@ -85,6 +85,48 @@ def spark_session(
     return spark
 
 
+# Spark SQL's settings under which a query is interpreted rather than compiled to Java: no
+# whole-stage code, and every projection, predicate and ordering by Spark's interpreted
+# implementation (the fallback Spark itself uses when its generated code fails to compile)
+INTERPRETED = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+
+
+@contextmanager
+def interpreted_if_small(spark, conf):
+    """A job's block whose queries, once it is told they run over few rows (``small(True)``:
+    replay.plan.Audit.single, a small dump's stages after the scan), are interpreted
+    (:data:`INTERPRETED`); the session's settings as they were after the block.
+
+    Why: Spark compiles each query's stages and expressions to Java classes with Janino. The
+    demo's audit with its gate and report compiled ~370 classes (5-6 s of the driver JVM's
+    CPU, a quarter of it) to run over a few hundred rows, which its interpreted operators run
+    in milliseconds; the demo's run ended 2.5-3 s sooner (docs/benchmarks.md). A large dump's
+    stages keep Spark's compiled code, whose cost its rows repay. A setting the job's
+    configuration (``conf``: spark.config) gives stays as given."""
+    given = conf["spark"].get("config") or {}
+    wanted = {k: v for k, v in INTERPRETED.items() if k not in given}
+    before: dict[str, str | None] = {}
+
+    def small(single: bool) -> None:
+        if not single or before:
+            return
+        for key, value in wanted.items():
+            before[key] = spark.conf.get(key, None)
+            spark.conf.set(key, value)
+
+    try:
+        yield small
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
 @contextmanager
 def _allocations(config: dict[str, str]):
     """Under the FAIR scheduler without the user's own allocation file: :data:`POOLS` in a

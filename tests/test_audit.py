@@ -128,20 +128,37 @@ REPLICA_SCENARIOS = (
 )  # fmt: skip
 
 
-def test_audit_command_line(spark, sim_all, scenario_audit, tmp_path, capsys):
+def test_audit_command_line(spark, sim_all, scenario_audit, tmp_path, capsys, monkeypatch):
     """`logreplay audit` as users run it, over six scenarios copied under one root (named as in
     ``sim_all``): the job replays every partition replica inside the scan task that reads it
     (replay.scan_task), and every table it writes equals the session's
     (``replay.audit_session``, the same scan kept in Spark's cache); transaction_faults'
-    findings are its truth's."""
+    findings are its truth's. The dump is small: the job's queries after the scan are
+    interpreted (jobs.session.interpreted_if_small), the session's compiled, and the session
+    has its own settings back after the run."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    import replay.plan
+    from jobs.session import INTERPRETED
 
     for s in REPLICA_SCENARIOS:
         shutil.copytree(sim_all / s, tmp_path / "dump" / s)
     root = tmp_path / "dump"
     out = tmp_path / "audit"
+    settings = []
+    planned = replay.plan.Audit.run
+
+    def run(self):
+        settings.append({k: spark.conf.get(k, None) for k in INTERPRETED} | {"single": self.single})
+        return planned(self)
+
+    monkeypatch.setattr(replay.plan.Audit, "run", run)
+    assert {k: spark.conf.get(k, None) for k in INTERPRETED} == dict.fromkeys(INTERPRETED)
     assert main(["audit", str(root), "--out", str(out), "--run-id", "r1"]) == 0
+    assert settings == [INTERPRETED | {"single": True}]
+    assert {k: spark.conf.get(k, None) for k in INTERPRETED} == dict.fromkeys(INTERPRETED)
+    monkeypatch.undo()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["run_id"] == "r1"
     # every table's columns (names, types, nullability) are its query's, the tables copied

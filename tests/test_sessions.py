@@ -445,3 +445,47 @@ def test_the_job_s_session_gives_the_cross_log_stage_the_first_pool(monkeypatch,
     assert set(pools) == {session.FIRST_POOL, session.STASH_POOL}
     first = int(pools[session.FIRST_POOL].findtext("minShare"))
     assert first > os.cpu_count() and int(pools[session.STASH_POOL].findtext("minShare")) == 0
+
+
+class _Conf:
+    """A session's runtime settings, as ``spark.conf`` holds them."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = dict(values)
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+    def set(self, key, value) -> None:
+        self.values[key] = value
+
+    def unset(self, key) -> None:
+        self.values.pop(key, None)
+
+
+@pytest.mark.parametrize("single", [True, False])
+def test_a_small_run_s_queries_are_interpreted_and_the_session_s_settings_come_back(
+    single, tmp_path
+):
+    """jobs.session.interpreted_if_small: told its run is small, the session's queries are
+    interpreted (every setting of INTERPRETED) until the block ends, then the session has the
+    settings it had (one it had set, one it had not); told it is not, nothing changes; a
+    setting the job's configuration gives is left as given."""
+    from types import SimpleNamespace
+
+    from jobs.session import INTERPRETED, interpreted_if_small
+    from replay.config import load
+
+    whole, factory = INTERPRETED
+    spark = SimpleNamespace(conf=_Conf({whole: "true"}))
+    with interpreted_if_small(spark, load(None)) as small:
+        small(single)
+        small(single)  # a retried attempt: the settings before the first are what come back
+        assert spark.conf.values == (INTERPRETED if single else {whole: "true"})
+    assert spark.conf.values == {whole: "true"}
+    (tmp_path / "mine.yaml").write_text(f"spark:\n  config:\n    {factory}: CODEGEN_ONLY\n")
+    given = load(str(tmp_path / "mine.yaml"))
+    with interpreted_if_small(spark, given) as small:
+        small(True)
+        assert spark.conf.values == {whole: "false"}
+    assert spark.conf.values == {whole: "true"}
