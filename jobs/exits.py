@@ -47,7 +47,7 @@ def ended(code: int) -> int:
     the report's) and many proxies of the driver JVM's objects, each of which, collected,
     tells the JVM to release its object over the gateway. Python's exit collected them all,
     one call at a time, for ~0.8 s after the demo's audit had printed its last line; frozen,
-    the exit takes a few milliseconds (docs/benchmarks.md). Exit hooks still run and
+    the exit takes 0.03-0.08 s (docs/benchmarks.md). Exit hooks still run and
     reference-counted objects (open files) are still released; only the collector's last
     pass, whose result nobody sees, is skipped. Never called inside a caller's process (a
     test, a notebook): the jobs' ``main`` functions do not call it."""
