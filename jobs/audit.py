@@ -233,7 +233,7 @@ def _previous(args, conf, spec):
 
 
 def audited(started, files, conf, spec, skip: dict[str, str],
-            small: Callable[[bool], None] = lambda single: None) -> tuple[dict, dict]:  # fmt: skip
+            small: Callable[[bool], None]) -> tuple[dict, dict]:  # fmt: skip
     """One attempt of the audit (jobs.resilience): the dump decoded once, by one scan whose
     tasks replay every replica they read (replay.scan_task) and write what the audit's stages
     read into the run's scratch area; the tables written; the scratch area gone once they are
