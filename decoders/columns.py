@@ -17,6 +17,7 @@ from decoders.constants import (
     SPARK_MIN_MS,
 )
 
+TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")  # every timestamp column the decoders build
 TIMESTAMP_TYPES = pa.array([CREATE_TIME, LOG_APPEND_TIME], pa.string())
 # codec number -> name; one slot past the last codec for every unknown one
 CODEC_NAMES = pa.array([*(COMPRESSION_NAMES[c] for c in range(5)), "unknown"], pa.string())
@@ -42,7 +43,18 @@ def timestamps(values: np.ndarray, mask: np.ndarray | None = None) -> pa.Array:
     null = values == NO_TIMESTAMP
     if mask is not None:
         null = null | mask
-    return pa.array(values, pa.int64(), mask=null).cast(pa.timestamp("ms", tz="UTC"))
+    return pa.array(values, pa.int64(), mask=null).view(TIMESTAMP_MS)
+
+
+def epoch_millis(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A timestamp column of milliseconds as its int64 values: the same buffers seen as
+    another type (a cast costs more than the few rows of a quiet partition's column)."""
+    typ = column.type
+    if not (pa.types.is_timestamp(typ) and typ.unit == "ms"):
+        return column.cast(pa.int64())
+    if isinstance(column, pa.ChunkedArray):
+        return pa.chunked_array([c.view(pa.int64()) for c in column.chunks], pa.int64())
+    return column.view(pa.int64())
 
 
 def timestamp_types(log_append: np.ndarray) -> pa.Array:
@@ -92,3 +104,16 @@ def outside_spark_range(ms: pa.Array | pa.ChunkedArray) -> pa.Array:
     import pyarrow.compute as pc
 
     return pc.fill_null(pc.or_(pc.less(ms, SPARK_MIN_MS), pc.greater(ms, SPARK_MAX_MS)), False)
+
+
+def in_spark_range(ms: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether every non-null value of epoch milliseconds is a Spark timestamp: one min/max,
+    so the common case (every column of a healthy log) builds no mask
+    (:func:`outside_spark_range` for the rows that are not)."""
+    import pyarrow.compute as pc
+
+    if not ms.null_count:  # numpy's min and max cost less than one Arrow call on a few rows
+        values = ms.to_numpy()
+        return not values.size or (values.min() >= SPARK_MIN_MS and values.max() <= SPARK_MAX_MS)
+    low, high = pc.min_max(ms).values()
+    return not low.is_valid or (low.as_py() >= SPARK_MIN_MS and high.as_py() <= SPARK_MAX_MS)

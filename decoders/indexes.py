@@ -7,6 +7,7 @@ zeros after that are padding, anything else is reported as inconsistent.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -129,6 +130,12 @@ def _entries(src, entry_size: int, budget: int, ok_fn):
     return np.concatenate(kept) if kept else np.zeros((0, entry_size), np.uint8)
 
 
+@functools.cache
+def _no_entries() -> pa.Table:
+    """An empty index_entries table (tables are immutable: one serves every file)."""
+    return INDEX_ENTRIES.empty_table()
+
+
 def _index_result(
     src, info, kind, entry_size, count, rel, budget, log_position=None, timestamp=None,
     rows: bool = True,
@@ -153,7 +160,7 @@ def _index_result(
     if count:
         acct.see_offsets(int(rel[0] + base), int(rel[count - 1] + base))
     if not rows:
-        return IndexResult(INDEX_ENTRIES.empty_table(), acct)
+        return IndexResult(_no_entries(), acct)
     ts_type = pa.timestamp("ms", tz="UTC")
     table = pa.table(
         {

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from decoders import fixed
 from decoders.accounting import Accounting, FileInfo
-from decoders.columns import const
+from decoders.columns import TIMESTAMP_MS, const
 from decoders.constants import (
     PRODUCER_SNAPSHOT_COUNT_OFFSET,
     PRODUCER_SNAPSHOT_ENTRY_SIZE,
@@ -123,7 +123,7 @@ def read_snapshot(
                 if k
                 in ("producer_id", "producer_epoch", "last_sequence", "last_offset", "offset_delta")
             },
-            "timestamp": pa.array(ts, mask=ts == -1).cast(pa.timestamp("ms", tz="UTC")),
+            "timestamp": pa.array(ts, mask=ts == -1).view(TIMESTAMP_MS),
             "coordinator_epoch": pa.array(cols["coordinator_epoch"]),
             "current_txn_first_offset": pa.array(cols["current_txn_first_offset"]),
         },

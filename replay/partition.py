@@ -31,6 +31,7 @@ from replay.partition_runs import (
     LAST_WINDOW,
     Runs,
     apply_transactional,
+    flags,
 )
 from replay.producer_state import (
     NUM_BATCHES_TO_RETAIN,
@@ -71,6 +72,20 @@ def cleaner_leftovers_end(t: pa.Table | pa.RecordBatch) -> int:
     """One past the last offset of the batches only the log cleaner leaves (3.7, 3.8): empty
     batches, delete horizons, data batches with fewer records than offsets (format v2 only);
     0 when there are none. Over several pieces of a log: the largest of theirs."""
+    numbers = [t.column(c) for c in ("magic", "base_offset", "last_offset", "record_count")]
+    if not any(c.null_count for c in numbers):  # every decoded batch: numpy over its rows
+        magic, base, last, count = (c.to_numpy() for c in numbers)
+        short = (count < last - base + 1) & ~flags(t.column("is_control"))
+        if "has_delete_horizon" in t.schema.names:
+            short |= flags(t.column("has_delete_horizon"))
+        last = last[(magic >= 2) & short]
+        return int(last.max()) + 1 if last.size else 0
+    return _leftovers_end_arrow(t)
+
+
+def _leftovers_end_arrow(t: pa.Table | pa.RecordBatch) -> int:
+    """:func:`cleaner_leftovers_end` over Arrow's null semantics (a row with a null number
+    is no leftover)."""
     v2 = pc.greater_equal(t.column("magic"), 2)
     horizon = (
         pc.fill_null(t.column("has_delete_horizon"), False)
@@ -85,6 +100,22 @@ def cleaner_leftovers_end(t: pa.Table | pa.RecordBatch) -> int:
     leftover = pc.and_(v2, pc.or_(horizon, short))
     last = pc.max(pc.filter(t.column("last_offset"), pc.fill_null(leftover, False))).as_py()
     return 0 if last is None else last + 1
+
+
+def _from_segments(files: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Which rows come from a `.log` file (a null file: yes); of a dictionary-encoded column
+    (the replay holds it so), each distinct name looked at once."""
+    chunks = files.chunks if isinstance(files, pa.ChunkedArray) else [files]
+    parts = []
+    for c in chunks:
+        if pa.types.is_dictionary(c.type) and not c.indices.null_count:
+            names = c.dictionary.to_pylist()
+            logs = np.array([n is None or n.endswith(".log") for n in names], bool)
+            parts.append(logs[c.indices.to_numpy()])
+        else:
+            ends = pc.fill_null(pc.ends_with(c.cast(pa.string()), ".log"), True)
+            parts.append(ends.to_numpy(zero_copy_only=False))
+    return np.concatenate(parts) if parts else np.zeros(0, bool)
 
 
 @dataclass
@@ -251,11 +282,12 @@ class PartitionReplay:
         :data:`OVERLAPS_REPORTED` per partition are findings; all are counted."""
         if not t.num_rows:
             return
-        valid = pc.fill_null(t.column("crc_valid"), True)
+        crc = t.column("crc_valid")
+        if crc.null_count:
+            crc = pc.fill_null(crc, True)  # not checked
+        valid = crc.to_numpy(zero_copy_only=False)
         if "file" in t.column_names:  # segments only: a KRaft snapshot's batches repeat them
-            names = pc.cast(t.column("file"), pa.string())
-            valid = pc.and_(valid, pc.fill_null(pc.ends_with(names, ".log"), True))
-        valid = valid.to_numpy(zero_copy_only=False)
+            valid = valid & _from_segments(t.column("file"))
         rows = np.flatnonzero(valid)
         if not len(rows):
             return
@@ -302,8 +334,12 @@ class PartitionReplay:
             self.first_segment = segment
         elif segment is None or segment != self.first_segment:
             return
-        ts = t.column("max_timestamp")
-        low = pc.min(pc.filter(ts, pc.greater_equal(ts, 0))).as_py()
+        ts = t.column("max_timestamp")  # epoch milliseconds (_replay_columns)
+        if ts.null_count:
+            ts = pc.fill_null(ts, -1)  # no timestamp, as a negative one is
+        ts = ts.to_numpy()
+        ts = ts[ts >= 0]
+        low = int(ts.min()) if ts.size else None
         if low is not None and (self.first_timestamp is None or low < self.first_timestamp):
             self.first_timestamp = low
 

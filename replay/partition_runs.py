@@ -54,6 +54,13 @@ CLOSED_COLUMNS = (
 LSO_COLUMNS = ("topic", "partition", "timestamp", "log_end_offset", "lso")
 
 
+def flags(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A boolean column as numpy, null as False."""
+    if column.null_count:
+        column = pc.fill_null(column, False)
+    return column.to_numpy(zero_copy_only=False)
+
+
 class Runs:
     """A partition's batches (in offset order) as numpy columns, with the runs of **plain**
     ones: a CRC-valid, non-transactional data batch of format v2 from an idempotent producer
@@ -70,19 +77,22 @@ class Runs:
     def __init__(self, t: pa.Table, expiry_ms: int) -> None:
         def col(name: str, null: int) -> np.ndarray:
             c = t.column(name)
-            if not c.null_count and pa.types.is_integer(c.type):  # most: no Arrow call per column
-                return c.to_numpy().astype(np.int64, copy=False)
-            return pc.fill_null(c.cast(pa.int64()), null).to_numpy()
+            if not pa.types.is_integer(c.type):
+                c = c.cast(pa.int64())
+            if c.null_count:
+                c = pc.fill_null(c, null)
+            return c.to_numpy().astype(np.int64, copy=False)  # most: no Arrow call per column
 
         def flag(name: str) -> np.ndarray:
-            return pc.fill_null(t.column(name).cast(pa.bool_()), False).to_numpy(
-                zero_copy_only=False
-            )
+            return flags(t.column(name).cast(pa.bool_()))
+
+        control_types = t.column("control_type")
+        no_control = control_types.null_count == len(control_types)
 
         def is_type(name: str) -> np.ndarray:
-            return pc.fill_null(pc.equal(t.column("control_type"), name), False).to_numpy(
-                zero_copy_only=False
-            )
+            if no_control:  # a partition without markers: no comparison of every row
+                return np.zeros(len(control_types), bool)
+            return flags(pc.equal(control_types, name))
 
         self.table = t
         self.base, self.last = col("base_offset", -1), col("last_offset", -1)

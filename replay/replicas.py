@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from decoders.columns import const, outside_spark_range
+from decoders.columns import const, epoch_millis, in_spark_range, outside_spark_range
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from decoders.schemas import table_of_rows
 from replay.carried import ReplicaIds, judged_prints, state_text
@@ -216,7 +216,9 @@ def replay_spec(paths: list[str], config, listed: tuple | None = None) -> Replay
 def millis(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     """A timestamp column as epoch milliseconds, null outside Spark's range (what
     ``unix_millis`` gives on the Spark side of the audit)."""
-    ms = column.cast(pa.int64())
+    ms = epoch_millis(column)
+    if in_spark_range(ms):
+        return ms
     return pc.if_else(outside_spark_range(ms), pa.scalar(None, pa.int64()), ms)
 
 
@@ -318,12 +320,11 @@ class ReplicaReplay:
             if self.first_offset is None:
                 self.first_offset = int(offsets[0])
             self.last_base = int(offsets[-1])
-        end = pc.max(b.column("last_offset")).as_py()
+        last = b.column("last_offset")
+        end = pc.max(last).as_py() if last.null_count else int(last.to_numpy().max())
         if end is not None:
             self.end = end if self.end is None else max(self.end, end)
-        self.crc_valid += (
-            pc.sum(pc.cast(pc.fill_null(b.column("crc_valid"), False), pa.int64())).as_py() or 0
-        )
+        self.crc_valid += b.column("crc_valid").true_count  # null: not known valid
         self.leftovers_end = max(self.leftovers_end, cleaner_leftovers_end(b))
         self.batch_rows += b.num_rows
         self._hold(self.batches, b)
