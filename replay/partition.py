@@ -133,7 +133,8 @@ def _ms(v) -> int:
 def _replay_columns(batches: pa.Table) -> pa.Table:
     """The columns the replay reads, timestamps as epoch milliseconds (int64: garbage ones do
     not fit datetime)."""
-    names = [c for c in BATCH_COLUMNS if c in batches.schema.names]
+    have = set(batches.schema.names)  # (each .names is a fresh list)
+    names = [c for c in BATCH_COLUMNS if c in have]
     t = batches.select(names)
     for c in names:
         if pa.types.is_timestamp(t.schema.field(c).type):
@@ -301,8 +302,9 @@ class PartitionReplay:
         top = int(np.argmax(np.maximum(last, base)))
         if int(reach[-1]) > self.highest[0]:
             i = int(rows[top])  # the row's fields it keeps, not the whole row (~20 columns)
+            have = set(t.column_names)
             r = {c: t.column(c)[i].as_py() for c in ("file", "position", "base_offset", "crc")
-                 if c in t.column_names}  # fmt: skip
+                 if c in have}  # fmt: skip
             self.highest = (int(reach[-1]), r.get("file"), r.get("position"), r["base_offset"],
                             r.get("crc"))  # fmt: skip
 

@@ -234,7 +234,8 @@ def _held(batch: pa.RecordBatch, column: str) -> pa.Array:
 
 
 def _holding(batch: pa.RecordBatch, columns) -> pa.RecordBatch:
-    names = [c for c in columns if c in batch.schema.names]
+    have = set(batch.schema.names)  # (each .names is a fresh list)
+    names = [c for c in columns if c in have]
     return pa.RecordBatch.from_arrays([_held(batch, c) for c in names], names=names)
 
 
@@ -363,7 +364,8 @@ class ReplicaReplay:
     def _side(self, row: str, batch: pa.RecordBatch) -> None:
         """A snapshot's entries or a `.txnindex`'s as rows of :data:`SIDE_COLUMNS` (a few per
         partition: converted as Python values, not column by column)."""
-        have = [c for c in SIDE_COLUMNS if c in batch.schema.names]
+        names = set(batch.schema.names)
+        have = [c for c in SIDE_COLUMNS if c in names]
         if "timestamp" in have:
             batch = batch.set_column(batch.schema.get_field_index("timestamp"), "timestamp",
                                      millis(batch.column("timestamp")))  # fmt: skip
