@@ -149,9 +149,11 @@ def control_records(buf, h: V2Headers, fail: Fail) -> tuple[pa.Array, pa.Array]:
     the areas are compared as bytes, all the window's at once, and each distinct one is
     decoded once."""
     n = h.n
+    rows = np.flatnonzero(h.control & (h.count > 0) & (h.codec == COMPRESSION_NONE))
+    if not rows.size:  # most windows of a user topic: no marker to read
+        return pa.nulls(n, pa.string()), pa.nulls(n, pa.int32())
     code = np.full(n, -1, np.int64)  # each batch's distinct area, -1: none decoded
     decoded: list[tuple[str | None, int | None, str | None]] = []
-    rows = np.flatnonzero(h.control & (h.count > 0) & (h.codec == COMPRESSION_NONE))
     start = h.positions[rows].astype(np.int64) + RECORDS_OFFSET
     end = h.entry_end[rows].astype(np.int64)
     length = end - start

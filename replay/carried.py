@@ -140,12 +140,16 @@ def judged_prints(before, judged: list[dict], cluster: str) -> str:
     from replay.remediation import fingerprint
 
     prints = set(before) | {fingerprint({**f, "cluster": cluster}) for f in judged}
-    return json.dumps(sorted(prints), separators=(",", ":"))
+    return _COMPACT.encode(sorted(prints))
+
+
+# json.dumps with any option builds its encoder each call: one per partition's two texts
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 def state_text(state: dict[str, Any]) -> str:
     """A carried state as the ``replay_states`` table holds it: compact JSON."""
-    return json.dumps(state, separators=(",", ":"))
+    return _COMPACT.encode(state)
 
 
 def resume(
