@@ -149,6 +149,10 @@ class PartitionReplay:
     # runs of plain batches and one producer's transactional stretches applied at once
     # (replay.partition_runs); off, every batch goes through batch() (the tests compare both)
     fast = True
+    # pieces of fewer batches than this go one by one: the runs' columns cost more to set up
+    # than they save on a few batches (a quiet partition's 8 replay in half the time one by
+    # one; the two meet between 128 and 256 batches). The tests set it to 0 to compare both.
+    small_piece = 64
 
     def __init__(
         self,
@@ -258,7 +262,7 @@ class PartitionReplay:
             t = _replay_columns(piece)
             self._count_sequences(t)
             self._overlapping(t)
-            if not self.fast:
+            if not self.fast or t.num_rows < self.small_piece:
                 self._one_by_one(t, pending)
                 continue
             runs = Runs(t, self.config.producer_id_expiration_ms)
@@ -337,8 +341,8 @@ class PartitionReplay:
         elif segment is None or segment != self.first_segment:
             return
         ts = t.column("max_timestamp")  # epoch milliseconds (_replay_columns)
-        if ts.null_count:
-            ts = pc.fill_null(ts, -1)  # no timestamp, as a negative one is
+        if ts.null_count:  # no timestamp, as a negative one is (of any type, null's too)
+            ts = pc.fill_null(ts.cast(pa.int64()), -1)
         ts = ts.to_numpy()
         ts = ts[ts >= 0]
         low = int(ts.min()) if ts.size else None

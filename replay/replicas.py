@@ -325,7 +325,8 @@ class ReplicaReplay:
         end = pc.max(last).as_py() if last.null_count else int(last.to_numpy().max())
         if end is not None:
             self.end = end if self.end is None else max(self.end, end)
-        self.crc_valid += b.column("crc_valid").true_count  # null: not known valid
+        crc = b.column("crc_valid")  # null: not known valid
+        self.crc_valid += crc.true_count if pa.types.is_boolean(crc.type) else 0
         self.leftovers_end = max(self.leftovers_end, cleaner_leftovers_end(b))
         self.batch_rows += b.num_rows
         self._hold(self.batches, b)

@@ -80,6 +80,7 @@ def _both(key, bt: pa.Table, side: list[dict], facts: Facts, monkeypatch) -> int
         return done
 
     monkeypatch.setattr(PartitionReplay, "_skip_ahead", counting)
+    monkeypatch.setattr(PartitionReplay, "small_piece", 0)  # every piece by runs
     fast = partition_tables(topic, partition, bt, side, facts)
     monkeypatch.setattr(PartitionReplay, "fast", False)
     slow = partition_tables(topic, partition, bt, side, facts)
@@ -222,3 +223,44 @@ def test_damaged_partitions_replay_the_same(production, sim_all, monkeypatch):
         side = parts[key][1] + _snapshots(damaged, rng)
         applied += _both(key, _table(damaged), side, facts, monkeypatch)
     assert applied > 0
+
+
+def _idempotent(n: int, producers: int) -> pa.Table:
+    """``n`` batches of ``producers`` idempotent producers in turn, each continuing its last."""
+    rows = []
+    for i in range(n):
+        seq = i // producers * 5
+        rows.append({
+            "topic": "t", "partition": 0, "base_offset": 5 * i, "last_offset": 5 * i + 4,
+            "producer_id": 1000 + i % producers, "producer_epoch": 0, "base_sequence": seq,
+            "last_sequence": seq + 4, "record_count": 5, "is_transactional": False,
+            "is_control": False, "control_type": None, "coordinator_epoch": None,
+            "max_timestamp": 1_700_000_000_000 + 10 * i, "magic": 2, "crc_valid": True,
+            "has_delete_horizon": False, "position": 100 * i, "crc": 0,
+        })  # fmt: skip
+    return pa.Table.from_pylist(rows)
+
+
+@pytest.mark.parametrize("n", [1, 8, 63, 64, 200])
+def test_a_few_batches_go_one_by_one(n, monkeypatch):
+    """A piece of fewer than ``small_piece`` batches is replayed batch by batch (setting up
+    the runs costs more than a quiet partition's replay); the state is the runs' either way."""
+    from replay import partition as partition_module
+    from replay.carried import carry
+
+    built = []
+
+    class Counted(partition_module.Runs):
+        def __init__(self, t, expiry_ms):
+            built.append(t.num_rows)
+            super().__init__(t, expiry_ms)
+
+    monkeypatch.setattr(partition_module, "Runs", Counted)
+    t = _idempotent(n, producers=3)
+    as_set = carry(PartitionReplay("t", 0).run_in_order([t]))
+    assert built == ([] if n < PartitionReplay.small_piece else [n])
+    monkeypatch.setattr(PartitionReplay, "small_piece", 0)
+    by_runs = carry(PartitionReplay("t", 0).run_in_order([t]))
+    assert built[-1] == n
+    assert as_set == by_runs
+    assert as_set["log_end"] == 5 * n and len(as_set["producers"]) == min(n, 3)

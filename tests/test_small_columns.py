@@ -120,3 +120,23 @@ def test_rows_from_segments_equal_a_suffix_test(seed):
     expected = [f is None or f.endswith(".log") for f in files.to_pylist()]
     for c in (files, pc.dictionary_encode(files), _chunked(pc.dictionary_encode(files), rng)):
         assert _from_segments(c).tolist() == expected
+
+
+@pytest.mark.parametrize(
+    ("values", "typ", "expected"),
+    [
+        ([5, 3, 9], pa.int64(), 3),
+        ([None, 7, -1, 4], pa.int64(), 4),
+        ([-1, None], pa.int64(), None),
+        ([None, None], pa.null(), None),  # a column of nothing but nulls, as from_pylist makes
+        ([], pa.int64(), None),
+    ],
+)
+def test_first_timestamp_skips_nulls_and_negatives(values, typ, expected):
+    from replay.partition import PartitionReplay
+
+    r = PartitionReplay("t", 0)
+    t = pa.table({"max_timestamp": pa.array(values, typ)})
+    if t.num_rows:
+        r._first_timestamp(t)
+    assert r.first_timestamp == expected

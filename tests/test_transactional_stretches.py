@@ -118,6 +118,7 @@ def _both(topic: str, rows: list[dict], side: list[dict], monkeypatch, cleaned_u
         return done
 
     monkeypatch.setattr(partition_module, "apply_transactional", counting)
+    monkeypatch.setattr(PartitionReplay, "small_piece", 0)  # every piece by runs
     fast = partition_tables(topic, 0, bt, side, facts, cleaned_upto)
     monkeypatch.setattr(PartitionReplay, "fast", False)
     slow = partition_tables(topic, 0, bt, side, facts, cleaned_upto)
