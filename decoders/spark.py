@@ -46,7 +46,7 @@ from pyspark.sql.types import (
 
 import decoders
 from decoders import avro
-from decoders.columns import outside_spark_range
+from decoders.columns import epoch_millis, in_spark_range, outside_spark_range
 from decoders.planning import DEFAULT_RANGE_BYTES, ByteRange, plan
 from decoders.schemas import TABLES
 
@@ -303,8 +303,9 @@ def _spark_safe(batch: pa.RecordBatch) -> pa.RecordBatch:
     changed = False
     for i, f in enumerate(batch.schema):
         if pa.types.is_timestamp(f.type) and batch.column(i).null_count < len(batch):
-            bad = outside_spark_range(batch.column(i).cast(pa.int64()))
-            if pc.any(bad).as_py():
+            ms = epoch_millis(batch.column(i))
+            if not in_spark_range(ms):
+                bad = outside_spark_range(ms)
                 columns[i] = pc.if_else(bad, pa.scalar(None, f.type), batch.column(i))
                 changed = True
     return pa.RecordBatch.from_arrays(columns, schema=batch.schema) if changed else batch

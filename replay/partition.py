@@ -72,34 +72,20 @@ def cleaner_leftovers_end(t: pa.Table | pa.RecordBatch) -> int:
     """One past the last offset of the batches only the log cleaner leaves (3.7, 3.8): empty
     batches, delete horizons, data batches with fewer records than offsets (format v2 only);
     0 when there are none. Over several pieces of a log: the largest of theirs."""
-    numbers = [t.column(c) for c in ("magic", "base_offset", "last_offset", "record_count")]
-    if not any(c.null_count for c in numbers):  # every decoded batch: numpy over its rows
-        magic, base, last, count = (c.to_numpy() for c in numbers)
-        short = (count < last - base + 1) & ~flags(t.column("is_control"))
-        if "has_delete_horizon" in t.schema.names:
-            short |= flags(t.column("has_delete_horizon"))
-        last = last[(magic >= 2) & short]
-        return int(last.max()) + 1 if last.size else 0
-    return _leftovers_end_arrow(t)
-
-
-def _leftovers_end_arrow(t: pa.Table | pa.RecordBatch) -> int:
-    """:func:`cleaner_leftovers_end` over Arrow's null semantics (a row with a null number
-    is no leftover)."""
-    v2 = pc.greater_equal(t.column("magic"), 2)
-    horizon = (
-        pc.fill_null(t.column("has_delete_horizon"), False)
-        if "has_delete_horizon" in t.schema.names
-        else pa.repeat(False, t.num_rows)  # fmt: skip
-    )
-    spans = pc.add(pc.subtract(t.column("last_offset"), t.column("base_offset")), 1)
-    short = pc.and_(
-        pc.less(t.column("record_count"), spans),
-        pc.invert(pc.fill_null(t.column("is_control"), False)),
-    )
-    leftover = pc.and_(v2, pc.or_(horizon, short))
-    last = pc.max(pc.filter(t.column("last_offset"), pc.fill_null(leftover, False))).as_py()
-    return 0 if last is None else last + 1
+    known = np.ones(t.num_rows, bool)  # a row with a null number is no leftover
+    numbers = []
+    for name in ("magic", "base_offset", "last_offset", "record_count"):
+        c = t.column(name)
+        if c.null_count:  # none in a decoded batch's numbers: numpy over them as they are
+            known &= flags(pc.is_valid(c))
+            c = pc.fill_null(c.cast(pa.int64()), 0)
+        numbers.append(c.to_numpy())
+    magic, base, last, count = numbers
+    short = (count < last - base + 1) & ~flags(t.column("is_control"))
+    if "has_delete_horizon" in t.schema.names:
+        short |= flags(t.column("has_delete_horizon"))
+    last = last[known & (magic >= 2) & short]
+    return int(last.max()) + 1 if last.size else 0
 
 
 def _from_segments(files: pa.Array | pa.ChunkedArray) -> np.ndarray:

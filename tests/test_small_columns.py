@@ -19,7 +19,7 @@ from decoders.columns import (
     timestamps,
 )
 from decoders.constants import NO_TIMESTAMP, SPARK_MAX_MS, SPARK_MIN_MS
-from replay.partition import _from_segments, _leftovers_end_arrow, cleaner_leftovers_end
+from replay.partition import _from_segments, cleaner_leftovers_end
 from replay.replicas import millis
 
 SEEDS = range(40)
@@ -85,7 +85,7 @@ def _leftovers_by_rows(t: pa.Table) -> int:
 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("nulls", [False, True])
-def test_cleaner_leftovers_end_equal_arrow_s(seed, nulls):
+def test_cleaner_leftovers_end_equal_the_row_rule(seed, nulls):
     rng = random.Random(seed)
     n = rng.randint(0, 10)
 
@@ -107,7 +107,6 @@ def test_cleaner_leftovers_end_equal_arrow_s(seed, nulls):
     t = pa.table(columns)
     expected = _leftovers_by_rows(t)
     assert cleaner_leftovers_end(t) == expected
-    assert _leftovers_end_arrow(t) == expected
     assert cleaner_leftovers_end(t.to_batches()[0] if n else t) == expected
 
 
@@ -140,3 +139,19 @@ def test_first_timestamp_skips_nulls_and_negatives(values, typ, expected):
     if t.num_rows:
         r._first_timestamp(t)
     assert r.first_timestamp == expected
+
+
+def test_timestamps_spark_cannot_hold_become_null_on_the_way_into_spark():
+    """decoders.spark: a value outside years 1..9999 (a garbage header's) is nulled, the rest
+    kept as they are; a batch wholly in range is passed on untouched. (The decoders' timestamp
+    columns are all milliseconds: TIMESTAMP_MS.)"""
+    from decoders.spark import _spark_safe
+
+    good = pa.array([0, 1_700_000_000_000, None], pa.int64()).cast(TIMESTAMP_MS)
+    batch = pa.RecordBatch.from_arrays([good, pa.array([1, 2, 3])], names=["t", "n"])
+    assert _spark_safe(batch) is batch
+    for far in (SPARK_MAX_MS + 1, SPARK_MIN_MS - 1):
+        bad = pa.array([far, 5, None], pa.int64()).cast(TIMESTAMP_MS)
+        safe = _spark_safe(pa.RecordBatch.from_arrays([bad, pa.array([1, 2, 3])], names=["t", "n"]))
+        assert safe.column(0).cast(pa.int64()).to_pylist() == [None, 5, None]
+        assert safe.column(1).to_pylist() == [1, 2, 3]
