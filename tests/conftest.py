@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
+import sys
 
 import pytest
 
@@ -13,7 +14,16 @@ import pytest
 # tests and the jobs they start; tests/test_jvm_archive.py turns it on in a directory of its own
 os.environ.setdefault("LOGREPLAY_JVM_ARCHIVE", "off")
 
-import decoders
+# Bytecode caches are written even where the environment asks not to (PYTHONDONTWRITEBYTECODE:
+# container images often set it). Without them each pytest worker rewrites every test module's
+# asserts again on each run (about 10 s of a worker's collection on a 2-core machine, against
+# 2-3 s read from the cache) and every process the tests start (Spark's Python workers, the
+# command's subprocesses) compiles the project again. The caches live in `__pycache__`
+# directories, which git ignores; a changed source is compiled again by its timestamp.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+import decoders  # noqa: E402 (after the settings above: its modules are cached too)
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus" / "real"

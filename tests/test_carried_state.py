@@ -8,6 +8,7 @@ transactions, runs of plain batches, stretches of one transactional producer). N
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import random
 
@@ -226,6 +227,23 @@ def _decoded(ranges, tables: list[str]) -> dict[str, pa.Table]:
     return {t: pa.Table.from_batches(b, schema=decoders.TABLES[t]) for t, b in parts.items()}
 
 
+@functools.lru_cache(maxsize=4)
+def _txn_log_of(root: str) -> pa.Table:
+    """A dump's `__transaction_state` records, decoded once for all its partitions."""
+    from tests.test_partition_runs import _millis
+
+    return _millis(decoders.read_dump([root], ["txn_log"])["txn_log"])
+
+
+@functools.lru_cache(maxsize=4)
+def _groups_of(root: str) -> list:
+    """A dump's `__consumer_offsets` partitions (tests.test_group_blocks._of_dump), decoded
+    once for all of them."""
+    from tests.test_group_blocks import _of_dump
+
+    return _of_dump(root)
+
+
 def _records_went_on(row: dict, earlier: str, later: str, ranges) -> int:
     """An internal topic's partition: the coordinator's (or the groups') replay goes on from
     the state the run published, over the records past the point in the later copy, to the
@@ -243,7 +261,7 @@ def _records_went_on(row: dict, earlier: str, later: str, ranges) -> int:
         txn_log_blocks,
     )
     from replay.groups import GroupsReplay
-    from tests.test_group_blocks import _of_dump, of_tables
+    from tests.test_group_blocks import of_tables
     from tests.test_partition_runs import _millis
 
     state = json.loads(row["records_state"])
@@ -267,7 +285,7 @@ def _records_went_on(row: dict, earlier: str, later: str, ranges) -> int:
     if row["topic"] == "__transaction_state":
 
         def mine(root):
-            t = _millis(decoders.read_dump([root], ["txn_log"])["txn_log"])
+            t = _txn_log_of(root)
             t = t.filter(pc.and_(pc.equal(t.column("broker"), key[0]),
                                  pc.equal(t.column("log_partition"), key[1])))  # fmt: skip
             return t.select(list(COORDINATOR_COLUMNS)) if t.num_rows else None
@@ -297,8 +315,8 @@ def _records_went_on(row: dict, earlier: str, later: str, ranges) -> int:
         def mine(parts):
             return [p for p in parts if p[0] == row["partition"]]
 
-        before = events(mine(_of_dump(earlier)))
-        whole = events(mine(_of_dump(later)))
+        before = events(mine(_groups_of(earlier)))
+        whole = events(mine(_groups_of(later)))
         decoded = _decoded(ranges, ["offset_commits", "group_metadata", "batches"])
         new = events(mine(of_tables(decoded)))
         if whole is None:

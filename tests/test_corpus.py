@@ -35,6 +35,7 @@ def test_every_crc_is_valid(corpus_tables):
     assert pc.all(pc.is_null(b["error"])).as_py()
 
 
+@pytest.mark.sweep  # ~1 M records through kafka-python's pure-Python reader: in ./dev test, not the inner loop
 def test_records_equal_kafka_python_on_every_log(corpus_logs):
     compared = 0
     for path in corpus_logs:
