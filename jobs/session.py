@@ -63,10 +63,15 @@ def spark_session(
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     config = {k: str(v) for k, v in (conf.get("config") or {}).items()}
     archive = _class_archive(submitted, master, app_name or conf["app_name"])
-    if not submitted and is_local(master) and os.environ.get(PRELOAD_ENV, "on") not in OFF:
+    preloaded = not submitted and is_local(master) and os.environ.get(PRELOAD_ENV, "on") not in OFF
+    if preloaded:
         # the Python workers' daemon with the tasks' modules imported once (jobs.daemon); in
         # local mode only, where the executor's Python is this one and imports this project
         config.setdefault(DAEMON_MODULE, "jobs.daemon")
+        # the one variable Spark SQL's Python tasks add to the workers' environment that an
+        # RDD's do not: with it set for both, both ask for the same daemon (Spark keeps one
+        # daemon per environment), which _context_with_workers starts early
+        config.setdefault(SIMPLIFIED_TRACEBACK_ENV, "1")
     if full_jit and DRIVER_JAVA_OPTIONS in config:
         config[DRIVER_JAVA_OPTIONS] = without_option(config[DRIVER_JAVA_OPTIONS], C1_ONLY)
     if archive.options:
@@ -74,6 +79,8 @@ def spark_session(
     with _allocations(config):
         for key, value in config.items():
             builder = builder.config(key, value)
+        if preloaded and not _session_running():
+            _context_with_workers(app_name or conf["app_name"], master, config)
         spark = builder.getOrCreate()
     record_session(archive, spark)
     progress.watch(spark)
@@ -83,6 +90,45 @@ def spark_session(
 
         register(spark)
     return spark
+
+
+WORKERS_JOB = "logreplay: start the Python workers"
+# set by Spark SQL's Python runners (spark.sql.execution.pyspark.udf.simplifiedTraceback)
+SIMPLIFIED_TRACEBACK_ENV = "spark.executorEnv.SPARK_SIMPLIFIED_TRACEBACK"
+
+
+def _context_with_workers(app_name: str, master: str, config: dict[str, str]) -> None:
+    """The session's SparkContext, made here with the settings the builder would give it
+    (the builder then finds it), and the Python workers' daemon started at once by a one-task
+    job from a thread of its own.
+
+    Why: the daemon's imports and numba's kernels (jobs.daemon: 1.5-2.5 s) are otherwise paid
+    when the first task that runs Python asks for a worker, the scan's, on the critical path
+    of every small run; the driver spends about as long between the context's start and the
+    scan's submission (the session's own start in the JVM, the dump's layout, the plan), so
+    here the two overlap. The job's failure changes nothing: the scan's tasks would start the
+    daemon as before (and meet the same error, reported there)."""
+    import threading
+
+    from pyspark import SparkConf, SparkContext
+
+    settings = {"spark.app.name": app_name, "spark.master": master, **config}
+    sc = SparkContext.getOrCreate(SparkConf().setAll(list(settings.items())))
+
+    def start() -> None:
+        try:
+            sc.setJobGroup(WORKERS_JOB, WORKERS_JOB)
+            sc.parallelize([0], 1).foreachPartition(_nothing)
+        except Exception:  # noqa: S110 (stopped, or the daemon failed: the tasks say so)
+            pass
+
+    threading.Thread(target=start, name="logreplay-workers", daemon=True).start()
+
+
+def _nothing(rows) -> None:
+    """A task that only needs a Python worker to exist."""
+    for _ in rows:
+        pass
 
 
 # Spark SQL's settings under which a query is interpreted rather than compiled to Java: no

@@ -10,6 +10,7 @@ import pytest
 
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from jobs import jvm_archive as ja
+from jobs import session as session_module
 from jobs.session import C1_ONLY, DRIVER_JAVA_OPTIONS, full_jit, spark_session, without_option
 from replay.config import load
 
@@ -45,7 +46,12 @@ def test_the_session_drops_c1_only_for_a_full_jit(monkeypatch, full):
         seen.update(builder._options)
         raise _Launched
 
+    def context(app_name, master, config):  # a local session's context comes first
+        seen.update(config)
+        raise _Launched
+
     monkeypatch.setattr(SparkSession.Builder, "getOrCreate", launch)
+    monkeypatch.setattr(session_module, "_context_with_workers", context)
     monkeypatch.setenv(ja.ENABLE_ENV, "off")
     monkeypatch.delenv("SPARK_ENV_LOADED", raising=False)
     with pytest.raises(_Launched):

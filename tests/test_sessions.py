@@ -349,6 +349,15 @@ class _Builder:
         self.calls.setdefault("config", {})[k] = v
         return self
 
+    @staticmethod
+    def context(calls):
+        """jobs.session._context_with_workers: a local session's context, made first."""
+
+        def make(app_name, master, config):
+            calls["context"] = (master, dict(config))
+
+        return make
+
     def getOrCreate(self):  # noqa: N802
         self.calls["SPARK_LOCAL_IP"] = os.environ.get("SPARK_LOCAL_IP")
         pools = self.calls.get("config", {}).get("spark.scheduler.allocation.file")
@@ -384,6 +393,7 @@ def test_spark_local_ip_only_in_local_mode(monkeypatch, master, user_ip, submitt
 
     calls: dict = {}
     monkeypatch.setattr(SparkSession, "builder", _Builder(calls))
+    monkeypatch.setattr(session, "_context_with_workers", _Builder.context(calls))
     for name in ("SPARK_LOCAL_IP", "SPARK_ENV_LOADED", "PYSPARK_PYTHON"):
         monkeypatch.setenv(name, "x")  # recorded, so whatever the call sets is undone after
         monkeypatch.delenv(name)
@@ -394,6 +404,17 @@ def test_spark_local_ip_only_in_local_mode(monkeypatch, master, user_ip, submitt
     session.spark_session(master)
     assert calls["SPARK_LOCAL_IP"] == want
     assert calls.get("master") == (None if submitted else master or "local[2]")
+    # a local session's context is made first, its Python workers' daemon started at once
+    # under the environment Spark SQL's tasks ask for (tests/test_worker_daemon.py)
+    local = not submitted and session.is_local(master or "local[2]")
+    assert ("context" in calls) is local
+    if local:
+        given, config = calls["context"]
+        assert given == (master or "local[2]")
+        assert config[session.DAEMON_MODULE] == "jobs.daemon"
+        assert config[session.SIMPLIFIED_TRACEBACK_ENV] == "1"
+    else:
+        assert session.SIMPLIFIED_TRACEBACK_ENV not in calls.get("config", {})
 
 
 @pytest.mark.spark
@@ -429,6 +450,7 @@ def test_the_job_s_session_gives_the_cross_log_stage_the_first_pool(monkeypatch,
 
     calls: dict = {}
     monkeypatch.setattr(SparkSession, "builder", _Builder(calls))
+    monkeypatch.setattr(session, "_context_with_workers", _Builder.context(calls))
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     session.spark_session(None, conf={"spark": {"config": settings}})
     config = calls["config"]
