@@ -394,6 +394,7 @@ def test_spark_local_ip_only_in_local_mode(monkeypatch, master, user_ip, submitt
     calls: dict = {}
     monkeypatch.setattr(SparkSession, "builder", _Builder(calls))
     monkeypatch.setattr(session, "_context_with_workers", _Builder.context(calls))
+    monkeypatch.setattr(session, "_session_running", lambda: False)  # the tests' own may run
     for name in ("SPARK_LOCAL_IP", "SPARK_ENV_LOADED", "PYSPARK_PYTHON"):
         monkeypatch.setenv(name, "x")  # recorded, so whatever the call sets is undone after
         monkeypatch.delenv(name)
@@ -451,6 +452,7 @@ def test_the_job_s_session_gives_the_cross_log_stage_the_first_pool(monkeypatch,
     calls: dict = {}
     monkeypatch.setattr(SparkSession, "builder", _Builder(calls))
     monkeypatch.setattr(session, "_context_with_workers", _Builder.context(calls))
+    monkeypatch.setattr(session, "_session_running", lambda: False)  # the tests' own may run
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     session.spark_session(None, conf={"spark": {"config": settings}})
     config = calls["config"]
