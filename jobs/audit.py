@@ -191,12 +191,14 @@ def _load_gate(args) -> None:
     after importing here what the run's own threads import: first imports of modules that
     import each other, in two threads at once, can deadlock.
 
-    Why once the session is up, not while Spark starts: the scan's first tasks wait about a
-    second and a half for the Python workers' daemon to import the tasks' modules, one core
-    idle, and the import fills it. While the driver JVM started, the import held the GIL that
-    each of the session's calls into the JVM waits for: Spark's start took 3.1-3.3 s instead
-    of 1.9-2.1 s, and the demo's ``audit --gate --report`` 20.7-22.0 s against 20.2-20.3 s
-    once moved (alternating, docs/benchmarks.md)."""
+    Why once the session is up, not while Spark starts: while the driver JVM started, the
+    import held the GIL that each of the session's calls into the JVM waits for: Spark's start
+    took 3.1-3.3 s instead of 1.9-2.1 s, and the demo's ``audit --gate --report`` 20.7-22.0 s
+    against 20.2-20.3 s once moved (alternating, docs/benchmarks.md). It then filled the core
+    the scan's first tasks left idle while the Python workers' daemon imported their modules;
+    that daemon now starts with the session's context (jobs.session), so on two cores the
+    import competes with the driver's planning after the scan instead (the demo's ``audit
+    --gate --report`` as long as before, where ``audit`` alone ends 2.6 s sooner)."""
     if not args.gate:
         return
     import pandas  # noqa: F401
