@@ -16,7 +16,7 @@ os.environ.setdefault("LOGREPLAY_JVM_ARCHIVE", "off")
 
 # Bytecode caches are written even where the environment asks not to (PYTHONDONTWRITEBYTECODE:
 # container images often set it). Without them each pytest worker rewrites every test module's
-# asserts again on each run (about 10 s of a worker's collection on a 2-core machine, against
+# asserts again on each run (13-18 s of a worker's collection on a 2-core machine, against
 # 2-3 s read from the cache) and every process the tests start (Spark's Python workers, the
 # command's subprocesses) compiles the project again. The caches live in `__pycache__`
 # directories, which git ignores; a changed source is compiled again by its timestamp.
