@@ -79,7 +79,7 @@ def spark_session(
     with _allocations(config):
         for key, value in config.items():
             builder = builder.config(key, value)
-        if preloaded and not _session_running():
+        if preloaded and not _session_running() and not _connect_asked(config):
             _context_with_workers(app_name or conf["app_name"], master, config)
         spark = builder.getOrCreate()
     record_session(archive, spark)
@@ -123,6 +123,17 @@ def _context_with_workers(app_name: str, master: str, config: dict[str, str]) ->
             pass
 
     threading.Thread(target=start, name="logreplay-workers", daemon=True).start()
+
+
+def _connect_asked(config: dict[str, str]) -> bool:
+    """Whether the builder will make a Spark Connect session instead of a classic one (a
+    remote named in the environment or the settings, or Connect as the API mode): it refuses
+    to where a classic context runs already, so none is made first."""
+    return (
+        "SPARK_REMOTE" in os.environ
+        or "spark.remote" in config
+        or config.get("spark.api.mode", "").lower() == "connect"
+    )
 
 
 def _nothing(rows) -> None:

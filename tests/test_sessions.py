@@ -418,6 +418,31 @@ def test_spark_local_ip_only_in_local_mode(monkeypatch, master, user_ip, submitt
         assert session.SIMPLIFIED_TRACEBACK_ENV not in calls.get("config", {})
 
 
+@pytest.mark.parametrize(
+    ("env", "settings"),
+    [({"SPARK_REMOTE": "sc://127.0.0.1:15002"}, {}), ({}, {"spark.remote": "sc://127.0.0.1"}),
+     ({}, {"spark.api.mode": "connect"})],
+)  # fmt: skip
+def test_no_context_is_made_first_for_a_connect_session(monkeypatch, env, settings):
+    """Where the builder will make a Spark Connect session (which it refuses to where a
+    classic context runs), the early context and its workers' job are left out."""
+    from pyspark.sql import SparkSession
+
+    from jobs import session
+
+    calls: dict = {}
+    monkeypatch.setattr(SparkSession, "builder", _Builder(calls))
+    monkeypatch.setattr(session, "_context_with_workers", _Builder.context(calls))
+    monkeypatch.setattr(session, "_session_running", lambda: False)
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    monkeypatch.delenv("SPARK_ENV_LOADED", raising=False)
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    session.spark_session("local[2]", conf={"spark": {"config": settings}})
+    assert "context" not in calls and calls["master"] == "local[2]"
+
+
 @pytest.mark.spark
 def test_the_source_reads_an_explicitly_named_file(plain, dump, tmp_path):
     """A renamed segment loaded by path: decoded by its content, topic and partition null."""
