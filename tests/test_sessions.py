@@ -350,6 +350,20 @@ class _Builder:
         return self
 
     @staticmethod
+    def faked(monkeypatch) -> dict:
+        """The builder, the early context and the running-session check replaced (the tests'
+        own session may run in this process): what ``spark_session`` asked of them."""
+        from pyspark.sql import SparkSession
+
+        from jobs import session
+
+        calls: dict = {}
+        monkeypatch.setattr(SparkSession, "builder", _Builder(calls))
+        monkeypatch.setattr(session, "_context_with_workers", _Builder.context(calls))
+        monkeypatch.setattr(session, "_session_running", lambda: False)
+        return calls
+
+    @staticmethod
     def context(calls):
         """jobs.session._context_with_workers: a local session's context, made first."""
 
@@ -387,14 +401,10 @@ class _Builder:
     ],
 )
 def test_spark_local_ip_only_in_local_mode(monkeypatch, master, user_ip, submitted, want):
-    from pyspark.sql import SparkSession
 
     from jobs import session
 
-    calls: dict = {}
-    monkeypatch.setattr(SparkSession, "builder", _Builder(calls))
-    monkeypatch.setattr(session, "_context_with_workers", _Builder.context(calls))
-    monkeypatch.setattr(session, "_session_running", lambda: False)  # the tests' own may run
+    calls = _Builder.faked(monkeypatch)
     for name in ("SPARK_LOCAL_IP", "SPARK_ENV_LOADED", "PYSPARK_PYTHON"):
         monkeypatch.setenv(name, "x")  # recorded, so whatever the call sets is undone after
         monkeypatch.delenv(name)
@@ -426,14 +436,10 @@ def test_spark_local_ip_only_in_local_mode(monkeypatch, master, user_ip, submitt
 def test_no_context_is_made_first_for_a_connect_session(monkeypatch, env, settings):
     """Where the builder will make a Spark Connect session (which it refuses to where a
     classic context runs), the early context and its workers' job are left out."""
-    from pyspark.sql import SparkSession
 
     from jobs import session
 
-    calls: dict = {}
-    monkeypatch.setattr(SparkSession, "builder", _Builder(calls))
-    monkeypatch.setattr(session, "_context_with_workers", _Builder.context(calls))
-    monkeypatch.setattr(session, "_session_running", lambda: False)
+    calls = _Builder.faked(monkeypatch)
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     monkeypatch.delenv("SPARK_ENV_LOADED", raising=False)
     monkeypatch.delenv("SPARK_REMOTE", raising=False)
@@ -470,14 +476,9 @@ def test_the_job_s_session_gives_the_cross_log_stage_the_first_pool(monkeypatch,
     after; a user's own scheduler mode or allocation file stays theirs."""
     import xml.etree.ElementTree as ET
 
-    from pyspark.sql import SparkSession
-
     from jobs import session
 
-    calls: dict = {}
-    monkeypatch.setattr(SparkSession, "builder", _Builder(calls))
-    monkeypatch.setattr(session, "_context_with_workers", _Builder.context(calls))
-    monkeypatch.setattr(session, "_session_running", lambda: False)  # the tests' own may run
+    calls = _Builder.faked(monkeypatch)
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     session.spark_session(None, conf={"spark": {"config": settings}})
     config = calls["config"]
