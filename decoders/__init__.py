@@ -132,8 +132,9 @@ def decode_file(
 
 
 def _unreadable(path, info: FileInfo, e: OSError, src) -> tuple[Accounting, list[ErrorRow]]:
-    """A file that cannot be opened or read to the end: all its bytes skipped, one error row."""
-    from decoders.errors import CORRUPT_BYTES
+    """A file that cannot be opened or read to the end: all its bytes skipped, one error row
+    (``file_vanished`` where the file is gone: a listed file deleted since, a dangling link)."""
+    from decoders.errors import CORRUPT_BYTES, FILE_VANISHED
 
     size = getattr(src, "size", None)
     if size is None and isinstance(path, DumpFile):
@@ -144,6 +145,9 @@ def _unreadable(path, info: FileInfo, e: OSError, src) -> tuple[Accounting, list
         except (OSError, TypeError):
             size = 0
     acct = Accounting(size=size, corrupt=size)
+    if isinstance(e, FileNotFoundError):
+        why = f"file vanished before it was read: {e.strerror or e}"
+        return acct, [ErrorRow(info.file, 0, size, FILE_VANISHED, why)]
     why = f"file cannot be read: {e.strerror or e}" if isinstance(e, OSError) else str(e)
     return acct, [ErrorRow(info.file, 0, size, CORRUPT_BYTES, why)]
 
@@ -304,11 +308,11 @@ def _log(src, info: FileInfo, opts: _Options):
             for rb in w.records:
                 if "records" in wanted:
                     yield from _split("records", rb, max_rows)
-                if internal:
-                    decoded, errs = decode_internal(rb, info.file)
-                    extra_errors.extend(errs)
-                    for t in internal:
-                        for b in decoded[t].to_batches(max_chunksize=max_rows):
+                if not internal:
+                    continue
+                for t, decoded in decode_internal(rb, info.file, extra_errors):
+                    if t in internal:
+                        for b in decoded.to_batches(max_chunksize=max_rows):
                             yield t, b
     return dec.acct, dec.acct.errors + extra_errors
 

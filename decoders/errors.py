@@ -16,6 +16,10 @@ INDEX_INCONSISTENT = "index_inconsistent"
 # Decoding a file raised something that is not a format error (out of memory, a bug), or the Spark
 # task decoding it failed after every attempt (a worker lost): the file's bytes are not decoded.
 DECODE_FAILED = "decode_failed"
+# A file the dump's listing named that was gone when it was opened (a live broker's retention or
+# cleaner deleting it while the dump was listed or copied, a dangling symlink a copy left): its
+# bytes cannot be told, not damaged (docs/findings.md).
+FILE_VANISHED = "file_vanished"
 
 
 class DecodeError(ValueError):

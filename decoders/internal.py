@@ -8,6 +8,8 @@ are in the batches and records tables.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,16 +53,20 @@ _RECORD_FIELDS = {  # offset_commits columns copied from the record's batch
 
 
 def decode_internal(
-    records: pa.RecordBatch, file: str
-) -> tuple[dict[str, pa.Table], list[ErrorRow]]:
-    """Tables for one records batch of an internal topic (empty dict for other topics).
+    records: pa.RecordBatch, file: str, errors: list[ErrorRow]
+) -> Iterator[tuple[str, pa.Table]]:
+    """The tables of one records batch of an internal topic (nothing for other topics), as
+    (table, rows) a slice of records at a time, each table's rows in order; ``errors`` gets
+    the slices' error rows.
 
     Location columns (broker, offsets, the record timestamp as int64 milliseconds...) are taken
-    from the records' Arrow columns; only the keys and values pass through Python, a slice at a
-    time.
+    from the records' Arrow columns; only the keys and values pass through Python. Each slice's
+    rows are handed on before the next is decoded: a compressed batch of a million
+    `__consumer_offsets` tombstones (a few KB on disk) holds one slice's decoded rows, not a
+    million (tests/test_hostile.py).
     """
     if records.num_rows == 0:
-        return {}, []
+        return
     topic = records.column("topic")[0].as_py()
     slice_rows = SLICE_ROWS
     if topic == CONSUMER_OFFSETS_TOPIC:
@@ -68,16 +74,13 @@ def decode_internal(
     elif topic == TRANSACTION_STATE_TOPIC:
         decode, names, slice_rows = _transaction_state, ("txn_log",), COLUMN_SLICE_ROWS
     else:
-        return {}, []
-    parts: dict[str, list[pa.Table]] = {t: [] for t in names}
-    errors: list[ErrorRow] = []
+        return
     for start in range(0, records.num_rows, slice_rows):
         chunk = records.slice(start, slice_rows)
         rows, errs = decode(chunk, file)
         errors.extend(errs)
         for t in names:
-            parts[t].append(_table(t, chunk, file, *rows[t]))
-    return {t: pa.concat_tables(parts[t]) for t in names}, errors
+            yield t, _table(t, chunk, file, *rows[t])
 
 
 def _decoded_fields(name: str) -> list[pa.Field]:

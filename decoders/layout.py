@@ -211,15 +211,8 @@ def _listing(fs: pafs.FileSystem | None, root: str) -> tuple[list[tuple[str, int
     """(files under root with sizes, whether root is itself a file)."""
     if fs is None:
         if os.path.isfile(root):
-            return [(root, os.path.getsize(root))], True
-        out = []
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames.sort()
-            out.extend(
-                (os.path.join(dirpath, f), os.path.getsize(os.path.join(dirpath, f)))
-                for f in filenames
-            )
-        return out, False
+            return [(root, _size_now(root))], True
+        return _local_files(root), False
     info = fs.get_file_info(root)
     if info.type == pafs.FileType.File:
         return [(root, info.size)], True
@@ -227,6 +220,46 @@ def _listing(fs: pafs.FileSystem | None, root: str) -> tuple[list[tuple[str, int
         return [], False
     infos = fs.get_file_info(pafs.FileSelector(root, recursive=True))
     return [(i.path, i.size) for i in infos if i.type == pafs.FileType.File], False
+
+
+def _local_files(root: str) -> list[tuple[str, int]]:
+    """Every file under a local directory with its size, as ``os.walk`` finds them (top down,
+    subdirectories in name order, a symlinked directory not entered, an unreadable one left
+    out), from each directory's entries (``os.scandir``: no path joined, no second lookup).
+
+    A file listed but gone before its size is read (a live broker's retention deleting a
+    segment while its directory is copied or listed; a dangling symlink left by a copy) is
+    listed with size 0: its decoding then fails to open it and reports it (an ``errors`` row,
+    its reason the system's), rather than the listing ending the run."""
+    out: list[tuple[str, int]] = []
+    stack = [root]
+    while stack:
+        top = stack.pop()
+        try:
+            with os.scandir(top) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        subdirs = []
+        for e in entries:
+            try:
+                is_dir = e.is_dir()
+            except OSError:
+                is_dir = False
+            if not is_dir:
+                out.append((e.path, _size_now(e)))
+            elif not e.is_symlink():
+                subdirs.append(e.path)
+        stack.extend(sorted(subdirs, reverse=True))  # popped in name order
+    return out
+
+
+def _size_now(f: os.DirEntry | str) -> int:
+    """A listed file's size (its target's, for a symlink); 0 where it is gone."""
+    try:
+        return f.stat().st_size if isinstance(f, os.DirEntry) else os.path.getsize(f)
+    except OSError:
+        return 0
 
 
 GLOB_CHARS = "*?["

@@ -39,6 +39,7 @@ VOCABULARY: dict[str, Kind] = {
     "unknown_version": Kind("warning", None),
     "index_inconsistent": Kind("warning", None),
     "decode_failed": Kind("error", None),
+    "file_vanished": Kind("info", None),
     "duplicate_sequence": Kind("error", "sequences"),
     "sequence_gap": Kind("error", "sequences"),
     "out_of_order_sequence": Kind("error", "sequences"),
@@ -94,6 +95,7 @@ INTEGRITY_KINDS = (
     "unknown_version",
     "index_inconsistent",
     "decode_failed",
+    "file_vanished",
 )
 
 # Findings whose proof rests on where a copy ended (docs/incremental.md, "Provisional

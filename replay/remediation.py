@@ -245,6 +245,9 @@ NEXT_CHECK: dict[str, str] = {
     "than this logreplay knows.",
     "index_inconsistent": "Rebuild the index (delete it and restart the broker) or ignore it: "
     "the log is the truth, the index only speeds reads.",
+    "file_vanished": "Take the copy again if these bytes matter (a live broker's retention or "
+    "cleaner deleted the file while the dump was listed or copied), or point the dangling "
+    "link at its file: nothing in them was audited.",
     "decode_failed": "Open the batch with `logreplay dump --deep` and report the bytes: a batch "
     "whose header holds but whose records cannot be read.",
     "duplicate_sequence": "Check whether the broker lost the producer's state (a restart without "

@@ -203,6 +203,28 @@ def test_audit_command_line(spark, sim_all, scenario_audit, tmp_path, capsys, mo
     assert main(["audit", str(root), "--out", str(out), "--conf", str(tmp_path / "x.yaml")]) == 2
 
 
+def test_the_command_line_goes_on_past_a_vanished_file(spark, tmp_path):
+    """`logreplay audit --gate` over a clean dump whose listing names a file that is gone (a
+    dangling symlink a copy left; a segment a live broker's retention deletes while the dump is
+    read goes the same way: tests/test_hostile.py): the run ends, its gate passes, and the file
+    is one ``file_vanished`` finding (info) with its row in ``errors``, where the listing used
+    to end the run with a traceback."""
+    import pyarrow.parquet as pq
+
+    from simulator import synth
+
+    synth("clean_idempotent", str(tmp_path / "dump"), 1)
+    gone = "broker-1/events-0/00000000000000099999.log"
+    (tmp_path / "dump" / gone).symlink_to(tmp_path / "nowhere.log")
+    out = tmp_path / "out"
+    assert main(["audit", str(tmp_path / "dump"), "--out", str(out), "--gate"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["findings"]["by_kind"] == {"file_vanished": 1}
+    assert summary["findings"]["by_severity"] == {"info": 1}
+    errors = pq.read_table(out / "errors").to_pylist()
+    assert [(e["kind"], e["file"]) for e in errors] == [("file_vanished", gone)]
+
+
 def test_declared_facts_change_the_judgement(spark, sim_all, tmp_path):
     """conf topics.<t> and groups.<g>: facts the dump does not hold."""
     # the ledger partitions alone: no coordinator log, so no transaction timeout from it

@@ -6,6 +6,7 @@ measured in a fresh process (ru_maxrss) by tests.fuzz.measure. No Spark.
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import subprocess
@@ -130,8 +131,62 @@ def test_file_that_vanishes_before_it_is_read(tmp_path):
     (f,) = decoders.discover([str(path)])
     path.unlink()
     got = {t: b for t, b in decoders.iter_file(f, ("batches", "errors", "segments"))}
-    assert "No such file" in got["errors"].column("reason")[0].as_py()
-    assert got["segments"].column("bytes_corrupt")[0].as_py() == f.size
+    (err,) = got["errors"].to_pylist()
+    assert err["kind"] == "file_vanished" and "No such file" in err["reason"]
+    assert err["length"] == got["segments"].column("bytes_corrupt")[0].as_py() == f.size
+
+
+def test_a_dangling_symlink_is_listed_not_a_crash(tmp_path):
+    """A copy that left a symlink to nothing (or a file deleted between a directory's listing
+    and its size): listed with size 0, for the decoding to report it, where the listing's
+    size lookup used to end the run with a traceback."""
+    part = tmp_path / "broker-1" / "events-0"
+    inputs.place(part, "00000000000000000000", build_batch([Record(b"k", b"v")]))
+    (part / "00000000000000000007.log").symlink_to(tmp_path / "nowhere.log")
+    # a symlinked directory is not entered (as os.walk): this one would list the dump again,
+    # without end
+    (part / "linked").symlink_to(tmp_path, target_is_directory=True)
+    files = {os.path.basename(f.path): f for f in decoders.discover([str(tmp_path)])}
+    assert set(files) == {"00000000000000000000.log", "00000000000000000007.log"}
+    assert all("linked" not in f.path for f in files.values())
+    assert files["00000000000000000007.log"].size == 0
+    got = {t: b for t, b in decoders.iter_file(files["00000000000000000007.log"],
+                                               ("errors", "segments"))}  # fmt: skip
+    assert got["errors"].column("kind").to_pylist() == ["file_vanished"]
+
+
+def test_an_audit_goes_on_past_files_gone_while_it_runs(tmp_path, monkeypatch):
+    """A live broker's retention deleting a partition's oldest segment between the dump's
+    listing and its reading, and a dangling symlink beside it: the audit of a clean dump goes
+    on, each gone file one ``file_vanished`` finding (info: its bytes cannot be told), and
+    nothing of warning or above (absence is not evidence)."""
+    from replay import local
+    from replay.findings import SEVERITIES
+    from simulator import synth
+
+    synth("clean_idempotent", str(tmp_path / "d"), 1)
+    part = tmp_path / "d" / "broker-1" / "events-0"
+    oldest = part / "00000000000000000000.log"
+    size = oldest.stat().st_size
+    (part / "00000000000000099999.log").symlink_to(tmp_path / "nowhere.log")
+    listing = local.dump_layout
+
+    def listed_then_deleted(paths):
+        listed = listing(paths)
+        oldest.unlink()
+        return listed
+
+    monkeypatch.setattr(local, "dump_layout", listed_then_deleted)
+    got = local.audit_local([str(tmp_path / "d")])
+    gone = {
+        json.loads(f["evidence"])["file"].rsplit("/", 1)[-1]: f
+        for f in got["findings"] if f["kind"] == "file_vanished"
+    }  # fmt: skip
+    assert set(gone) == {oldest.name, "00000000000000099999.log"}
+    assert {f["severity"] for f in gone.values()} == {"info"}
+    assert json.loads(gone[oldest.name]["evidence"])["length"] == size
+    worse = [f for f in got["findings"] if SEVERITIES.index(f["severity"]) >= 1]
+    assert worse == []
 
 
 def test_file_that_shrinks_during_the_run(tmp_path):
