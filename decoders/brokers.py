@@ -142,6 +142,8 @@ class Layout:
     reasons: list[str]
     stale: list[dict]  # replicas of a topic's other incarnations (info findings)
     undecided: list[dict]  # topics whose live incarnation the dump cannot tell
+    # directories the listing could not read (decoders.layout: info findings)
+    unlisted: list[dict] = field(default_factory=list)
 
     def clusters(self) -> dict[str, list[Broker]]:
         out: dict[str, list[Broker]] = defaultdict(list)
@@ -159,6 +161,9 @@ class Layout:
             "reasons": self.reasons,
             "stale_replicas": self.stale,
             "undecided_topics": self.undecided,
+            "unlisted_directories": [
+                {k: u[k] for k in ("directory", "reason")} for u in self.unlisted
+            ],
         }
 
 

@@ -207,25 +207,31 @@ def sniff_entry(read_at, size: int) -> int | None:
     return None
 
 
-def _listing(fs: pafs.FileSystem | None, root: str) -> tuple[list[tuple[str, int]], bool]:
-    """(files under root with sizes, whether root is itself a file)."""
+def _listing(fs: pafs.FileSystem | None, root: str
+             ) -> tuple[list[tuple[str, int]], bool, list[tuple[str, str]]]:  # fmt: skip
+    """(files under root with sizes, whether root is itself a file, the directories under it
+    that could not be read with why: :func:`_local_files`)."""
     if fs is None:
         if os.path.isfile(root):
-            return [(root, _size_now(root))], True
-        return _local_files(root), False
+            return [(root, _size_now(root))], True, []
+        unlisted: list[tuple[str, str]] = []
+        return _local_files(root, unlisted), False, unlisted
     info = fs.get_file_info(root)
     if info.type == pafs.FileType.File:
-        return [(root, info.size)], True
+        return [(root, info.size)], True, []
     if info.type == pafs.FileType.NotFound:
-        return [], False
+        return [], False, []
     infos = fs.get_file_info(pafs.FileSelector(root, recursive=True))
-    return [(i.path, i.size) for i in infos if i.type == pafs.FileType.File], False
+    return [(i.path, i.size) for i in infos if i.type == pafs.FileType.File], False, []
 
 
-def _local_files(root: str) -> list[tuple[str, int]]:
+def _local_files(root: str, unlisted: list[tuple[str, str]]) -> list[tuple[str, int]]:
     """Every file under a local directory with its size, as ``os.walk`` finds them (top down,
-    subdirectories in name order, a symlinked directory not entered, an unreadable one left
-    out), from each directory's entries (``os.scandir``: no path joined, no second lookup).
+    subdirectories in name order, a symlinked directory not entered), from each directory's
+    entries (``os.scandir``: no path joined, no second lookup). A directory that cannot be read
+    (a broker's log directories are its user's alone, often mode 0700; an I/O error) goes to
+    ``unlisted`` with why, for the run to report (``unlisted_directory`` findings), where
+    ``os.walk`` leaves it out in silence.
 
     A file listed but gone before its size is read (a live broker's retention deleting a
     segment while its directory is copied or listed; a dangling symlink left by a copy) is
@@ -238,7 +244,8 @@ def _local_files(root: str) -> list[tuple[str, int]]:
         try:
             with os.scandir(top) as it:
                 entries = list(it)
-        except OSError:
+        except OSError as e:
+            unlisted.append((top, e.strerror or str(e)))
             continue
         subdirs = []
         for e in entries:
@@ -333,28 +340,32 @@ def dump_layout(roots: list[str] | str) -> tuple[list[DumpFile], Layout]:
     brokers, clusters and topic incarnations (decoders.brokers)."""
     if isinstance(roots, (str, os.PathLike)):
         roots = [roots]
-    found = []  # (filesystem key, filesystem, matched root, its listing, whether it is a file)
+    # (filesystem key, filesystem, matched root, its listing, whether it is a file, the
+    # directories under it that could not be read)
+    found = []
     for root in roots:
         fs, path = resolve(os.fspath(root))
         for match in _expand(fs, path):
-            listing, is_file = _listing(fs, match)
-            found.append((root_key(os.fspath(root)), fs, match, listing, is_file))
+            found.append((root_key(os.fspath(root)), fs, match, *_listing(fs, match)))
     shown = _shared_display_roots(
         [
             (key, fs, _display_root(fs, match, is_file, listing))
-            for key, fs, match, listing, is_file in found
+            for key, fs, match, listing, is_file, _ in found
         ]  # fmt: skip
     )
     files: list[DumpFile] = []
     dirs: list[LogDir] = []
-    for i, ((_, fs, _match, listing, is_file), display_root) in enumerate(
+    unread = []  # (filesystem, a directory that could not be read, display root, why)
+    for i, ((_, fs, _match, listing, is_file, unlisted), display_root) in enumerate(
         zip(found, shown, strict=True)
     ):
         mine = _discover_one(fs, listing, is_file, display_root)
         dirs.extend(_log_dirs(fs, mine, i))
         files.extend(mine)
+        unread += [(fs, path, display_root, why) for path, why in unlisted]
     layout = resolve_layout(dirs, lambda brokers: _metadata_authority(files, brokers))
     _label(files, layout)
+    layout.unlisted = _unlisted(files, unread)
     files.sort(
         key=lambda f: (
             f.info.topic or "",
@@ -546,6 +557,25 @@ def _discover_one(fs, listing, is_file: bool, display_root: str) -> list[DumpFil
                         _relpath(fs, p, display_root), broker, None, None, base_offset, kind
                     )
                     out.append(DumpFile(p, info, size, d, fs))
+    return out
+
+
+def _unlisted(files: list[DumpFile], unread: list[tuple]) -> list[dict]:
+    """The directories the listing could not read, as the run shows them, with why; a
+    partition directory's topic and partition from its name, and its cluster (a log
+    directory's own) where other files of its log directory were read."""
+    cluster_of = {f.log_dir: f.cluster for f in files}
+    out = []
+    for fs, path, display_root, why in unread:
+        tp = _partition(_basename(fs, path))
+        log_dir = _dirname(fs, path) if tp else path
+        out.append({
+            "directory": _relpath(fs, path, display_root),
+            "reason": why,
+            "cluster": cluster_of.get(log_dir),
+            "topic": tp[0] if tp else None,
+            "partition": tp[1] if tp else None,
+        })  # fmt: skip
     return out
 
 

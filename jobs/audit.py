@@ -441,6 +441,10 @@ def print_layout(described: dict) -> None:
     stale = described.get("stale_replicas", [])
     if stale:
         console.print(f"  - {len(stale)} stale replica(s) kept apart (stale_replica findings)", markup=False)  # fmt: skip
+    unlisted = described.get("unlisted_directories", [])
+    if unlisted:
+        console.print(f"  - {len(unlisted)} directory(ies) could not be listed, their files "
+                      "not in the run (unlisted_directory findings)", markup=False)  # fmt: skip
 
 
 def since_line(points: dict) -> str:

@@ -58,7 +58,8 @@ def layout_facts(paths: list[str], explicit: str | None = None,
     if anchors:
         described["alignment_anchors"] = anchors_described(anchors)
     return LayoutFacts(clusters, described, _incarnation_counts(files, layout, renamed),
-                       _stale_findings(layout, renamed, files), anchors)  # fmt: skip
+                       _stale_findings(layout, renamed, files)
+                       + _unlisted_findings(layout, renamed, files), anchors)  # fmt: skip
 
 
 def _configured(files: list[DumpFile], layout: Layout, explicit, mapping):
@@ -118,6 +119,24 @@ def _stale_findings(layout: Layout, renamed, files: list[DumpFile]) -> list[dict
             topic=s["topic"], partition=s["partition"],
         )  # fmt: skip
         row["cluster"] = cluster_of.get(s["cluster"], s["cluster"])
+        out.append(row)
+    return out
+
+
+def _unlisted_findings(layout: Layout, renamed, files: list[DumpFile]) -> list[dict]:
+    """One info finding per directory the listing could not read: whatever it holds is not
+    in the run, which cannot tell what that is (absence is not evidence of a fault)."""
+    cluster_of = {f.cluster: renamed(f) for f in files}
+    out = []
+    for u in layout.unlisted:
+        row = finding(
+            "unlisted_directory",
+            f"{u['directory']} could not be listed ({u['reason']}): the files it holds, if "
+            "any, are not in this run",
+            {k: u[k] for k in ("directory", "reason")},
+            topic=u["topic"], partition=u["partition"],
+        )  # fmt: skip
+        row["cluster"] = cluster_of.get(u["cluster"], u["cluster"])
         out.append(row)
     return out
 

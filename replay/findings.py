@@ -66,6 +66,7 @@ VOCABULARY: dict[str, Kind] = {
     # added with the dump's layout (decoders.brokers, docs/layouts.md): a partition directory
     # of a topic's other incarnation, or a deletion's leftover, audited apart from the live one
     "stale_replica": Kind("info", None),
+    "unlisted_directory": Kind("info", None),
     # added with carried state (`--since`, docs/incremental.md): a log that ends below the high
     # watermark its broker had checkpointed when the previous audit's copy was taken
     "committed_data_truncated": Kind("error", None),

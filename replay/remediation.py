@@ -271,6 +271,9 @@ NEXT_CHECK: dict[str, str] = {
     "you know it: a read_uncommitted group would have consumed these aborted records.",
     "invalid_txn_transition": "Read the transactional id's records in `__transaction_state` "
     "with `logreplay dump --deep`: the coordinator moved between states Kafka does not allow.",
+    "unlisted_directory": "Give the run's user read access to the directory (a broker's log "
+    "directories are often its own user's alone) or copy it readable, and audit again: what "
+    "it holds was not audited.",
     "stale_replica": "A leftover of a deleted or moved partition: nothing to do unless its "
     "broker still serves it (then check the controller's view of the topic).",
 }

@@ -203,26 +203,35 @@ def test_audit_command_line(spark, sim_all, scenario_audit, tmp_path, capsys, mo
     assert main(["audit", str(root), "--out", str(out), "--conf", str(tmp_path / "x.yaml")]) == 2
 
 
-def test_the_command_line_goes_on_past_a_vanished_file(spark, tmp_path):
+def test_the_command_line_goes_on_past_what_it_cannot_read(spark, tmp_path, monkeypatch,
+                                                           capsys):  # fmt: skip
     """`logreplay audit --gate` over a clean dump whose listing names a file that is gone (a
     dangling symlink a copy left; a segment a live broker's retention deletes while the dump is
-    read goes the same way: tests/test_hostile.py): the run ends, its gate passes, and the file
-    is one ``file_vanished`` finding (info) with its row in ``errors``, where the listing used
-    to end the run with a traceback."""
+    read goes the same way: tests/test_hostile.py) and holds a partition directory the run's
+    user cannot read: the run ends and its gate passes; the file is one ``file_vanished``
+    finding (info) with its row in ``errors``, where the listing used to end the run with a
+    traceback, and the directory one ``unlisted_directory`` finding (info) and a line of the
+    layout, where it used to be left out in silence."""
     import pyarrow.parquet as pq
 
     from simulator import synth
+    from tests.test_hostile import deny_listing
 
     synth("clean_idempotent", str(tmp_path / "dump"), 1)
     gone = "broker-1/events-0/00000000000000099999.log"
     (tmp_path / "dump" / gone).symlink_to(tmp_path / "nowhere.log")
+    deny_listing(monkeypatch, tmp_path / "dump" / "broker-1" / "events-1")
     out = tmp_path / "out"
     assert main(["audit", str(tmp_path / "dump"), "--out", str(out), "--gate"]) == 0
+    assert "1 directory(ies) could not be listed" in capsys.readouterr().err
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["findings"]["by_kind"] == {"file_vanished": 1}
-    assert summary["findings"]["by_severity"] == {"info": 1}
+    assert summary["findings"]["by_kind"] == {"file_vanished": 1, "unlisted_directory": 1}
+    assert summary["findings"]["by_severity"] == {"info": 2}
     errors = pq.read_table(out / "errors").to_pylist()
     assert [(e["kind"], e["file"]) for e in errors] == [("file_vanished", gone)]
+    findings = pq.read_table(out / "findings").to_pylist()
+    (unlisted,) = [f for f in findings if f["kind"] == "unlisted_directory"]
+    assert (unlisted["topic"], unlisted["partition"]) == ("events", 1)
 
 
 def test_declared_facts_change_the_judgement(spark, sim_all, tmp_path):

@@ -189,6 +189,42 @@ def test_an_audit_goes_on_past_files_gone_while_it_runs(tmp_path, monkeypatch):
     assert worse == []
 
 
+def deny_listing(monkeypatch, directory) -> None:
+    """``directory`` refuses to be listed, as a broker's mode-0700 log directory refuses
+    another user (the tests run as root, which reads any: the refusal is simulated)."""
+    real = os.scandir
+
+    def scandir(path="."):  # (shutil.rmtree lists by file descriptor: an int)
+        if isinstance(path, (str, os.PathLike)) and os.fspath(path) == os.fspath(directory):
+            raise PermissionError(13, "Permission denied", os.fspath(directory))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+
+
+def test_a_directory_that_cannot_be_listed_is_a_finding_not_left_out(tmp_path, monkeypatch):
+    """A partition directory the run's user cannot read: the audit of a clean dump goes on
+    with the rest, the directory one ``unlisted_directory`` finding (info) naming its topic,
+    partition and cluster, and a line of the layout; nothing of warning or above. ``os.walk``
+    left it out in silence."""
+    from replay import local
+    from replay.findings import SEVERITIES
+    from simulator import synth
+
+    synth("clean_idempotent", str(tmp_path / "d"), 1)
+    deny_listing(monkeypatch, tmp_path / "d" / "broker-1" / "events-1")
+    got = local.audit_local([str(tmp_path / "d")])
+    why = {"directory": "broker-1/events-1", "reason": "Permission denied"}
+    (f,) = [f for f in got["findings"] if f["kind"] == "unlisted_directory"]
+    assert (f["severity"], f["topic"], f["partition"]) == ("info", "events", 1)
+    assert f["cluster"] == got["partitions"][0]["cluster"]
+    assert json.loads(f["evidence"]) == why
+    assert got["layout"]["unlisted_directories"] == [why]
+    events = {p["partition"] for p in got["partitions"] if p["topic"] == "events"}
+    assert events == {0, 2}
+    assert [g for g in got["findings"] if SEVERITIES.index(g["severity"]) >= 1] == []
+
+
 def test_file_that_shrinks_during_the_run(tmp_path):
     data = b"".join(build_batch([Record(b"k", b"x" * 200)], base_offset=i) for i in range(50))
     path = inputs.place(tmp_path, "t", data)
