@@ -30,8 +30,8 @@ from replay.findings import finding
 class LayoutFacts:
     """How the run read the dump's directories: each broker's cluster (as configured), the
     grouping with its reasons (printed at the start of a run, in summary.json), the
-    incarnation counts (the coverage's "incarnations" family) and the stale replicas (info
-    findings)."""
+    incarnation counts (the coverage's "incarnations" family), and the stale replicas and the
+    directories that could not be read (info findings)."""
 
     clusters: dict[str, str] = field(default_factory=dict)  # broker label -> cluster
     described: dict = field(default_factory=dict)
@@ -58,8 +58,7 @@ def layout_facts(paths: list[str], explicit: str | None = None,
     if anchors:
         described["alignment_anchors"] = anchors_described(anchors)
     return LayoutFacts(clusters, described, _incarnation_counts(files, layout, renamed),
-                       _stale_findings(layout, renamed, files)
-                       + _unlisted_findings(layout, renamed, files), anchors)  # fmt: skip
+                       _layout_findings(layout, renamed, files), anchors)  # fmt: skip
 
 
 def _configured(files: list[DumpFile], layout: Layout, explicit, mapping):
@@ -107,36 +106,28 @@ def _incarnation_counts(files: list[DumpFile], layout: Layout, renamed) -> list[
             for (c, t, p, check), n in sorted(counts.items())]  # fmt: skip
 
 
-def _stale_findings(layout: Layout, renamed, files: list[DumpFile]) -> list[dict]:
+def _layout_findings(layout: Layout, renamed, files: list[DumpFile]) -> list[dict]:
+    """The layout's info findings, each with its cluster as configured: one per stale replica
+    (a topic's other incarnation, audited apart) and one per directory the listing could not
+    read (whatever it holds is not in the run, which cannot tell what that is: absence is not
+    evidence of a fault)."""
     cluster_of = {f.cluster: renamed(f) for f in files}
+    found = [
+        (s, "stale_replica", ("directory", "topic_id", "name", "reason"),
+         f"{s['directory']} on broker {s['broker']} is kept apart from {s['name']}-"
+         f"{s['partition']} as {s['topic']}-{s['partition']}: {s['reason']}")
+        for s in layout.stale
+    ] + [
+        (u, "unlisted_directory", ("directory", "reason"),
+         f"{u['directory']} could not be listed ({u['reason']}): the files it holds, if any, "
+         "are not in this run")
+        for u in layout.unlisted
+    ]  # fmt: skip
     out = []
-    for s in layout.stale:
-        row = finding(
-            "stale_replica",
-            f"{s['directory']} on broker {s['broker']} is kept apart from {s['name']}-"
-            f"{s['partition']} as {s['topic']}-{s['partition']}: {s['reason']}",
-            {k: s[k] for k in ("directory", "topic_id", "name", "reason")},
-            topic=s["topic"], partition=s["partition"],
-        )  # fmt: skip
-        row["cluster"] = cluster_of.get(s["cluster"], s["cluster"])
-        out.append(row)
-    return out
-
-
-def _unlisted_findings(layout: Layout, renamed, files: list[DumpFile]) -> list[dict]:
-    """One info finding per directory the listing could not read: whatever it holds is not
-    in the run, which cannot tell what that is (absence is not evidence of a fault)."""
-    cluster_of = {f.cluster: renamed(f) for f in files}
-    out = []
-    for u in layout.unlisted:
-        row = finding(
-            "unlisted_directory",
-            f"{u['directory']} could not be listed ({u['reason']}): the files it holds, if "
-            "any, are not in this run",
-            {k: u[k] for k in ("directory", "reason")},
-            topic=u["topic"], partition=u["partition"],
-        )  # fmt: skip
-        row["cluster"] = cluster_of.get(u["cluster"], u["cluster"])
+    for entry, kind, evidence, message in found:
+        row = finding(kind, message, {k: entry[k] for k in evidence},
+                      topic=entry["topic"], partition=entry["partition"])  # fmt: skip
+        row["cluster"] = cluster_of.get(entry["cluster"], entry["cluster"])
         out.append(row)
     return out
 
