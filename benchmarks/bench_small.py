@@ -18,7 +18,7 @@ Each round runs, each as a fresh process measured by benchmarks/measure.py:
   of the same shape and producers, in :data:`BYTES_PARTITIONS` partitions (the cost of its
   bytes, which the per-partition figure is measured above).
 
-Rounds alternate the four, so the machine's load drifts over all alike. Printed: the medians
+Rounds alternate the five, so the machine's load drifts over all alike. Printed: the medians
 of wall time, the driver JVM's CPU seconds and the Spark stages each audit ran, the phases of
 the median run, and the two targets of the issue that asked for this: the demo within the
 floor + 10 s, and the quiet dump's time above the floor per partition (its bytes included:

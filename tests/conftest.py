@@ -157,6 +157,20 @@ def scenario_local(sim_all):
     return get
 
 
+def denied(monkeypatch, call: str, path) -> None:
+    """``os.<call>`` (``open`` a file, ``scandir`` a directory) of ``path`` fails as it does for
+    a user without read permission: a broker's log directories are often its own user's alone.
+    The tests run as root, which reads anything, so the refusal is simulated."""
+    real = getattr(os, call)
+
+    def fake(p=".", *a, **k):  # (shutil.rmtree lists by file descriptor: an int)
+        if isinstance(p, (str, os.PathLike)) and os.fspath(p) == os.fspath(path):
+            raise PermissionError(13, "Permission denied", os.fspath(p))
+        return real(p, *a, **k)
+
+    monkeypatch.setattr(os, call, fake)
+
+
 def frames(spark, tables: dict) -> dict:
     """DataFrames of a shared audit's Arrow tables (:func:`scenario_audit`)."""
     return {name: spark.createDataFrame(t) for name, t in tables.items()}

@@ -8,7 +8,7 @@ import json
 import shutil
 
 import pytest
-from conftest import frames
+from conftest import denied, frames
 
 from jobs.cli import main
 from replay import audit, committed_offsets_at, lso_at
@@ -215,12 +215,11 @@ def test_the_command_line_goes_on_past_what_it_cannot_read(spark, tmp_path, monk
     import pyarrow.parquet as pq
 
     from simulator import synth
-    from tests.test_hostile import deny_listing
 
     synth("clean_idempotent", str(tmp_path / "dump"), 1)
     gone = "broker-1/events-0/00000000000000099999.log"
     (tmp_path / "dump" / gone).symlink_to(tmp_path / "nowhere.log")
-    deny_listing(monkeypatch, tmp_path / "dump" / "broker-1" / "events-1")
+    denied(monkeypatch, "scandir", tmp_path / "dump" / "broker-1" / "events-1")
     out = tmp_path / "out"
     assert main(["audit", str(tmp_path / "dump"), "--out", str(out), "--gate"]) == 0
     assert "1 directory(ies) could not be listed" in capsys.readouterr().err

@@ -15,6 +15,7 @@ import sys
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import denied
 
 import decoders
 from decoders import compression
@@ -96,21 +97,9 @@ def test_dump_batch_with_out_of_range_timestamp(tmp_path, capsys):
     assert f'"{BEYOND_DATETIME}ms"' in capsys.readouterr().out
 
 
-def _deny(monkeypatch, path):
-    """Opening ``path`` fails as it does for a user without read permission (also as root)."""
-    real = os.open
-
-    def fake(p, *a, **k):
-        if os.fspath(p) == os.fspath(path):
-            raise PermissionError(13, "Permission denied", os.fspath(p))
-        return real(p, *a, **k)
-
-    monkeypatch.setattr(os, "open", fake)
-
-
 def test_unreadable_file_is_an_error_row(tmp_path, monkeypatch):
     path = inputs.place(tmp_path, "t", build_batch([Record(b"k", b"v")]))
-    _deny(monkeypatch, path)
+    denied(monkeypatch, "open", path)
     got = _all(str(path))
     err = got["errors"].to_pylist()
     assert len(err) == 1 and "Permission denied" in err[0]["reason"]
@@ -120,7 +109,7 @@ def test_unreadable_file_is_an_error_row(tmp_path, monkeypatch):
 
 def test_dump_unreadable_file_exits_2_in_one_line(tmp_path, monkeypatch, capsys):
     path = inputs.place(tmp_path, "t", build_batch([Record(b"k", b"v")]))
-    _deny(monkeypatch, path)
+    denied(monkeypatch, "open", path)
     assert cli(["dump", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(path) in err[0] and "Permission denied" in err[0]
@@ -189,19 +178,6 @@ def test_an_audit_goes_on_past_files_gone_while_it_runs(tmp_path, monkeypatch):
     assert worse == []
 
 
-def deny_listing(monkeypatch, directory) -> None:
-    """``directory`` refuses to be listed, as a broker's mode-0700 log directory refuses
-    another user (the tests run as root, which reads any: the refusal is simulated)."""
-    real = os.scandir
-
-    def scandir(path="."):  # (shutil.rmtree lists by file descriptor: an int)
-        if isinstance(path, (str, os.PathLike)) and os.fspath(path) == os.fspath(directory):
-            raise PermissionError(13, "Permission denied", os.fspath(directory))
-        return real(path)
-
-    monkeypatch.setattr(os, "scandir", scandir)
-
-
 def test_a_directory_that_cannot_be_listed_is_a_finding_not_left_out(tmp_path, monkeypatch):
     """A partition directory the run's user cannot read: the audit of a clean dump goes on
     with the rest, the directory one ``unlisted_directory`` finding (info) naming its topic,
@@ -212,7 +188,7 @@ def test_a_directory_that_cannot_be_listed_is_a_finding_not_left_out(tmp_path, m
     from simulator import synth
 
     synth("clean_idempotent", str(tmp_path / "d"), 1)
-    deny_listing(monkeypatch, tmp_path / "d" / "broker-1" / "events-1")
+    denied(monkeypatch, "scandir", tmp_path / "d" / "broker-1" / "events-1")
     got = local.audit_local([str(tmp_path / "d")])
     why = {"directory": "broker-1/events-1", "reason": "Permission denied"}
     (f,) = [f for f in got["findings"] if f["kind"] == "unlisted_directory"]
