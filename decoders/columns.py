@@ -24,10 +24,33 @@ CODEC_NAMES = pa.array([*(COMPRESSION_NAMES[c] for c in range(5)), "unknown"], p
 UNKNOWN_CODEC_SLOT = len(CODEC_NAMES) - 1
 
 
+# the largest all-null column built of each type (nulls), at most this many rows
+NULLS_KEPT = 1 << 17
+_NULLS: dict[pa.DataType, pa.Array] = {}
+
+
+def nulls(n: int, typ: pa.DataType) -> pa.Array:
+    """``n`` nulls of ``typ``: a slice of one column kept per type (a replay's block of rows
+    fills the ~55 columns of its union schema that a kind lacks with nulls, a block at a
+    time, and each new column of nulls was an allocation and zeroing of its buffers)."""
+    if n > NULLS_KEPT:
+        return pa.nulls(n, typ)
+    kept = _NULLS.get(typ)
+    if kept is None or len(kept) < n:
+        kept = _NULLS[typ] = pa.nulls(max(n, 1024, 2 * len(kept or ())), typ)
+    return kept.slice(0, n)
+
+
+def as_type(column: pa.Array | pa.ChunkedArray, typ: pa.DataType):
+    """``column`` cast to ``typ``, as it is where it has that type already (a cast of a column
+    to its own type still goes through Arrow's compute dispatch)."""
+    return column if column.type == typ else column.cast(typ)
+
+
 def const(value, n: int, typ: pa.DataType) -> pa.Array:
     """A column holding one value (topic, broker, file), built from buffers, not per row."""
     if value is None:
-        return pa.nulls(n, typ)
+        return nulls(n, typ)
     if pa.types.is_string(typ):
         b = value.encode("utf-8")
         offsets = np.arange(n + 1, dtype=np.int64) * len(b)

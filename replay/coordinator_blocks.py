@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from decoders.columns import as_type
 from decoders.transaction_log import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
@@ -243,12 +244,11 @@ def _per_producer(replay, group_tid: list[str], groups: np.ndarray, pids: np.nda
     """Whether each completed transaction's producer's history starts in the whole log, and
     its latest epoch: asked once per (id, producer id) and spread by index (a long-lived
     producer's million transactions are one pair)."""
-    pairs, at = np.unique(np.stack((groups, pids)), axis=1, return_inverse=True)
+    first, at = T.distinct_rows(groups, pids)
     known, latest = [], []
-    for g, p in pairs.T.tolist():
+    for g, p in zip(groups[first].tolist(), pids[first].tolist(), strict=True):
         known.append(replay._history_from_start(replay.ids[group_tid[g]], p))
         latest.append(replay.latest_epoch.get((group_tid[g], p), -1))
-    at = at.reshape(-1)
     return np.array(known, bool)[at], np.array(latest, np.int64)[at]
 
 
@@ -301,7 +301,7 @@ def _hand_on(replay, captured, txns) -> None:
     if txns is not None:
         table, k = txns
         parts.append(
-            pa.table([table.column(f.name).cast(f.type) for f in TXN_FIELDS], schema=TXN_FIELDS)
+            pa.table([as_type(table.column(f.name), f.type) for f in TXN_FIELDS], schema=TXN_FIELDS)
         )
         keys.append(np.asarray(k, np.int64))
     if not parts:

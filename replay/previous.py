@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from decoders.columns import as_type
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from replay.findings import INTEGRITY_KINDS
 from replay.tables import CLUSTER
@@ -412,7 +413,7 @@ def as_kind(t: pa.Table, schema: pa.Schema, kind: str) -> pa.Table:
             columns.append(pa.array([kind] * n, f.type))
         elif f.name in t.column_names:
             c = t.column(f.name)
-            columns.append(c if c.type == f.type else c.cast(f.type))
+            columns.append(as_type(c, f.type))
         else:
             columns.append(pa.nulls(n, f.type))
     return pa.Table.from_arrays(columns, schema=schema)

@@ -40,7 +40,16 @@ class RecentRanges:
         distinct and none held already (a run of a producer's batches, whose sequences rise),
         so each adds itself at the end and pushes out the oldest; else one by one."""
         keys = list(zip(first_seqs, last_seqs, strict=True))
-        if len(set(keys)) < len(keys) or not self.ranges.keys().isdisjoint(keys):
+        distinct = set(keys)
+        if len(distinct) < len(keys) or not self.ranges.keys().isdisjoint(keys):
+            if len(self.ranges) + len(distinct - self.ranges.keys()) <= RECENT_RANGES:
+                # nothing pushed out: adding each in turn is the dict's own update (a key
+                # held keeps its place and takes the later offset), e.g. the group
+                # coordinator's batches of transactional offset commits, which all carry
+                # sequence 0 (docs/formats.md 3.3)
+                self.ranges.update(zip(keys, offsets, strict=True))
+                self.highest = max(self.highest, *last_seqs)
+                return
             for (f, last), o in zip(keys, offsets, strict=True):
                 self.add(f, last, o)
             return

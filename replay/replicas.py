@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from decoders.columns import const, epoch_millis, in_spark_range, outside_spark_range
+from decoders.columns import as_type, const, epoch_millis, in_spark_range, outside_spark_range
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from decoders.schemas import table_of_rows
 from replay.carried import ReplicaIds, judged_prints, state_text
@@ -604,7 +604,7 @@ def _with_keys(t: pa.Table, table: str, keys: list[pa.Array]) -> pa.Table:
             columns.append(by_name[f.name])
             continue
         column = t.column(f.name)
-        columns.append(column if column.type == f.type else column.cast(f.type))
+        columns.append(as_type(column, f.type))
     return pa.Table.from_arrays(columns, schema=REPLAY_TABLES[table])
 
 

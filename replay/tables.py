@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from decoders.columns import as_type, const, nulls
 from decoders.schemas import table_of_rows
 
 I32, I64, STR, BOOL = pa.int32(), pa.int64(), pa.string(), pa.bool_()
@@ -441,15 +442,15 @@ class RowBlocks:
         if held:
             self.count -= len(held)
             self._hand([{**r, "out": out} for r in held])
-        n = table.num_rows
+        n, names = table.num_rows, set(table.column_names)
         if not n:
             return
         self.flush(
             pa.table(
                 [
-                    pa.repeat(out, n) if f.name == "out"
-                    else table.column(f.name).cast(f.type) if f.name in table.column_names
-                    else pa.nulls(n, f.type)
+                    const(out, n, f.type) if f.name == "out"
+                    else as_type(table.column(f.name), f.type) if f.name in names
+                    else nulls(n, f.type)
                     for f in self.schema
                 ],
                 schema=self.schema,

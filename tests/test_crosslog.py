@@ -454,6 +454,59 @@ def test_the_banded_programme_equals_the_whole_table(seed):
         _same(_blocked(steps, int(rng.integers(0, 4)), rows), whole)
 
 
+def _healthy_arrays(seed):
+    """A healthy history (a long-lived producer's): as many coordinator transactions as
+    partition entries, each matching its own place (epochs, outcomes and times agree), every
+    skip costing something (an assumption or an anomaly)."""
+    import numpy as np
+
+    from replay.crosslog import ANOMALY, ASSUME, Skips, Steps
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    ts = np.sort(rng.integers(0, 5_000, n))
+    a = np.zeros((n, 8), np.int64)
+    a[:, 2], a[:, 3] = ts, ts + rng.integers(0, 50, n)  # start, end
+    a[:, 4], a[:, 6], a[:, 7] = 1, 1, 1  # committed, completed, the partition's copy past it
+    b = np.zeros((n, 5), np.int64)
+    b[:, 0], b[:, 1], b[:, 4] = 1, rng.random(n) < 0.9, ts + rng.integers(0, 20, n)
+
+    def skips():
+        return Skips(*(rng.choice([ASSUME, ANOMALY], n).astype(np.int64) for _ in range(3)))
+
+    return Steps(a, b, skips(), skips(), 200, n, n, 0, 0, 0)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_healthy_history_is_marked_along_its_diagonal_as_the_whole_table_marks_it(
+    seed, monkeypatch
+):
+    """A healthy history's alignment (total 0 in a band of one cell) is marked without its
+    backward pass (crosslog.Alignment._diagonal_marked): the whole table's marks, matches and
+    cheaper ends, however many rows a block holds; and the backward pass, where it runs,
+    gives the same."""
+    from replay.crosslog import Alignment
+
+    steps = _healthy_arrays(seed)
+    whole = _whole_table(steps)
+    assert int(whole[0]) == 0
+    taken = []
+    diagonal = Alignment._diagonal_marked
+
+    def spied(self):
+        taken.append(self.n)
+        return diagonal(self)
+
+    monkeypatch.setattr(Alignment, "_diagonal_marked", spied)
+    for rows in (None, 1, 3, 7):
+        _same(_blocked(steps, 0, rows), whole)
+    assert len(taken) == 4
+    monkeypatch.setattr(Alignment, "_diagonal", lambda self: False)
+    for rows in (None, 1, 3):
+        _same(_blocked(steps, 0, rows), whole)
+    assert len(taken) == 4
+
+
 # the shapes whose histories lie inside the other's: the first seeds in the inner loop, every
 # seed in ./dev test (the sweep tier)
 APART_CASES = [

@@ -15,16 +15,19 @@ rising = st.builds(
     lambda start, n: [(start + 2 * i, 1, start + i) for i in range(n)],
     st.integers(0, 40), st.integers(0, 12),
 )  # fmt: skip
+# the group coordinator's transactional offset commits: one range, again and again
+repeated = st.builds(lambda n, start: [(0, 0, start + i) for i in range(n)],
+                     st.integers(1, 12), st.integers(0, 40))  # fmt: skip
 
 
 MEMORY = 7  # ranges remembered in this test (RECENT_RANGES), so that runs overflow it
 
 
 @settings(max_examples=300, deadline=None)
-@given(runs=st.lists(st.one_of(ranges, rising), min_size=1, max_size=5))
+@given(runs=st.lists(st.one_of(ranges, rising, repeated), min_size=1, max_size=5))
 def test_a_run_added_at_once_holds_what_each_added_in_turn_holds(runs):
     """Runs of distinct rising ranges (a producer's batches: one step), and runs that repeat
-    a range or one held already (one by one), with a memory of 7 ranges so that runs overflow
+    a range or one held already (at once while none is pushed out, else one by one), with a memory of 7 ranges so that runs overflow
     it: the same ranges, in the same order, the same offsets, the same highest sequence."""
     saved = producer_state.RECENT_RANGES
     producer_state.RECENT_RANGES = MEMORY
