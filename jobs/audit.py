@@ -25,6 +25,9 @@ from decoders import seams
 TOP_FINDINGS = 30  # the worst findings printed at the end of a run
 TOP_REMEDIATIONS = 5  # ... the first of them with their next step (replay.remediation)
 WRITERS = 4  # tables written at once (threads of the driver, each submitting its Spark jobs)
+# the longest a run waits for its first intermediate table's plan before its copies start
+# (jobs.scan.Scratch.first_planned): a bound, not a cost (a plan takes a second or two)
+PLANNING_WAIT = 30.0
 # a table's files: one per this many bytes of dump (its rows grow with the dump's batches)
 DUMP_BYTES_PER_FILE = 2 << 30
 BATCHES_PER_FILE = 1 << 20  # ... or per this many of its batches
@@ -312,6 +315,7 @@ def write_tables(spark, tables, scratch, out, key: str, spread: int) -> dict:
         return entries
 
     queried = [n for n in tables if n not in tables.copies]
+    scratch.first_planned(PLANNING_WAIT)
     with ThreadPoolExecutor(WRITERS) as pool:
         copied = [pool.submit(copy, joined) for joined in (False, True)]
         entries = dict(zip(queried, pool.map(write, queried), strict=True))

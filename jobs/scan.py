@@ -374,6 +374,9 @@ class Scratch:
         self.dump_bytes = dump_bytes
         self.background = None
         self.pending: list = []
+        # the first pool's tables not planned yet (first_planned)
+        self.unplanned = 0
+        self.planning = threading.Condition()
         # each table (and each kind of a replay table's rows) as one DataFrame, made when first
         # asked for: the plan reads them many times, from several threads, and each reading
         # made anew was a file listing and a few hundred calls into the driver's JVM (a
@@ -430,20 +433,40 @@ class Scratch:
         if self.background is None:
             self.background = ThreadPoolExecutor(2, thread_name_prefix="logreplay-stash")
         pool = FIRST_POOL if first else STASH_POOL
+        if first:
+            with self.planning:
+                self.unplanned += 1
         future = self.background.submit(self._stash, name, build, pool)
         self.pending.append(future)
         return future.result
 
+    def first_planned(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) until the first pool's tables are planned: the
+        driver's planning of a query is calls into its JVM, slowed where the executors' tasks
+        take the cores (local mode: the same machine), and a job submitted after another
+        waits for its tasks to leave a core; so the output tables' copies, which nothing
+        waits for, start once the longest chain's query is planned (its stages then take
+        each free core first), not beside its planning."""
+        with self.planning:
+            self.planning.wait_for(lambda: self.unplanned <= 0, timeout)
+
     def _stash(self, name: str, build, pool: str):
         from jobs.output import read_table, write_table
-        from jobs.session import SCHEDULER_POOL
+        from jobs.session import FIRST_POOL, SCHEDULER_POOL
 
         # under the FAIR scheduler (conf/default.yaml), the pools the findings wait for: their
         # stages take free cores beside the output tables' copies and writes, not after them
         with suppress(Exception):  # Spark Connect: no SparkContext (its server schedules)
             self.spark.sparkContext.setLocalProperty(SCHEDULER_POOL, pool)
         folder = f"stash/{name}"
-        entry = write_table(build(), self.area, folder, 0, None, self.key, "audit:stash")
+        try:
+            df = build()
+        finally:
+            if pool == FIRST_POOL:
+                with self.planning:
+                    self.unplanned -= 1
+                    self.planning.notify_all()
+        entry = write_table(df, self.area, folder, 0, None, self.key, "audit:stash")
         return read_table(self.spark, self.area, folder, entry)
 
     def release(self) -> None:

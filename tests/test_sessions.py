@@ -497,6 +497,42 @@ def test_the_job_s_session_gives_the_cross_log_stage_the_first_pool(monkeypatch,
     assert first > os.cpu_count() and int(pools[session.STASH_POOL].findtext("minShare")) == 0
 
 
+def test_the_copies_wait_for_the_first_pool_s_plan_not_for_its_job():
+    """jobs.scan.Scratch.first_planned: the output tables' copies start once the first pool's
+    intermediate table is planned (its stages then take each free core first), whether its
+    plan was made or failed, not before; never longer than told; at once with none such."""
+    import threading
+
+    from jobs.scan import Scratch
+
+    scanned = SimpleNamespace(tables={}, replicas=[], accounting={})
+    opts = SimpleNamespace(decode=SimpleNamespace(replay=None))
+    scratch = Scratch(SimpleNamespace(), None, "key", scanned, opts, 0)
+    started = time.perf_counter()
+    scratch.first_planned(5.0)  # nothing in the first pool
+    assert time.perf_counter() - started < 1.0
+    for fails in (False, True):
+        planning = threading.Event()
+
+        def build(fails=fails, planning=planning):
+            planning.wait(10)
+            if fails:
+                raise RuntimeError("the plan failed")
+            return "a plan"  # written next: not a DataFrame, so that write fails (unasked)
+
+        scratch.later(f"cross{int(fails)}", build, first=True)
+        scratch.later("other", lambda planning=planning: planning.wait(10), first=False)
+        waiter = threading.Thread(target=scratch.first_planned, args=(10.0,))
+        waiter.start()
+        waiter.join(0.3)
+        assert waiter.is_alive()  # planning
+        scratch.first_planned(0.05)  # a bound, not a wait for the plan
+        planning.set()
+        waiter.join(5)
+        assert not waiter.is_alive()
+    scratch.release()
+
+
 class _Conf:
     """A session's runtime settings, as ``spark.conf`` holds them."""
 
