@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from decoders import consumer_offsets as co
 from decoders import transaction_log as tl
+from decoders.columns import as_type, const
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from decoders.errors import CORRUPT_BYTES, UNKNOWN_VERSION, DecodeError, ErrorRow, UnknownVersion
 from decoders.schemas import TABLES
@@ -95,12 +96,12 @@ def _decoded_fields(name: str) -> list[pa.Field]:
     ]
 
 
-def _table(name: str, chunk: pa.RecordBatch, file: str, keep: list[int],
+def _table(name: str, chunk: pa.RecordBatch, file: str, keep: list[int] | np.ndarray,
            rows: list[dict] | pa.StructArray):  # fmt: skip
     """Decoded fields from ``rows`` (dicts, or already a struct array); location columns
     taken from ``chunk`` at rows ``keep``."""
     schema = TABLES[name]
-    idx = pa.array(keep, pa.int64())
+    idx = pa.array(np.asarray(keep, np.int64))
     # one conversion of the row dicts into a struct array, in Arrow's own loop
     if isinstance(rows, pa.StructArray):
         struct = rows if len(rows) else None
@@ -110,11 +111,11 @@ def _table(name: str, chunk: pa.RecordBatch, file: str, keep: list[int],
     for f in schema:
         if f.name in _POSITION_FROM:
             col = chunk.column(_POSITION_FROM[f.name]).take(idx)
-            cols.append(col.cast(f.type) if col.type != f.type else col)
+            cols.append(as_type(col, f.type))
         elif name == "offset_commits" and f.name in _RECORD_FIELDS:
-            cols.append(chunk.column(_RECORD_FIELDS[f.name]).take(idx).cast(f.type))
+            cols.append(as_type(chunk.column(_RECORD_FIELDS[f.name]).take(idx), f.type))
         elif f.name == "file":
-            cols.append(pa.array([file] * len(keep), pa.string()))
+            cols.append(const(file, len(keep), f.type))
         elif struct is None:
             cols.append(pa.nulls(0, f.type))
         else:
@@ -295,7 +296,7 @@ def _transaction_state(chunk: pa.RecordBatch, file: str):
         )
         fields["start_timestamp"] = _with(fields["start_timestamp"], at, start, start == -1)
     struct = pa.StructArray.from_arrays(list(fields.values()), fields=list(struct.type))
-    return {"txn_log": (keep.tolist(), struct)}, errors
+    return {"txn_log": (keep, struct)}, errors
 
 
 def _distinct_keys(chunk: pa.RecordBatch, control: np.ndarray, decode) -> tuple[np.ndarray, list]:

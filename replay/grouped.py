@@ -400,10 +400,13 @@ def txn_log_blocks(pieces: Iterable[pa.Table]) -> Iterator[pa.RecordBatch]:
 
     def cleaned() -> Iterator[pa.Table]:
         for piece in pieces:
-            piece = piece.filter(pc.is_valid(piece.column("transactional_id")))
+            tid = piece.column("transactional_id")
+            if tid.null_count:  # a copy of the whole piece: only where one lacks its id
+                piece = piece.filter(pc.is_valid(tid))
             for c in ("start_timestamp", "last_update_timestamp"):  # none: -1
                 i = piece.schema.get_field_index(c)
-                piece = piece.set_column(i, c, pc.fill_null(piece.column(i), -1))
+                if piece.column(i).null_count:
+                    piece = piece.set_column(i, c, pc.fill_null(piece.column(i), -1))
             yield piece
 
     return T.column_blocks(cleaned())
