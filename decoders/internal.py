@@ -287,7 +287,9 @@ def _transaction_state(chunk: pa.RecordBatch, file: str):
     keep = np.flatnonzero(rows & ~np.isin(np.arange(n), list(failed)))
     struct = pa.array(decoded, pa.struct(_decoded_fields("txn_log"))).take(pa.array(source[keep]))
     fields = dict(zip([f.name for f in struct.type], struct.flatten(), strict=True))
-    fields["transactional_id"] = pa.array([tids[c] for c in key_code[keep].tolist()], pa.string())
+    # each kept record's id taken by its key's index (a kept record's key decoded)
+    ids = pa.array([t if isinstance(t, str) else None for t in tids], pa.string())
+    fields["transactional_id"] = ids.take(pa.array(key_code[keep]))
     if stamped[keep].any():
         last, start = _trailing_stamps(values, keep[stamped[keep]])
         at = stamped[keep]

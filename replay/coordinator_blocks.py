@@ -271,11 +271,8 @@ def _partition_lists(block, rows, seg, adds, k) -> pa.Array:
     rank = np.argsort(np.argsort(np.array(names, dtype=object))) if names else np.zeros(0, int)
     r = rank[code] if len(code) else code
     s = seg[row_of]
-    by = np.lexsort((number, r, s))
-    s, r, number = s[by], r[by], number[by]
-    distinct = np.ones(len(s), bool)
-    distinct[1:] = (s[1:] != s[:-1]) | (r[1:] != r[:-1]) | (number[1:] != number[:-1])
-    s, r, number = s[distinct], r[distinct], number[distinct]
+    first, _ = T.distinct_rows(s, r, number)  # sorted by segment, topic, partition
+    s, r, number = s[first], r[first], number[first]
     offsets = np.concatenate(([0], np.cumsum(np.bincount(s, minlength=k))))
     # each entry's topic taken by its rank from the few names (a string object per entry was
     # ~1 s of a long-lived producer's million transactions)
