@@ -34,7 +34,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from decoders.columns import as_type
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from replay.findings import INTEGRITY_KINDS
 from replay.tables import CLUSTER
@@ -58,8 +57,9 @@ OF_INTERNAL = {
 OLD_BYTES_KINDS = (*INTEGRITY_KINDS, "replica_divergence")
 OPEN = "OPEN"  # a partition transaction without a marker at the end of the copy
 # rows read back and handed on at once: a handed-on row takes every column of its replay's
-# union schema (as_kind: ~60 columns, most null), so a partition's week of rows is handed on a
-# slice at a time: what the hand-on holds does not grow with the days carried
+# union schema (replay.tables.in_union: ~60 columns, most null), so a partition's week of
+# rows is handed on a slice at a time: what the hand-on holds does not grow with the days
+# carried
 HAND_ON_ROWS = 8192
 
 
@@ -401,19 +401,3 @@ def plain_times(t: pa.Table) -> pa.Table:
             ms = pc.cast(t.column(i), pa.timestamp("ms", f.type.tz), safe=False)
             t = t.set_column(i, pa.field(f.name, pa.int64()), ms.cast(pa.int64()))
     return t
-
-
-def as_kind(t: pa.Table, schema: pa.Schema, kind: str) -> pa.Table:
-    """Rows of one kind in a replay's union schema (``out`` the kind; columns of other kinds
-    null): as the replay itself gives them."""
-    n = t.num_rows
-    columns = []
-    for f in schema:
-        if f.name == "out":
-            columns.append(pa.array([kind] * n, f.type))
-        elif f.name in t.column_names:
-            c = t.column(f.name)
-            columns.append(as_type(c, f.type))
-        else:
-            columns.append(pa.nulls(n, f.type))
-    return pa.Table.from_arrays(columns, schema=schema)

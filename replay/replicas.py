@@ -60,7 +60,7 @@ from replay.partition import BATCH_COLUMNS, cleaner_leftovers_end
 from replay.points import truncation_finding
 from replay.previous import history_start
 from replay.spill import local_dir, remove_file
-from replay.tables import CLUSTER, rows_table
+from replay.tables import CLUSTER, in_union, rows_table
 
 # the replica a replayed row comes from: the audit keeps the rows of the chosen one
 REPLICA_BROKER = "replica_broker"
@@ -544,13 +544,13 @@ class ReplicaReplay:
         copy reaches back to (``cleaned_past``: the cleaner's reach now passes the point;
         ``trim_below``: where the history handed on starts, retention having moved the log
         start past the carried one; see carried_rows)."""
-        from replay.previous import HAND_ON_ROWS, as_kind, carried_rows
+        from replay.previous import HAND_ON_ROWS, carried_rows
 
         for table, kind, t in carried_rows(self.spec.previous, self.cluster, self.topic,
                                            self.partition, self.resuming, latest,
                                            cleaned_past, trim_below):  # fmt: skip
             for at in range(0, t.num_rows, HAND_ON_ROWS):
-                to(table)(as_kind(t.slice(at, HAND_ON_ROWS), REPLAY_UNIONS[table], kind))
+                to(table)(in_union(t.slice(at, HAND_ON_ROWS), REPLAY_UNIONS[table], kind))
 
     def _in_log_order(self, stream: _Stream, order) -> Iterator[pa.Table]:
         """A stream's pieces in log order: as read, or (records out of order: a damaged log)

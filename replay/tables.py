@@ -406,6 +406,22 @@ def emit_rows(
         emit(kind, row)
 
 
+def in_union(table: pa.Table, schema: pa.Schema, out: str) -> pa.Table:
+    """Rows of one kind (``out``) in a replay's :func:`union` schema: its columns cast to the
+    schema's types, the other kinds' columns null, built from buffers (no Python object per
+    row)."""
+    n, names = table.num_rows, set(table.column_names)
+    return pa.table(
+        [
+            const(out, n, f.type) if f.name == "out"
+            else as_type(table.column(f.name), f.type) if f.name in names
+            else nulls(n, f.type)
+            for f in schema
+        ],
+        schema=schema,
+    )  # fmt: skip
+
+
 class RowBlocks:
     """A replay's output rows (one :func:`union` schema, ``out`` naming each row's table) handed
     to ``flush`` as Arrow tables of at most ``block`` rows: a replay of a long history holds
@@ -442,20 +458,8 @@ class RowBlocks:
         if held:
             self.count -= len(held)
             self._hand([{**r, "out": out} for r in held])
-        n, names = table.num_rows, set(table.column_names)
-        if not n:
-            return
-        self.flush(
-            pa.table(
-                [
-                    const(out, n, f.type) if f.name == "out"
-                    else as_type(table.column(f.name), f.type) if f.name in names
-                    else nulls(n, f.type)
-                    for f in self.schema
-                ],
-                schema=self.schema,
-            )
-        )  # fmt: skip
+        if table.num_rows:
+            self.flush(in_union(table, self.schema, out))
 
     def close(self) -> None:
         """Hand on the rows held (at the end, or when a block is full), every kind's in one
