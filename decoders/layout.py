@@ -303,10 +303,16 @@ def _join(fs, a: str, b: str) -> str:
 
 
 def _dirname(fs, p: str) -> str:
+    if fs is None and os.sep == "/":  # os.path.dirname's rule, without its calls (~3 a file)
+        head = p[: p.rfind("/") + 1]
+        return head.rstrip("/") or head
     return os.path.dirname(p) if fs is None else posixpath.dirname(p.rstrip("/"))
 
 
 def _basename(fs, p: str) -> str:
+    if fs is None and os.sep == "/":
+        p = p.rstrip("/")
+        return p[p.rfind("/") + 1 :]
     return os.path.basename(p.rstrip("/")) if fs is None else posixpath.basename(p.rstrip("/"))
 
 

@@ -306,6 +306,21 @@ def test_a_listed_path_is_made_relative_as_relpath_makes_it(start, rest):
     assert _relpath(object(), p, start) == posixpath.relpath(p, start)
 
 
+def test_a_listed_path_s_directory_and_name_are_os_path_s():
+    """decoders.layout._dirname and _basename's string shortcuts for a local path give what
+    os.path.dirname and os.path.basename (of the path without trailing slashes) give, on
+    every path of a few characters, slashes and dots included."""
+    import itertools
+
+    from decoders.layout import _basename, _dirname
+
+    for n in range(7):
+        for chars in itertools.product("a/.", repeat=n):
+            p = "".join(chars)
+            assert _dirname(None, p) == os.path.dirname(p), p
+            assert _basename(None, p) == os.path.basename(p.rstrip("/")), p
+
+
 @pytest.mark.parametrize("name", ["day-1", "2026-11-20", "kafka-1"])
 def test_a_dump_root_named_like_a_partition_directory_is_shown_from_itself(tmp_path, name):
     """A root is a partition directory by its name and by holding files only: a day's copy

@@ -106,3 +106,26 @@ def test_a_task_unpickles_its_own_plan_only(corpus):
     assert [(r.file.path, r.start, r.stop) for r in plans[1]] == [
         (r.file.path, r.start, r.stop) for r in tasks[1]
     ]
+
+
+def test_a_range_pickles_back_whole_in_one_call(corpus):
+    """A plan's ranges pickle as one call of plain values (ByteRange.__reduce__): what comes
+    back is equal field for field, the file's place, broker label, cluster and filesystem
+    included, and nothing of the dataclasses' own pickling (a reduce per object) is left."""
+    import pickle
+    import pickletools
+
+    from pyarrow import fs as pafs
+
+    from decoders.planning import ByteRange
+
+    files = decoders.discover([str(corpus / "seanorth__kafka-server")])
+    remote = files[0].__class__(files[0].path, files[0].info, 7, files[0].log_dir,
+                                pafs.LocalFileSystem(), "cluster-a")  # fmt: skip
+    ranges = [ByteRange(f, 3, f.size) for f in files] + [ByteRange(remote, 0, 7)]
+    assert any(f.info.broker and f.cluster for f in files)  # labelled by the layout
+    back = pickle.loads(pickle.dumps(ranges, protocol=pickle.HIGHEST_PROTOCOL))
+    assert back == ranges
+    assert isinstance(back[-1].file.filesystem, pafs.LocalFileSystem)
+    ops = {op.name for op, _arg, _pos in pickletools.genops(pickle.dumps(ranges[0]))}
+    assert "BUILD" not in ops  # no object rebuilt from a state: one call with its values
