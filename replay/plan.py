@@ -127,6 +127,31 @@ def struct_type(schema: pa.Schema) -> StructType:
     return StructType([StructField(f.name, spark_type(f.type), True) for f in schema])
 
 
+UNION_PARTITIONING = "spark.sql.unionOutputPartitioning"
+
+
+def union_keeps_partitioning(spark: SparkSession) -> bool:
+    """Whether the session's union of children partitioned alike keeps their partitioning
+    (:data:`UNION_PARTITIONING`, true by default since Spark 4.1, read once per query's
+    planning); where it is off, or unknown to the session, a union concatenates its children's
+    partitions and a stream spread part by part would reach its tasks in pieces."""
+    try:
+        return str(spark.conf.get(UNION_PARTITIONING)).strip().lower() == "true"
+    except Exception:  # noqa: BLE001 - a Spark without the setting: it concatenates
+        return False
+
+
+def spread_each(spark: SparkSession, parts: list[DataFrame],
+                spread: Callable[[DataFrame], DataFrame]) -> DataFrame:  # fmt: skip
+    """The union of ``parts`` as ``spread`` (a repartition by keys) spreads it: each part spread
+    on its own where the session's union keeps its children's partitioning
+    (:func:`union_keeps_partitioning`), else the union spread as one. Either way every key's
+    rows of every part are in one partition, the same for each part."""
+    if not union_keeps_partitioning(spark):
+        return spread(reduce(DataFrame.unionByName, parts))
+    return reduce(DataFrame.unionByName, [spread(p) for p in parts])
+
+
 def local_frame(spark: SparkSession, rows: list[tuple], schema: pa.Schema) -> DataFrame:
     """A DataFrame of rows the driver made (a replica's counts, a partition's size, a card's
     keys): handed to Spark as one Arrow table, which it plans as a local relation. A list of
@@ -240,6 +265,19 @@ class Audit:
         """``df`` spread by ``keys`` for a grouped stage; a small dump's (:attr:`single`) in
         one partition, which every grouping and join reads without a shuffle."""
         return df.coalesce(1) if self.single else df.repartition(self.tasks, *keys)
+
+    def _by_each(self, parts: list[DataFrame], *keys) -> DataFrame:
+        """The union of ``parts`` spread by ``keys``, each part spread on its own: Spark's union
+        of children partitioned alike keeps their partitioning (task i reads partition i of
+        each: ``spark.sql.unionOutputPartitioning``, Spark 4.1 on), so each part's map stage
+        runs once its own input is there, not once every part's is (the cross-log's
+        partition entries and coordinator transactions, nearly all of a long-lived
+        producer's stream, waited for the five small stages of its few side rows). Where the
+        session's union would concatenate instead (that setting off) or the dump is small
+        (one partition), the union spread as one (:meth:`_by`)."""
+        if self.single:
+            return self._by(reduce(DataFrame.unionByName, parts), *keys)
+        return spread_each(self.spark, parts, lambda df: self._by(df, *keys))
 
     def _one(self, df: DataFrame) -> DataFrame:
         """``df`` as the stages after the scan read it: one partition in a small dump's."""
@@ -558,13 +596,13 @@ class Audit:
         txn_fields = STREAM_FIELDS[TXN].values()
         txns = pt.selectExpr(*_stream_row(TXN, sql.named(txn_fields),
                                           p1="coalesce(first_offset, marker_offset)"))  # fmt: skip
-        stream = txns.unionByName(self._stream_sides(pt, ct, partitions)).unionByName(
-            _stream_coord(ct, partitions)
-        )
-        keyed, order = crosslog_keyed(self.spark, stream, self.scan.replicas, coded=True)
+        parts = [txns, self._stream_sides(pt, ct, partitions), _stream_coord(ct, partitions)]
+        keyed = [crosslog_keyed(self.spark, part, self.scan.replicas, coded=True)
+                 for part in parts]  # fmt: skip
+        order = keyed[0][1]
         _c, k1 = SORT_KEYS
         return (
-            self._by(keyed, _c, CLUSTER, "producer_id")
+            self._by_each([k for k, _order in keyed], _c, CLUSTER, "producer_id")
             .sortWithinPartitions(*order)
             .drop("_p1", "_p2", k1)
             .mapInArrow(judge, struct_type(schema))
