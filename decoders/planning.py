@@ -67,7 +67,7 @@ class ByteRange:
         """Pickled as one call of plain values: a scan's plans carry every file's range (60,505
         for 10,000 quiet partitions), and the dataclasses' own pickling (their fields looked
         up per object, three objects a range) took 0.7 s on the driver and as long again in
-        the tasks (docs/benchmarks.md, "quiet partitions")."""
+        the tasks (docs/benchmarks.md, "a scan's plans pickled as values")."""
         return (_byte_range, (_file_values(self.file), _info_values(self.file.info),
                               self.start, self.stop))  # fmt: skip
 
