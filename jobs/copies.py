@@ -284,6 +284,8 @@ def _as(col, target):
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from decoders.columns import as_type
+
     if pa.types.is_timestamp(target) and pa.types.is_integer(col.type):
         return pc.multiply_checked(pc.cast(col, pa.int64()), 1000).cast(target)
-    return col if col.type == target else col.cast(target)
+    return as_type(col, target)
