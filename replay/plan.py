@@ -457,12 +457,17 @@ class Audit:
         from replay import coverage as C
 
         keys = [CLUSTER, "topic", "partition"]
-        exposed = pt.filter(
-            ~F.col("topic").isin(*INTERNAL_TOPICS) & (F.col("record_count") > 0)
-            & F.col("outcome").isin(*NOT_COMMITTED)
-        ).select(*keys, F.lit(1).alias("_txn"), F.lit(0).alias("_commit"))  # fmt: skip
-        committed = timeline.filter(F.col("committed_offset").isNotNull()).select(
-            *keys, F.lit(0).alias("_txn"), F.lit(1).alias("_commit")
+        exposed = _not_committed(pt).select(
+            *keys, F.lit(1).alias("_txn"), F.lit(0).alias("_commit")
+        )
+        # only the commits of those partitions count (_seen), kept by a lookup as the leakage
+        # keeps them (_exposed): a long-lived group's millions of commits were shuffled whole
+        # to be grouped (an explicit shuffle leaves no partial aggregation before it), and
+        # where no partition holds one (a healthy dump) no stage reads the timeline
+        committed = (
+            timeline.filter(F.col("committed_offset").isNotNull())
+            .join(_exposed(pt), keys, "left_semi")
+            .select(*keys, F.lit(0).alias("_txn"), F.lit(1).alias("_commit"))
         )
         # one aggregation of both (a kept plan's shuffles are sized here)
         per = (
@@ -659,13 +664,7 @@ class Audit:
         by = [CLUSTER, "topic", "partition"]
         ends = partitions.select(*by, "copy_end_timestamp")
         t = pt.filter(~F.col("topic").isin(*INTERNAL_TOPICS) & (F.col("record_count") > 0))
-        # the partitions holding an aborted or open transaction with data (few; none in a
-        # healthy dump), broadcast: each side is kept by a lookup, not shuffled and sorted to
-        # be joined, and where there are none adaptive execution drops both sides before any
-        # stage reads them
-        exposed = F.broadcast(
-            t.filter(F.col("outcome").isin(*NOT_COMMITTED)).select(*by).distinct()
-        )
+        exposed = _exposed(pt)
         # each side's columns as one list of SQL expressions (replay.plan._stream_row)
         keys, kind, offset = sql.names(by), sql.name(LEAK_KIND), sql.name(LEAK_OFFSET)
         txns = (
@@ -700,6 +699,23 @@ class Audit:
             .drop(*SORT_KEYS)
             .mapInArrow(judge, struct_type(schema))
         )
+
+
+def _not_committed(pt: DataFrame) -> DataFrame:
+    """The partitions' aborted or open transactions with data, of user topics: what a
+    ``read_uncommitted`` group may read (replay.leakage)."""
+    return pt.filter(
+        ~F.col("topic").isin(*INTERNAL_TOPICS) & (F.col("record_count") > 0)
+        & F.col("outcome").isin(*NOT_COMMITTED)
+    )  # fmt: skip
+
+
+def _exposed(pt: DataFrame) -> DataFrame:
+    """The partitions holding a transaction of :func:`_not_committed` (few; none in a healthy
+    dump), broadcast: a side joined to them is kept by a lookup, not shuffled and sorted to be
+    joined, and where there are none adaptive execution drops that side before any stage
+    reads it."""
+    return F.broadcast(_not_committed(pt).select(CLUSTER, "topic", "partition").distinct())
 
 
 # what the transactions table adds to the partitions' transactions, from the coordinator's log

@@ -92,6 +92,25 @@ def test_derived_tables(spark, scenario_audit):
     assert coord == 1  # the coordinator's timeout abort
 
 
+def test_the_leakage_family_counts_as_the_one_process_audit_counts_it(scenario_audit,
+                                                                      scenario_local):  # fmt: skip
+    """The coverage's "leakage" family, partition by partition: a partition's aborted or open
+    transactions with data, judged where a group committed on it. The plan keeps only the
+    commits of such partitions, by a lookup of them (``Audit._leakage_counts``), where
+    replay.local looks at every commit; both the judged and the not-judged rows occur."""
+    seen = set()
+    for scenario in SCENARIOS:
+
+        def leakage(rows) -> list[tuple]:
+            return sorted((r["topic"], r["partition"], r["judged"], r["reason"] or "", r["count"])
+                          for r in rows if r["family"] == "leakage")  # fmt: skip
+
+        ours = leakage(scenario_audit(scenario)["coverage"].to_pylist())
+        assert ours == leakage(scenario_local(scenario)["coverage"]), scenario
+        seen |= {judged for _t, _p, judged, _r, _n in ours}
+    assert seen == {True, False}
+
+
 def test_as_of_queries(spark, scenario_audit):
     """As-of answers hold with the scenario's clocks a few hundred ms apart: asked well inside
     a long-open transaction (more than the clock tolerance from either end) and after it."""
