@@ -34,14 +34,16 @@ from replay.crosslog import Anchor, Bounds
 from replay.findings import finding
 from replay.groups import GroupsReplay
 from replay.partition import Config, PartitionReplay
+from replay.sides import LISTED, PAIRS, TOUCHED
 
 # each replay's kinds of rows (a row's ``out``) and the table the rows of each kind belong to
+# (the pairs of replay.sides: the cross-log's alone)
 PARTITION_KINDS = {
     "finding": T.FINDINGS, "transaction": T.TRANSACTIONS, "producer_state": T.PRODUCER_STATES,
     "lso": T.LSO_CHANGES, "partition": T.PARTITIONS, "count": T.CHECK_COUNTS,
-    "carried": T.REPLAY_STATES,
+    "carried": T.REPLAY_STATES, TOUCHED: PAIRS,
 }  # fmt: skip
-COORDINATOR_KINDS = {"finding": T.FINDINGS, "coord_txn": T.COORDINATOR_TXNS}
+COORDINATOR_KINDS = {"finding": T.FINDINGS, "coord_txn": T.COORDINATOR_TXNS, LISTED: PAIRS}
 GROUP_KINDS = {"finding": T.FINDINGS, "generation": T.GENERATIONS, "timeline": T.TIMELINE}
 PARTITION_SCHEMA = T.union(*PARTITION_KINDS.values())
 COORDINATOR_SCHEMA = T.union(*COORDINATOR_KINDS.values())

@@ -79,6 +79,7 @@ from replay.rules import DIVERGENCE
 from replay.scan_task import audit_schema
 from replay.session_scan import settled
 from replay.settings import AuditConfig
+from replay.sides import LISTED, TOUCHED
 from replay.tables import CLUSTER
 
 # dump bytes per task of the audit's grouped stages: their number follows from the dump's
@@ -351,9 +352,12 @@ class Audit:
         coord_txns = coord("coord_txn")
         timeline = groups("timeline")
         # one task per producer id: a long-lived producer's judgement is the audit's longest chain
+        # each producer id's partitions, as the replays gathered them (replay.sides)
+        pairs = [part(TOUCHED), coord(LISTED)]
         cross = self._later(
-            "cross", lambda: self._cross_log(transactions, coord_txns, partitions), first=True
-        )
+            "cross", lambda: self._cross_log(transactions, coord_txns, partitions, pairs),
+            first=True,
+        )  # fmt: skip
         routed, routing = self._routed(timeline, partitions)
         leaks = self._later("leaks", lambda: self._leakage(transactions, routed, partitions))
 
@@ -579,7 +583,8 @@ class Audit:
         return rows.join(F.broadcast(logs), on, "left").select(CLUSTER, *T.COVERAGE.names)
 
     # -- partitions against the coordinator -------------------------------------------------------
-    def _cross_log(self, pt: DataFrame, ct: DataFrame, partitions: DataFrame) -> DataFrame:
+    def _cross_log(self, pt: DataFrame, ct: DataFrame, partitions: DataFrame,
+                   pairs: list[DataFrame]) -> DataFrame:  # fmt: skip
         """Every partition against the coordinator's log, per producer id, by order
         (replay.crosslog); also the hanging transactions (their timeout is the coordinator's).
 
@@ -601,7 +606,7 @@ class Audit:
         txn_fields = STREAM_FIELDS[TXN].values()
         txns = pt.selectExpr(*_stream_row(TXN, sql.named(txn_fields),
                                           p1="coalesce(first_offset, marker_offset)"))  # fmt: skip
-        parts = [txns, self._stream_sides(pt, ct, partitions), _stream_coord(ct, partitions)]
+        parts = [txns, self._stream_sides(pairs, partitions), _stream_coord(ct, partitions)]
         keyed = [crosslog_keyed(self.spark, part, self.scan.replicas, coded=True)
                  for part in parts]  # fmt: skip
         order = keyed[0][1]
@@ -613,19 +618,13 @@ class Audit:
             .mapInArrow(judge, struct_type(schema))
         )
 
-    def _stream_sides(self, pt: DataFrame, ct: DataFrame, partitions: DataFrame) -> DataFrame:
+    def _stream_sides(self, pairs: list[DataFrame], partitions: DataFrame) -> DataFrame:
         """The cross-log stream's SIDE rows: what each copy of a partition a producer touched
-        (wrote, or its coordinator listed) covers."""
-        listed = ct.select(CLUSTER, "producer_id", F.explode("partitions").alias("tp")).select(
-            CLUSTER, "producer_id", "tp.topic", "tp.partition"
-        )
-        # each side's pairs made distinct before they are shuffled (Spark's partial
-        # aggregation, within each task): a long-lived producer gives one per transaction
-        touched = (
-            pt.select(CLUSTER, "producer_id", "topic", "partition")
-            .distinct()
-            .unionByName(listed.distinct())
-        )
+        (wrote a transaction into, or its coordinator listed) covers. ``pairs``: the replays'
+        (producer id, partition) pairs (replay.sides: a few a replica, however many
+        transactions), made distinct across replicas here."""
+        columns = [CLUSTER, "producer_id", "topic", "partition"]
+        touched = reduce(DataFrame.unionByName, [p.select(*columns) for p in pairs])
         # every shuffle of a plan that is kept (ScanOutput.later) is sized here: adaptive
         # execution does not change a cached plan's partitioning
         side_cols = ("complete_from", "copy_end_timestamp")

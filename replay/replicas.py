@@ -59,6 +59,7 @@ from replay.grouped import (
 from replay.partition import BATCH_COLUMNS, cleaner_leftovers_end
 from replay.points import truncation_finding
 from replay.previous import history_start
+from replay.sides import LISTED, TOUCHED, Pairs
 from replay.spill import local_dir, remove_file
 from replay.tables import CLUSTER, in_union, rows_table
 
@@ -419,14 +420,29 @@ class ReplicaReplay:
     def _replay(self, write: Callable[[str, pa.Table], None],
                 write_now: Callable[[str, pa.Table], None],
                 write_rows: RowsSink | None) -> ReplicaRow:  # fmt: skip
+        pairs = Pairs(self.topic, self.partition)  # every row seen as it goes out
+
         def to(table: str) -> Callable[[pa.Table], None]:
-            return lambda rows: write(table, self._keyed(rows, table))
+            def given(rows: pa.Table) -> None:
+                pairs.saw(table, rows)
+                write(table, self._keyed(rows, table))
+
+            return given
 
         keys = self.replica_keys
-        held = None if write_rows is None else lambda rows: write_rows("replayed", keys, rows)
+        held = None
+        if write_rows is not None:
+
+            def held(rows: list[dict]) -> None:
+                pairs.saw_rows(rows)
+                write_rows("replayed", keys, rows)
 
         def now(table: str) -> Callable[[pa.Table], None]:
-            return lambda rows: write_now(table, self._keyed(rows, table))
+            def given(rows: pa.Table) -> None:
+                pairs.saw(table, rows)
+                write_now(table, self._keyed(rows, table))
+
+            return given
 
         resuming = self.resuming
         latest = dict(self.latest_epoch)
@@ -466,11 +482,27 @@ class ReplicaReplay:
                                                              self.partition)  # fmt: skip
         if lost is not None:
             to("replayed")(rows_table(PARTITION_SCHEMA, "finding", [lost]))
+        self._give_pairs(pairs, to, held)
         # a replica read past a point: the bytes of its segments, all of them, as any replica's
         log_bytes = self.log_bytes if resuming is None else sum(f.size for f in self.logs)
         return ReplicaRow(self.cluster, self.topic, self.partition, self.broker, end,
                           crc_valid, int(summary.get("cleaned_upto") or 0),
                           log_bytes, since)  # fmt: skip
+
+    @staticmethod
+    def _give_pairs(pairs: Pairs, to: Callable[[str], Callable[[pa.Table], None]],
+                    held: Callable[[list[dict]], None] | None) -> None:  # fmt: skip
+        """The replica's pairs of replay.sides, once its replay has given every other row: a
+        partition's with its last rows where it hands them as dicts (converted with other
+        replicas'), a coordinator's as its own rows."""
+        touched = pairs.touched_rows()
+        if touched and held is not None:
+            held([{**r, "out": TOUCHED} for r in touched])
+        elif touched:
+            to("replayed")(rows_table(PARTITION_SCHEMA, TOUCHED, touched))
+        listed = pairs.listed_rows()
+        if listed:
+            to("coordinated")(rows_table(COORDINATOR_SCHEMA, LISTED, listed))
 
     def _resume(self, resuming, now: Callable[[str], Callable[[pa.Table], None]],
                 latest: dict, upto: int) -> dict:  # fmt: skip
