@@ -244,8 +244,9 @@ def test_the_audit_s_stages_follow_the_dump_not_the_shuffle_partitions(plain, du
 def test_counting_the_findings_opens_only_the_kinds_of_rows_they_read(plain, dump):
     """A session's audit opens a replay table's rows a kind at a time, when the plan asks
     for them (replay.session_scan): the findings read the transactions, the partitions, the
-    coordinators' transactions and the groups' timelines, never the LSO changes, the producer
-    states or the generations; the checks' counts only once the checks table is asked for."""
+    coordinators' transactions, the groups' timelines and the replays' (producer id, partition)
+    pairs (replay.sides), never the LSO changes, the producer states or the generations; the
+    checks' counts only once the checks table is asked for."""
     from replay.plan import Audit, _cached_scan, _config
     from replay.session_scan import KIND_MARK
 
@@ -258,8 +259,8 @@ def test_counting_the_findings_opens_only_the_kinds_of_rows_they_read(plain, dum
         read = {(*k.split(KIND_MARK),) for k in scan.opened}
         assert read == {
             ("replayed", "transaction"), ("replayed", "partition"), ("replayed", "finding"),
-            ("coordinated", "coord_txn"), ("coordinated", "finding"),
-            ("grouped", "timeline"), ("grouped", "finding"),
+            ("replayed", "touched"), ("coordinated", "coord_txn"), ("coordinated", "finding"),
+            ("coordinated", "listed"), ("grouped", "timeline"), ("grouped", "finding"),
         }  # fmt: skip
         tables["checks"].count()
         assert ("replayed" + KIND_MARK + "count") in scan.opened
