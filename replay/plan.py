@@ -847,6 +847,14 @@ def _coded(keyed: DataFrame, clusters: int) -> DataFrame:
     )
 
 
+# a coordinator transaction's partitions as the stream's text: "topic:partition,..." (a topic
+# name holds neither separator; crosslog_stream.PARTITION_LIST)
+LISTING = (
+    "CASE WHEN partitions IS NOT NULL THEN concat_ws(',', transform(partitions, "
+    "x -> concat(x.topic, ':', CAST(x.`partition` AS STRING)))) END"
+)
+
+
 def _stream_coord(ct: DataFrame, partitions: DataFrame) -> DataFrame:
     """The cross-log stream's COORD rows: the coordinators' transactions, each with where its
     log's copy ends."""
@@ -855,10 +863,8 @@ def _stream_coord(ct: DataFrame, partitions: DataFrame) -> DataFrame:
         F.col("partition").alias("log_partition"),
         F.col("copy_end_timestamp").alias("copy_end_ts"),
     )
-    # a transaction's partitions as "topic:partition,..." (a topic name holds neither)
-    listing = "concat_ws(',', transform(partitions, x -> concat(x.topic, ':', CAST(x.`partition` AS STRING))))"  # fmt: skip
     coord_columns = sql.named(STREAM_FIELDS[COORD].values())
-    coord_columns["partitions"] = f"CASE WHEN partitions IS NOT NULL THEN {listing} END"
+    coord_columns["partitions"] = LISTING
     coord_columns["maybe"] = "CAST(maybe AS INT)"
     coord_columns["history_from_start"] = "CAST(history_from_start AS INT)"
     return ct.join(F.broadcast(ends), [CLUSTER, "log_partition"], "left").selectExpr(

@@ -49,3 +49,25 @@ def test_a_producer_s_rows_of_every_part_reach_one_task(spark, keeps):
             assert task_of.setdefault(pid, t) == t  # a producer's rows, of any part, in one task
     held = {pid: sorted(k for rows in got for p, k in rows if p == pid) for pid in task_of}
     assert held == {pid: sorted(kinds) for pid, kinds in expected.items()}
+
+
+def test_a_listing_goes_through_the_stream_as_the_coordinator_listed_it(spark):
+    """A coordinator transaction's partitions as the plan writes them into the stream's text
+    (replay.plan.LISTING) and the judgement reads them back (crosslog_stream._partition_lists):
+    the same lists, in their order; unknown (null) and none (empty) kept apart."""
+    from replay.crosslog_stream import PARTITION_LIST, _partition_lists
+    from replay.plan import LISTING
+
+    rnd = random.Random(11)
+    names = ["orders", "enriched.v2", "a-b_c", "__consumer_offsets"]
+    listings = [None, []] + [
+        [{"topic": rnd.choice(names), "partition": rnd.randrange(0, 2000)}
+         for _ in range(rnd.randrange(1, 7))]
+        for _ in range(60)
+    ]  # fmt: skip
+    df = spark.createDataFrame([(i, p) for i, p in enumerate(listings)],
+                               "i int, partitions array<struct<topic:string,`partition`:int>>")  # fmt: skip
+    text = df.selectExpr("i", f"{LISTING} AS listing").orderBy("i").toArrow()
+    back = _partition_lists(text.column("listing"))
+    assert back.type == PARTITION_LIST
+    assert back.to_pylist() == listings
