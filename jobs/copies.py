@@ -263,7 +263,9 @@ def project(batch, task: CopyTask, partition_value, lookup: Lookup | None = None
         keep = pc.invert(keep) if excluded else keep
         mask = keep if mask is None else pc.and_(mask, keep)
     if mask is not None:
-        batch = batch.filter(pc.fill_null(mask, False))
+        mask = pc.fill_null(mask, False)
+        if mask.true_count < len(mask):  # (a kind's own row groups: every row, no copy)
+            batch = batch.filter(mask)
     n = batch.num_rows
     joined = lookup.columns(batch) if lookup is not None else {}
     columns = []
