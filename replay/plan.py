@@ -351,9 +351,9 @@ class Audit:
         partitions = part("partition")
         coord_txns = coord("coord_txn")
         timeline = groups("timeline")
-        # one task per producer id: a long-lived producer's judgement is the audit's longest chain
         # each producer id's partitions, as the replays gathered them (replay.sides)
         pairs = [part(TOUCHED), coord(LISTED)]
+        # one task per producer id: a long-lived producer's judgement is the audit's longest chain
         cross = self._later(
             "cross", lambda: self._cross_log(transactions, coord_txns, partitions, pairs),
             first=True,

@@ -7,9 +7,10 @@ list it in one. Made from the scan's transaction and coordinator rows, the pairs
 distinct over every transaction and over every partition of every coordinator listing: for a
 Kafka Streams thread's 1 M transactions over 4 partitions, 5 M rows and 5 M exploded
 listings read, shuffled and grouped to find 5 pairs (docs/benchmarks.md, "The leakage
-counts' commits by a lookup, the sides gathered by the replays"). A replay sees every row it gives, so it keeps the pairs as it goes: a few
-rows a replica (``touched`` of a partition's replay, ``listed`` of a `__transaction_state`
-partition's), which the plan makes distinct across replicas.
+counts' commits by a lookup, the sides gathered by the replays"). A replay sees every row it
+gives, so it keeps the pairs as it goes: a few rows a replica (``touched`` of a partition's
+replay, ``listed`` of a `__transaction_state` partition's), which the plan makes distinct
+across replicas.
 """
 
 from __future__ import annotations
