@@ -662,7 +662,7 @@ class Audit:
 
         by = [CLUSTER, "topic", "partition"]
         ends = partitions.select(*by, "copy_end_timestamp")
-        t = pt.filter(~F.col("topic").isin(*INTERNAL_TOPICS) & (F.col("record_count") > 0))
+        t = _with_data(pt)
         exposed = _exposed(pt)
         # each side's columns as one list of SQL expressions (replay.plan._stream_row)
         keys, kind, offset = sql.names(by), sql.name(LEAK_KIND), sql.name(LEAK_OFFSET)
@@ -700,13 +700,15 @@ class Audit:
         )
 
 
+def _with_data(pt: DataFrame) -> DataFrame:
+    """The partitions' transactions with data, of user topics: what a group reads."""
+    return pt.filter(~F.col("topic").isin(*INTERNAL_TOPICS) & (F.col("record_count") > 0))
+
+
 def _not_committed(pt: DataFrame) -> DataFrame:
-    """The partitions' aborted or open transactions with data, of user topics: what a
-    ``read_uncommitted`` group may read (replay.leakage)."""
-    return pt.filter(
-        ~F.col("topic").isin(*INTERNAL_TOPICS) & (F.col("record_count") > 0)
-        & F.col("outcome").isin(*NOT_COMMITTED)
-    )  # fmt: skip
+    """The transactions of :func:`_with_data` aborted or open: what a ``read_uncommitted``
+    group may read (replay.leakage)."""
+    return _with_data(pt).filter(F.col("outcome").isin(*NOT_COMMITTED))
 
 
 def _exposed(pt: DataFrame) -> DataFrame:
