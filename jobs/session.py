@@ -265,9 +265,9 @@ def full_jit(conf, files) -> bool:
     """Whether an audit's driver JVM runs full tiered compilation: where the dump's internal
     topics' log segments hold at least ``spark.full_jit_from_mb`` MiB. Their records are
     what the audit's Spark stages carry rows of (a coordinator transaction, a commit, their
-    markers): C1's code sorts and converts 6 M rows of a long-lived producer's million
-    transactions ~11 s slower than C2's, where on a dump of few such records C2's compiling
-    costs 2-3 s more than it saves (docs/benchmarks.md)."""
+    markers): C1's code runs them slower than C2's, ~4.5 CPU seconds per GB of those topics,
+    and C2's compiling costs ~10 CPU seconds more than C1's on any audit: C2 pays from ~3 GB
+    on (docs/benchmarks.md)."""
     from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
     internal = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)

@@ -143,11 +143,21 @@ def test_the_command_ends_with_its_objects_frozen_out_of_the_collector():
 @pytest.mark.spark  # the demo audits with Spark
 def test_console_script_runs_demo(tmp_path):
     """The README's first command: simulate a dump with anomalies, audit it with Spark, show
-    the findings by kind against what was injected."""
+    the findings by kind against what was injected. Run from a project of the user's own (an
+    Airflow home, a repository) whose packages share logreplay's names: the driver and the
+    Python workers Spark starts in that directory still run logreplay's code
+    (conf/default.yaml, ``spark.executorEnv.PYTHONSAFEPATH``)."""
+    project = tmp_path / "project"
+    for package in ("jobs", "replay", "decoders", "validations"):
+        (project / package).mkdir(parents=True)
+        (project / package / "__init__.py").write_text(
+            f"raise ImportError('the project of the user, not logreplay: {package}')\n"
+        )
     exe = os.path.join(os.path.dirname(sys.executable), "logreplay")
     res = subprocess.run(
-        [exe, "demo", "--out", str(tmp_path / "demo")], capture_output=True, text=True, timeout=900
-    )
+        [exe, "demo", "--out", str(tmp_path / "demo")], capture_output=True, text=True,
+        timeout=900, cwd=project,
+    )  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     assert "marker=ABORT" in res.stdout and "verify: 0 inconsistencies" in res.stdout
     summary = json.loads((tmp_path / "demo" / "audit" / "summary.json").read_text())
