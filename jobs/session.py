@@ -4,6 +4,7 @@ command line (or spark-submit), and the kafka-segments source registered."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from contextlib import contextmanager
 
@@ -47,12 +48,11 @@ def spark_session(
     from replay.config import load
 
     conf = load(conf)["spark"]
-    # Python workers must import this project: run them with this interpreter.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name or conf["app_name"])
     submitted = (
         os.environ.get("SPARK_ENV_LOADED") == "1"
     )  # exported by spark-submit's launcher scripts
+    worker_python(None if submitted else master or conf["master"])
     if master or not submitted:
         master = master or conf["master"]
         builder = builder.master(master)
@@ -230,6 +230,24 @@ def _session_running() -> bool:
     except PySparkException:  # NO_ACTIVE_OR_DEFAULT_SESSION
         return False
     return True
+
+
+def worker_python(master: str | None) -> None:
+    """The interpreter Spark starts the Python workers with (``PYSPARK_PYTHON``, read as the
+    context starts): the workers must import this project, at this version. Where they run on
+    this machine (a local ``master`` this process starts), that is this interpreter, whatever
+    the environment says: a ``PYSPARK_PYTHON`` exported for a cluster's executors (a shell
+    profile, a platform's setup) names a Python that lacks logreplay here, or holds another
+    version of it, and the scan's first task failed with a JVM stack. Elsewhere (a cluster's
+    master, ``spark-submit``) the environment's choice stands, else this interpreter."""
+    if master is None or not is_local(master):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        return
+    given = os.environ.get("PYSPARK_PYTHON")
+    if given and os.path.abspath(shutil.which(given) or given) != os.path.abspath(sys.executable):
+        print(f"logreplay: local mode runs its Python workers with {sys.executable}, not "
+              f"PYSPARK_PYTHON={given} (the executors' Python of a cluster)", file=sys.stderr)  # fmt: skip
+    os.environ["PYSPARK_PYTHON"] = sys.executable
 
 
 def is_local(master: str) -> bool:

@@ -144,9 +144,10 @@ def test_the_command_ends_with_its_objects_frozen_out_of_the_collector():
 def test_console_script_runs_demo(tmp_path):
     """The README's first command: simulate a dump with anomalies, audit it with Spark, show
     the findings by kind against what was injected. Run from a project of the user's own (an
-    Airflow home, a repository) whose packages share logreplay's names: the driver and the
-    Python workers Spark starts in that directory still run logreplay's code
-    (conf/default.yaml, ``spark.executorEnv.PYTHONSAFEPATH``)."""
+    Airflow home, a repository) whose packages share logreplay's names, with a
+    ``PYSPARK_PYTHON`` exported for a cluster's executors: the driver and the Python workers
+    Spark starts in that directory still run logreplay's code (conf/default.yaml,
+    ``spark.executorEnv.PYTHONSAFEPATH``; jobs.session.worker_python)."""
     project = tmp_path / "project"
     for package in ("jobs", "replay", "decoders", "validations"):
         (project / package).mkdir(parents=True)
@@ -154,9 +155,10 @@ def test_console_script_runs_demo(tmp_path):
             f"raise ImportError('the project of the user, not logreplay: {package}')\n"
         )
     exe = os.path.join(os.path.dirname(sys.executable), "logreplay")
+    env = {**os.environ, "PYSPARK_PYTHON": "/opt/cluster/bin/python3"}
     res = subprocess.run(
         [exe, "demo", "--out", str(tmp_path / "demo")], capture_output=True, text=True,
-        timeout=900, cwd=project,
+        timeout=900, cwd=project, env=env,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     assert "marker=ABORT" in res.stdout and "verify: 0 inconsistencies" in res.stdout
