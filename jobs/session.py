@@ -52,7 +52,6 @@ def spark_session(
     submitted = (
         os.environ.get("SPARK_ENV_LOADED") == "1"
     )  # exported by spark-submit's launcher scripts
-    worker_python(None if submitted else master or conf["master"])
     if master or not submitted:
         master = master or conf["master"]
         builder = builder.master(master)
@@ -61,6 +60,7 @@ def spark_session(
             # host name resolves to). A cluster driver must stay reachable by its executors, and
             # the user's own SPARK_LOCAL_IP always wins.
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    worker_python(None if submitted else master)
     config = {k: str(v) for k, v in (conf.get("config") or {}).items()}
     archive = _class_archive(submitted, master, app_name or conf["app_name"])
     preloaded = not submitted and is_local(master) and os.environ.get(PRELOAD_ENV, "on") not in OFF

@@ -422,13 +422,19 @@ class ReplicaReplay:
                 write_rows: RowsSink | None) -> ReplicaRow:  # fmt: skip
         pairs = Pairs(self.topic, self.partition)  # every row seen as it goes out
 
-        def to(table: str) -> Callable[[pa.Table], None]:
-            def given(rows: pa.Table) -> None:
-                pairs.saw(table, rows)
-                write(table, self._keyed(rows, table))
+        def seen(sink: Callable[[str, pa.Table], None]):
+            """A table's rows to ``sink`` with the replica's keys, seen by ``pairs`` first."""
 
-            return given
+            def to_table(table: str) -> Callable[[pa.Table], None]:
+                def given(rows: pa.Table) -> None:
+                    pairs.saw(table, rows)
+                    sink(table, self._keyed(rows, table))
 
+                return given
+
+            return to_table
+
+        to, now = seen(write), seen(write_now)
         keys = self.replica_keys
         held = None
         if write_rows is not None:
@@ -436,13 +442,6 @@ class ReplicaReplay:
             def held(rows: list[dict]) -> None:
                 pairs.saw_rows(rows)
                 write_rows("replayed", keys, rows)
-
-        def now(table: str) -> Callable[[pa.Table], None]:
-            def given(rows: pa.Table) -> None:
-                pairs.saw(table, rows)
-                write_now(table, self._keyed(rows, table))
-
-            return given
 
         resuming = self.resuming
         latest = dict(self.latest_epoch)
