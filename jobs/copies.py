@@ -55,13 +55,13 @@ def plan_copies(scratch, wanted: dict[str, tuple[Copied, int]],
         lookup = ()
         if copied.lookup is not None:
             lookup = tuple(f["path"] for f in (lookups or {})[copied.lookup]["files"])
-        for part, run in enumerate(_runs(listed, rows, max(1, files))):
+        for part, run in enumerate(in_runs(listed, rows, max(1, files))):
             tasks.append(CopyTask(table, part, copied, tuple(run), entry.get("partition_by"),
                                   arrow, lookup))  # fmt: skip
     return tasks
 
 
-def _runs(listed: list, rows: list[int], n: int) -> list[list]:
+def in_runs(listed: list, rows: list[int], n: int) -> list[list]:
     """``listed`` cut in order into at most ``n`` runs of about equal ``rows``."""
     total = sum(rows)
     if total == 0:
@@ -245,22 +245,14 @@ def project(batch, task: CopyTask, partition_value, lookup: Lookup | None = None
     import pyarrow.compute as pc
 
     from decoders.columns import const
+    from replay.replicas import kept_mask
 
     copied = task.copied
     mask = None
     if copied.out is not None:
         mask = pc.equal(batch.column("out"), copied.out)
-    if copied.replicas is not None:
-        from replay.replicas import REPLICA_BROKER
-
-        listed, excluded = copied.replicas
-        keys = pc.binary_join_element_wise(
-            batch.column(CLUSTER), batch.column("replica_topic"),
-            pc.cast(batch.column("replica_partition"), pa.string()), batch.column(REPLICA_BROKER),
-            "\0",
-        )  # fmt: skip
-        keep = pc.is_in(keys, value_set=pa.array(listed, pa.string()))
-        keep = pc.invert(keep) if excluded else keep
+    keep = kept_mask(batch, copied.replicas)
+    if keep is not None:
         mask = keep if mask is None else pc.and_(mask, keep)
     if mask is not None:
         mask = pc.fill_null(mask, False)

@@ -421,11 +421,13 @@ class Scratch:
 
         return self._kept(("rows", table, kind), read)
 
-    def later(self, name: str, build, first: bool = False, findings: bool = True):
+    def later(self, name: str, build, first: bool = False, findings: bool = True,
+              write=None):  # fmt: skip
         """``build()`` written under ``stash/<name>/`` on a background thread and read back;
         gives what waits for it. ``first``: its jobs in the pool that goes first
         (:data:`jobs.session.POOLS`); ``findings`` does not matter: the job writes every
-        table."""
+        table. ``write``: instead of ``build``, what writes the table itself (given its folder,
+        gives its entry, as jobs.output.write_table does)."""
         from concurrent.futures import ThreadPoolExecutor
 
         from jobs.session import FIRST_POOL, STASH_POOL
@@ -436,7 +438,7 @@ class Scratch:
         if first:
             with self.planning:
                 self.unplanned += 1
-        future = self.background.submit(self._stash, name, build, pool)
+        future = self.background.submit(self._stash, name, build, pool, write)
         self.pending.append(future)
         return future.result
 
@@ -450,7 +452,18 @@ class Scratch:
         with self.planning:
             self.planning.wait_for(lambda: self.unplanned <= 0, timeout)
 
-    def _stash(self, name: str, build, pool: str):
+    def judged_cross(self, facts, stream, tasks: int):
+        """The cross-log judgement's table (replay.plan.Audit's ``cross``) judged by Python
+        tasks over the scan's files (jobs.crosslog_scratch), in the first pool; what waits
+        for it."""
+        from jobs.crosslog_scratch import judge_scratch
+
+        def write(folder: str) -> dict:
+            return judge_scratch(self.spark, self, folder, facts, stream, tasks)
+
+        return self.later("cross", None, first=True, write=write)
+
+    def _stash(self, name: str, build, pool: str, write=None):
         from jobs.output import read_table, write_table
         from jobs.session import FIRST_POOL, SCHEDULER_POOL
 
@@ -460,13 +473,16 @@ class Scratch:
             self.spark.sparkContext.setLocalProperty(SCHEDULER_POOL, pool)
         folder = f"stash/{name}"
         try:
-            df = build()
+            df = build() if write is None else None
         finally:
             if pool == FIRST_POOL:
                 with self.planning:
                     self.unplanned -= 1
                     self.planning.notify_all()
-        entry = write_table(df, self.area, folder, 0, None, self.key, "audit:stash")
+        if write is not None:
+            entry = write(folder)
+        else:
+            entry = write_table(df, self.area, folder, 0, None, self.key, "audit:stash")
         return read_table(self.spark, self.area, folder, entry)
 
     def release(self) -> None:

@@ -59,7 +59,7 @@ from replay.crosslog_stream import (
     StreamCodes,
     judge_stream,
 )
-from replay.grouped import INTERNAL_TOPICS, with_shares
+from replay.grouped import INTERNAL_TOPICS, Facts, with_shares
 from replay.leakage import KIND as LEAK_KIND
 from replay.leakage import NOT_COMMITTED, leaks_stream
 from replay.leakage import OFFSET as LEAK_OFFSET
@@ -73,6 +73,7 @@ from replay.replicas import (
     chosen_replicas,
     cleaned_bounds,
     replay_spec,
+    replica_filter,
     replicated_topics,
 )
 from replay.rules import DIVERGENCE
@@ -239,19 +240,6 @@ def _copied_schema(source: str, columns: list[str] | None = None) -> StructType:
     )  # fmt: skip
 
 
-def replica_filter(
-    replicas: list[ReplicaRow], chosen: set[tuple]
-) -> tuple[tuple[str, ...], bool] | None:
-    """Which replicas' replayed rows to keep, as the shorter list: (keys "cluster\\0topic\\0
-    partition\\0broker", whether the listed ones are left out); None to keep every row (one
-    replica of each partition)."""
-    others = {r.key for r in replicas} - chosen
-    if not others:
-        return None
-    listed = tuple("\0".join(map(str, k)) for k in sorted(min(others, chosen, key=len)))
-    return listed, len(others) <= len(chosen)
-
-
 class Audit:
     """One audit's plan over a scan's output: :meth:`run` gives its tables."""
 
@@ -354,7 +342,7 @@ class Audit:
         # each producer id's partitions, as the replays gathered them (replay.sides)
         pairs = [part(TOUCHED), coord(LISTED)]
         # one task per producer id: a long-lived producer's judgement is the audit's longest chain
-        cross = self._later(
+        cross = self._judged_cross(kept) or self._later(
             "cross", lambda: self._cross_log(transactions, coord_txns, partitions, pairs),
             first=True,
         )  # fmt: skip
@@ -583,6 +571,24 @@ class Audit:
         return rows.join(F.broadcast(logs), on, "left").select(CLUSTER, *T.COVERAGE.names)
 
     # -- partitions against the coordinator -------------------------------------------------------
+    def _crosslog_facts(self) -> Facts:
+        return replace(self.config.facts(), anchors=self._layout().anchors)
+
+    def _judged_cross(self, kept) -> Callable[[], DataFrame] | None:
+        """The cross-log judgement by Python tasks over the scan's own files, where the scan
+        has them (jobs.scan.Scratch.judged_cross: replay.crosslog_runs), else None (a
+        session's cached scan: :meth:`_cross_log`). The same findings and counts: no row
+        goes through Spark's shuffle and sort, nor through the JVM at all."""
+        judged = getattr(self.scan, "judged_cross", None)
+        if judged is None:
+            return None
+        from replay.crosslog_runs import StreamFacts
+
+        buckets = 1 if self.single else self.tasks
+        stream = StreamFacts.of(self.scan.replicas, kept, buckets)
+        wait = judged(self._crosslog_facts(), stream, buckets)
+        return lambda: self._one(wait())
+
     def _cross_log(self, pt: DataFrame, ct: DataFrame, partitions: DataFrame,
                    pairs: list[DataFrame]) -> DataFrame:  # fmt: skip
         """Every partition against the coordinator's log, per producer id, by order
@@ -594,7 +600,7 @@ class Audit:
         sort spills, and no producer's history is gathered into one group (a Kafka Streams
         thread under TV0/1 writes millions of transactions under one producer id)."""
         schema = pa.schema([pa.field(CLUSTER, pa.string()), *CROSSLOG_SCHEMA])
-        facts = replace(self.config.facts(), anchors=self._layout().anchors)
+        facts = self._crosslog_facts()
 
         codes = stream_codes(self.scan.replicas)  # the rows' text, as the stream sends it
 

@@ -179,6 +179,10 @@ class ReplicaRow:
     # where a previous run's replay of it ended, found again in this copy (replay.points.
     # resumed_at): whether its state holds, the bytes past the point, how the log changed
     since: dict | None = None
+    # what its copy covers, as its ``partitions`` row says (the cross-log's sides read them:
+    # replay.crosslog_runs): where its history is whole from, and the latest moment it reaches
+    complete_from: int | None = None
+    copy_end_timestamp: int | None = None
 
     @property
     def partition_key(self) -> tuple[str, str, int]:
@@ -486,7 +490,8 @@ class ReplicaReplay:
         log_bytes = self.log_bytes if resuming is None else sum(f.size for f in self.logs)
         return ReplicaRow(self.cluster, self.topic, self.partition, self.broker, end,
                           crc_valid, int(summary.get("cleaned_upto") or 0),
-                          log_bytes, since)  # fmt: skip
+                          log_bytes, since, summary.get("complete_from"),
+                          summary.get("copy_end_timestamp"))  # fmt: skip
 
     @staticmethod
     def _give_pairs(pairs: Pairs, to: Callable[[str], Callable[[pa.Table], None]],
@@ -714,6 +719,35 @@ def _plain_files(t: pa.Table) -> pa.Table:
     if i < 0 or not pa.types.is_dictionary(t.schema.field(i).type):
         return t
     return t.set_column(i, "file", t.column(i).cast(pa.string()))
+
+
+def replica_filter(
+    replicas: list[ReplicaRow], chosen: set[tuple]
+) -> tuple[tuple[str, ...], bool] | None:
+    """Which replicas' replayed rows to keep, as the shorter list: (keys "cluster\\0topic\\0
+    partition\\0broker", whether the listed ones are left out); None to keep every row (one
+    replica of each partition)."""
+    others = {r.key for r in replicas} - chosen
+    if not others:
+        return None
+    listed = tuple("\0".join(map(str, k)) for k in sorted(min(others, chosen, key=len)))
+    return listed, len(others) <= len(chosen)
+
+
+def kept_mask(rows, kept: tuple[tuple[str, ...], bool] | None) -> pa.Array | None:
+    """Which of a replay table's ``rows`` (a table or a batch with the replica's keys,
+    :data:`REPLICA_KEYS`) come from a replica the audit keeps: ``kept`` as
+    by :func:`replica_filter` (keys "cluster\\0topic\\0partition\\0broker", whether
+    the listed ones are left out); None where every row is kept."""
+    if kept is None:
+        return None
+    listed, excluded = kept
+    keys = pc.binary_join_element_wise(
+        rows.column(CLUSTER), rows.column("replica_topic"),
+        pc.cast(rows.column("replica_partition"), pa.string()), rows.column(REPLICA_BROKER), "\0",
+    )  # fmt: skip
+    keep = pc.is_in(keys, value_set=pa.array(listed, pa.string()))
+    return pc.fill_null(pc.invert(keep) if excluded else keep, False)
 
 
 def chosen_replicas(replicas: list[ReplicaRow]) -> set[tuple[str, str, int, str]]:

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from jobs.copies import CopyTask, _runs, copy_task, project
+from jobs.copies import CopyTask, copy_task, in_runs, project
 from jobs.output import OutputDir
 from replay import tables as T
 from replay.plan import TXN_ID_COLUMNS, Copied, _copied_schema, _copies
@@ -81,10 +81,10 @@ def test_a_decoded_table_keeps_its_broker_s_cluster_and_gets_its_topic_from_its_
 
 def test_files_are_cut_in_order_into_runs_of_about_equal_rows():
     listed = list("abcdef")
-    assert _runs(listed, [1, 1, 1, 1, 1, 1], 3) == [["a", "b"], ["c", "d"], ["e", "f"]]
-    assert _runs(listed, [10, 1, 1, 1, 1, 1], 2) == [["a"], ["b", "c", "d", "e", "f"]]
-    assert _runs(listed, [1] * 6, 1) == [listed]
-    assert _runs([], [], 4) == []
+    assert in_runs(listed, [1, 1, 1, 1, 1, 1], 3) == [["a", "b"], ["c", "d"], ["e", "f"]]
+    assert in_runs(listed, [10, 1, 1, 1, 1, 1], 2) == [["a"], ["b", "c", "d", "e", "f"]]
+    assert in_runs(listed, [1] * 6, 1) == [listed]
+    assert in_runs([], [], 4) == []
 
 
 def test_a_copy_task_streams_its_files_into_one_output_file(tmp_path):

@@ -1,0 +1,243 @@
+"""The cross-log judgement over the scratch area's files, in Python tasks (replay.crosslog_runs).
+
+Two Spark jobs of Python tasks, no rows through the JVM: the runs (each task reads its share of
+the scan's ``replayed`` and ``coordinated`` files once and writes its stream rows as sorted
+runs, Arrow IPC files in the scratch area, each kind's buckets one after another) and the
+judgement (a task per bucket of producer ids: its runs merged and judged, the findings and
+counts written as the ``cross`` table's Parquet files, which the plan reads back as it reads
+any intermediate table: jobs.scan.Scratch.later). A small dump's (replay.plan.one_task) is one
+task doing both, its runs held in memory. Only file names and row counts reach the driver.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from decoders import seams
+from decoders.planning import TaskPlans
+from jobs.copies import in_runs, row_groups_of
+from replay.crosslog_runs import (
+    BATCH_ROWS,
+    KINDS,
+    OUTPUT,
+    SOURCES,
+    RunWriter,
+    StreamFacts,
+    judge_runs,
+    stream_rows,
+)
+from replay.replicas import REPLICA_KEYS, kind_columns
+
+RUNS = "cross-runs"  # under the scratch area: the runs' files
+
+
+@dataclass(frozen=True)
+class RunsTask:
+    """One runs task: scratch files (table, path) read in order."""
+
+    part: int
+    files: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class JudgeTask:
+    """One judging task: its bucket's runs of each kind, each (path, first batch, batches);
+    ``files``: the runs tasks' files where the task makes its runs itself (one task)."""
+
+    bucket: int
+    runs: dict[int, tuple[tuple[str, int, int], ...]]
+    files: tuple[tuple[str, str], ...] = ()
+
+
+def judge_scratch(spark, scratch, folder: str, facts, stream: StreamFacts, tasks: int) -> dict:
+    """The ``cross`` table (replay.crosslog_runs.OUTPUT) of the scan in ``scratch`` (a
+    jobs.scan.Scratch) written under ``folder`` of its area; its entry, as
+    jobs.output.write_table gives one. ``tasks``: the runs tasks at most; one means one task
+    for both steps."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from jobs.output import described, empty_table_files
+    from replay.plan import struct_type
+
+    schema = struct_type(OUTPUT)
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    area, key = scratch.area.uri, scratch.key
+    listed, rows = [], []
+    for table in SOURCES:
+        for f in scratch.entries[table]["files"]:
+            if f["rows"]:
+                listed.append((table, f["path"]))
+                rows.append(f["rows"])
+    if tasks <= 1 or stream.buckets <= 1:
+        judging = [JudgeTask(0, {}, tuple(listed))] if listed else []
+    else:
+        plans = TaskPlans(
+            RunsTask(i, tuple(run)) for i, run in enumerate(in_runs(listed, rows, tasks))
+        )
+
+        def make_runs(batches):  # no hints: Spark infers its UDF type from them
+            import pyarrow as pa
+            from pyspark import TaskContext
+
+            attempt = TaskContext.get().attemptNumber()
+            for b in batches:
+                for i in b.column(0).to_pylist():
+                    made = runs_task(plans[i], area, stream, attempt)
+                    yield pa.RecordBatch.from_arrays([pa.array([json.dumps(made)])],
+                                                     names=["runs"])  # fmt: skip
+
+        n = len(plans)
+        with described(spark, "logreplay: cross-log runs"):
+            made = spark.range(0, n, 1, n).mapInArrow(make_runs, "runs string").collect()
+        by_bucket: dict[int, dict[int, list]] = {}
+        for r in made:
+            for kind, bucket, path, first, count in json.loads(r["runs"]):
+                by_bucket.setdefault(bucket, {}).setdefault(kind, []).append((path, first, count))
+        judging = [JudgeTask(b, {k: tuple(v) for k, v in sorted(runs.items())})
+                   for b, runs in sorted(by_bucket.items())]  # fmt: skip
+    judge_plans = TaskPlans(judging)
+
+    def judge(batches):  # no hints: Spark infers its UDF type from them
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        from replay.session_scan import settled
+
+        settled()
+        attempt = TaskContext.get().attemptNumber()
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                written = judge_task(judge_plans[i], i, area, folder, key, attempt, facts,
+                                     stream, arrow)  # fmt: skip
+                yield pa.RecordBatch.from_arrays([pa.array([json.dumps(written)])],
+                                                 names=["files"])  # fmt: skip
+
+    files = []
+    if judging:
+        n = len(judging)
+        with described(spark, "logreplay: cross-log judgement"):
+            done = spark.range(0, n, 1, n).mapInArrow(judge, "files string").collect()
+        files = sorted((f for r in done for f in json.loads(r["files"])), key=lambda f: f["path"])
+    if not files:
+        files = empty_table_files(area, folder, key, arrow)
+    return {
+        "schema": json.loads(schema.json()),
+        "partition_by": None,
+        "rows": sum(f["rows"] for f in files),
+        "files": files,
+    }
+
+
+def _scratch_rows(scratch, files, stream: StreamFacts):
+    """Every stream row (kind, rows) of scratch ``files`` (table, path), in their order, a
+    batch of a file at a time."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    for table, path in files:
+        with scratch.fs.open_input_file(scratch.path(path)) as f:
+            file = pq.ParquetFile(f)
+            for kind in SOURCES[table]:
+                wanted = {*(k.name for k in REPLICA_KEYS), *kind_columns(table, kind), "out"}
+                columns = [c for c in file.schema_arrow.names if c in wanted]
+                groups = row_groups_of(file, kind)
+                for batch in file.iter_batches(65_536, groups, columns):
+                    mask = pc.fill_null(pc.equal(batch.column("out"), kind), False)
+                    if mask.true_count < batch.num_rows:
+                        batch = batch.filter(mask)
+                    t = pa.Table.from_batches([batch])
+                    if t.num_rows:
+                        made = stream_rows(table, kind, t, stream)
+                        if made is not None:
+                            yield made
+
+
+def runs_task(task: RunsTask, area: str, stream: StreamFacts, attempt: int) -> list:
+    """One runs task: its stream rows written as sorted runs under :data:`RUNS`; each run as
+    (kind, bucket, path, first batch, batches)."""
+    import pyarrow as pa
+
+    from jobs.output import OutputDir
+
+    scratch = OutputDir(area)
+    made: list = []
+    flushes = [0]
+    options = pa.ipc.IpcWriteOptions(compression="lz4")
+    open_files: dict = {}
+
+    def write(kind: int, bucket: int, t) -> None:
+        at = (flushes[0], kind)
+        if at not in open_files:
+            for f in open_files.values():  # a flush's kinds go one after another
+                f[1].close()
+                f[0].close()
+            open_files.clear()
+            rel = f"{RUNS}/part-{task.part:05d}-{attempt}-{flushes[0]:04d}-{kind}.arrow"
+            scratch.fs.create_dir(scratch.path(RUNS), recursive=True)
+            sink = scratch.fs.open_output_stream(scratch.path(rel))
+            open_files[at] = (sink, pa.ipc.new_file(sink, t.schema, options=options), rel, [0])
+        sink, writer, rel, count = open_files[at]
+        batches = t.to_batches(BATCH_ROWS)
+        for batch in batches:
+            writer.write_batch(batch)
+        made.append((kind, bucket, rel, count[0], len(batches)))
+        count[0] += len(batches)
+
+    writer = RunWriter(stream, write)
+    try:
+        for kind, rows in _scratch_rows(scratch, task.files, stream):
+            writer.add(kind, rows)
+            if not writer.rows:  # it wrote what it held
+                flushes[0] += 1
+        writer.flush()
+    finally:
+        for f in open_files.values():
+            f[1].close()
+            f[0].close()
+    return made
+
+
+def _run_batches(scratch, path: str, first: int, count: int):
+    import pyarrow as pa
+
+    with scratch.fs.open_input_file(scratch.path(path)) as f:
+        reader = pa.ipc.open_file(f)
+        for i in range(first, first + count):
+            yield reader.get_batch(i)
+
+
+def judge_task(task: JudgeTask, part: int, area: str, folder: str, key: str, attempt: int,
+               facts, stream: StreamFacts, arrow) -> list[dict]:  # fmt: skip
+    """One judging task: its bucket's producer ids judged, written as one Parquet file."""
+    from jobs.output import OutputDir, _TaskFiles
+
+    scratch = OutputDir(area)
+    if task.files:  # one task: its runs made here, held
+        held: dict[int, list] = {k: [] for k in KINDS}
+        writer = RunWriter(stream, lambda kind, _b, t: held[kind].append(t), 1 << 62, 1 << 62)
+        for kind, rows in _scratch_rows(scratch, task.files, stream):
+            writer.add(kind, rows)
+        writer.flush()
+        runs_of = {k: [iter(t.to_batches(BATCH_ROWS)) for t in ts] for k, ts in held.items()}
+    else:
+        runs_of = {
+            k: [_run_batches(scratch, *run) for run in runs] for k, runs in task.runs.items()
+        }
+    sink = _TaskFiles(area, folder, part, attempt, key, arrow, None)
+    try:
+        for i, t in enumerate(judge_runs(runs_of, facts, stream.clusters)):
+            sink.write(t.cast(arrow))
+            if i == 0:
+                seams.reached("audit:stash")
+    except BaseException:
+        sink.abort()
+        raise
+    written = sink.close()
+    return [
+        {"path": p, "rows": r}
+        for p, r in zip(
+            written.column("file").to_pylist(), written.column("rows").to_pylist(), strict=True
+        )  # fmt: skip
+    ]
