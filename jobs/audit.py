@@ -305,8 +305,9 @@ def write_tables(spark, tables, scratch, out, key: str, spread: int) -> dict:
         in the scratch area, by a small query each) or the others."""
         copies = {n: how for n, how in tables.copies.items() if (how.lookup is not None) == joined}
         lookups = {
-            name: write_table(tables.lookups[name](), scratch.area, f"lookup/{name}", 1, None,
-                              key, "audit:writing", tables.single)
+            name: tables.written[name]() if name in tables.written
+            else write_table(tables.lookups[name](), scratch.area, f"lookup/{name}", 1, None,
+                             key, "audit:writing", tables.single)
             for name in sorted({how.lookup for how in copies.values() if how.lookup})
         }  # fmt: skip
         wanted = {n: (how, files_of(n)) for n, how in copies.items()}

@@ -19,6 +19,7 @@ from decoders.planning import TaskPlans
 from jobs.copies import in_runs, row_groups_of
 from replay.crosslog_runs import (
     BATCH_ROWS,
+    IDS,
     KINDS,
     OUTPUT,
     SOURCES,
@@ -50,22 +51,25 @@ class JudgeTask:
     files: tuple[tuple[str, str], ...] = ()
 
 
-def judge_scratch(spark, scratch, folder: str, facts, stream: StreamFacts, tasks: int) -> dict:
+def judge_scratch(spark, scratch, folder: str, ids_folder: str, facts, stream: StreamFacts,
+                  tasks: int) -> tuple[dict, dict]:  # fmt: skip
     """The ``cross`` table (replay.crosslog_runs.OUTPUT) of the scan in ``scratch`` (a
-    jobs.scan.Scratch) written under ``folder`` of its area; its entry, as
-    jobs.output.write_table gives one. ``tasks``: the runs tasks at most; one means one task
-    for both steps."""
+    jobs.scan.Scratch) written under ``folder`` of its area, and the transactions' lookup of
+    transactional ids (replay.crosslog_runs.IDS) under ``ids_folder``; their entries, as
+    jobs.output.write_table gives them. ``tasks``: the runs tasks at most; one means one
+    task for both steps."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from jobs.output import described, empty_table_files
+    from jobs.output import described
     from replay.plan import struct_type
 
-    schema = struct_type(OUTPUT)
+    schema, ids_schema = struct_type(OUTPUT), struct_type(IDS)
     arrow = to_arrow_schema(schema, timezone="UTC")
+    ids_arrow = to_arrow_schema(ids_schema, timezone="UTC")
     area, key = scratch.area.uri, scratch.key
     listed, rows = [], []
     for table in SOURCES:
-        for f in scratch.entries[table]["files"]:
+        for f in scratch.entries.get(table, {}).get("files", ()):
             if f["rows"]:
                 listed.append((table, f["path"]))
                 rows.append(f["rows"])
@@ -108,19 +112,29 @@ def judge_scratch(spark, scratch, folder: str, facts, stream: StreamFacts, tasks
         attempt = TaskContext.get().attemptNumber()
         for b in batches:
             for i in b.column(0).to_pylist():
-                written = judge_task(judge_plans[i], i, area, folder, key, attempt, facts,
-                                     stream, arrow)  # fmt: skip
+                written = judge_task(judge_plans[i], i, area, (folder, ids_folder), key,
+                                     attempt, facts, stream, (arrow, ids_arrow))  # fmt: skip
                 yield pa.RecordBatch.from_arrays([pa.array([json.dumps(written)])],
                                                  names=["files"])  # fmt: skip
 
-    files = []
+    done = []
     if judging:
         n = len(judging)
         with described(spark, "logreplay: cross-log judgement"):
             done = spark.range(0, n, 1, n).mapInArrow(judge, "files string").collect()
-        files = sorted((f for r in done for f in json.loads(r["files"])), key=lambda f: f["path"])
-    if not files:
-        files = empty_table_files(area, folder, key, arrow)
+    written = [f for r in done for f in json.loads(r["files"])]
+    return tuple(
+        _entry([f for f in written if f["path"].startswith(f"{where}/")], where, s, a, area, key)
+        for where, s, a in ((folder, schema, arrow), (ids_folder, ids_schema, ids_arrow))
+    )
+
+
+def _entry(files: list[dict], folder: str, schema, arrow, area: str, key: str) -> dict:
+    """A table's entry for the files written (jobs.output.write_table's), one empty file where
+    none was (a reader of it then knows its columns)."""
+    from jobs.output import empty_table_files
+
+    files = sorted(files, key=lambda f: f["path"]) or empty_table_files(area, folder, key, arrow)
     return {
         "schema": json.loads(schema.json()),
         "partition_by": None,
@@ -208,9 +222,13 @@ def _run_batches(scratch, path: str, first: int, count: int):
             yield reader.get_batch(i)
 
 
-def judge_task(task: JudgeTask, part: int, area: str, folder: str, key: str, attempt: int,
-               facts, stream: StreamFacts, arrow) -> list[dict]:  # fmt: skip
-    """One judging task: its bucket's producer ids judged, written as one Parquet file."""
+def judge_task(task: JudgeTask, part: int, area: str, folders: tuple[str, str], key: str,
+               attempt: int, facts, stream: StreamFacts, schemas: tuple) -> list[dict]:  # fmt: skip
+    """One judging task: its bucket's producer ids judged, written as one Parquet file, and
+    their transactional ids as another (``folders``, ``schemas``: the judgement's, the
+    ids')."""
+    import pyarrow as pa
+
     from jobs.output import OutputDir, _TaskFiles
 
     scratch = OutputDir(area)
@@ -225,18 +243,27 @@ def judge_task(task: JudgeTask, part: int, area: str, folder: str, key: str, att
         runs_of = {
             k: [_run_batches(scratch, *run) for run in runs] for k, runs in task.runs.items()
         }
+    (folder, ids_folder), (arrow, ids_arrow) = folders, schemas
     sink = _TaskFiles(area, folder, part, attempt, key, arrow, None)
+    ids_sink = _TaskFiles(area, ids_folder, part, attempt, key, ids_arrow, None)
+    ids: list[tuple] = []
     try:
-        for i, t in enumerate(judge_runs(runs_of, facts, stream.clusters)):
+        for i, t in enumerate(judge_runs(runs_of, facts, stream.clusters, ids)):
             sink.write(t.cast(arrow))
             if i == 0:
                 seams.reached("audit:stash")
+        if ids:
+            columns = list(zip(*ids, strict=True))
+            ids_sink.write(pa.Table.from_arrays(
+                [pa.array(c, f.type) for c, f in zip(columns, IDS, strict=True)], schema=IDS
+            ).cast(ids_arrow))  # fmt: skip
     except BaseException:
         sink.abort()
+        ids_sink.abort()
         raise
-    written = sink.close()
     return [
         {"path": p, "rows": r}
+        for written in (sink.close(), ids_sink.close())
         for p, r in zip(
             written.column("file").to_pylist(), written.column("rows").to_pylist(), strict=True
         )  # fmt: skip

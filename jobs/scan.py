@@ -452,16 +452,27 @@ class Scratch:
         with self.planning:
             self.planning.wait_for(lambda: self.unplanned <= 0, timeout)
 
-    def judged_cross(self, facts, stream, tasks: int):
+    def judged_cross(self, facts, stream, tasks: int, ids: str):
         """The cross-log judgement's table (replay.plan.Audit's ``cross``) judged by Python
-        tasks over the scan's files (jobs.crosslog_scratch), in the first pool; what waits
-        for it."""
+        tasks over the scan's files (jobs.crosslog_scratch), in the first pool, and the
+        transactions' lookup ``ids`` (their transactional ids) written beside it: what waits
+        for the table, and what waits for the lookup's entry (jobs.audit.write_tables)."""
         from jobs.crosslog_scratch import judge_scratch
 
-        def write(folder: str) -> dict:
-            return judge_scratch(self.spark, self, folder, facts, stream, tasks)
+        written: dict[str, dict] = {}
 
-        return self.later("cross", None, first=True, write=write)
+        def write(folder: str) -> dict:
+            cross, written[ids] = judge_scratch(self.spark, self, folder, f"lookup/{ids}", facts,
+                                                stream, tasks)  # fmt: skip
+            return cross
+
+        wait = self.later("cross", None, first=True, write=write)
+
+        def lookup() -> dict:
+            wait()  # its error, or its cancelling, where the judgement did not end
+            return written[ids]
+
+        return wait, lookup
 
     def _stash(self, name: str, build, pool: str, write=None):
         from jobs.output import read_table, write_table

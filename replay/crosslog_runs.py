@@ -76,7 +76,8 @@ NULL_POSITION = np.iinfo(np.int64).min  # an entry with no offset sorts first, a
 SOURCES = {"replayed": ("transaction", TOUCHED), "coordinated": ("coord_txn", LISTED)}
 # each kind's columns in a run (its fields as replay.crosslog_stream names them)
 TXN_COLUMNS = ("topic", "partition", *STREAM_FIELDS[TXN].values())
-COORD_COLUMNS = tuple(c for c in STREAM_FIELDS[COORD].values() if c != "copy_end_ts")
+# (and whether the coordinator fenced it: the transactions table's lookup, :data:`IDS`)
+COORD_COLUMNS = (*(c for c in STREAM_FIELDS[COORD].values() if c != "copy_end_ts"), "fenced")
 SIDE_COLUMNS = ("topic", "partition")
 SIDE_FIELDS = ("complete_from", "copy_end_timestamp")
 
@@ -331,10 +332,13 @@ class _Producers:
 
 
 def judge_runs(runs_of: dict[int, Iterable[Iterator[pa.RecordBatch]]], facts: Facts,
-               clusters: tuple[str, ...]) -> Iterator[pa.Table]:  # fmt: skip
+               clusters: tuple[str, ...], ids: list[tuple] | None = None
+               ) -> Iterator[pa.Table]:  # fmt: skip
     """Every producer id of a bucket judged from its runs of each kind (``runs_of``: kind ->
     runs, each a run's batches in key order): findings and counts with the cluster first
-    (:data:`CROSSLOG_SCHEMA`), as :func:`replay.crosslog_stream.judge_stream` gives them."""
+    (:data:`CROSSLOG_SCHEMA`), as :func:`replay.crosslog_stream.judge_stream` gives them.
+    ``ids``, if given, gets the :data:`IDS` row of each producer id with coordinator
+    transactions."""
     streams = {k: _Producers(merged(runs_of.get(k, ()))) for k in KINDS}
     out: list[pa.Table] = []
     held = 0
@@ -345,10 +349,15 @@ def judge_runs(runs_of: dict[int, Iterable[Iterator[pa.RecordBatch]]], facts: Fa
         code, pid = min(heads)
         cluster = clusters[code]
         judge = ProducerJudge(pid, facts.bounds, facts, anchors=facts.anchors.get((cluster, pid)))
+        listed = _Listed()
         for kind in KINDS:
             feed = {SIDE: judge.sides, COORD: judge.coordinator, TXN: judge.entries}[kind]
             for piece in streams[kind].take((code, pid)):
+                if kind == COORD:
+                    listed.add(piece)
                 feed(piece)
+        if ids is not None and listed.rows:
+            ids.append((cluster, pid, listed.tid, listed.fenced))
         out.append(T.with_cluster(_results(judge), cluster, first=True))
         held += out[-1].num_rows
         if held >= OUT_ROWS:
@@ -359,3 +368,28 @@ def judge_runs(runs_of: dict[int, Iterable[Iterator[pa.RecordBatch]]], facts: Fa
 
 
 OUTPUT = pa.schema([pa.field(CLUSTER, pa.string()), *CROSSLOG_SCHEMA])
+# one row per producer id with coordinator transactions: its transactional id and whether the
+# coordinator fenced it, as replay.plan._txn_ids gives them (the greatest of each; the lookup
+# the transactions table is copied with: replay.plan.Copied.lookup)
+IDS = pa.schema([
+    pa.field(CLUSTER, pa.string()), pa.field("producer_id", pa.int64()),
+    pa.field("transactional_id", pa.string()), pa.field("coordinator_fenced", pa.bool_()),
+])  # fmt: skip
+
+
+class _Listed:
+    """What a producer id's coordinator transactions say of it (:data:`IDS`), as they pass."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.tid: str | None = None
+        self.fenced: bool | None = None
+
+    def add(self, t: pa.Table) -> None:
+        self.rows += t.num_rows
+        tid = pc.max(t.column("transactional_id")).as_py()
+        if tid is not None and (self.tid is None or tid > self.tid):
+            self.tid = tid
+        fenced = pc.max(t.column("fenced")).as_py()
+        if fenced is not None:
+            self.fenced = bool(self.fenced) or bool(fenced)

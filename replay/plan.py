@@ -342,10 +342,14 @@ class Audit:
         # each producer id's partitions, as the replays gathered them (replay.sides)
         pairs = [part(TOUCHED), coord(LISTED)]
         # one task per producer id: a long-lived producer's judgement is the audit's longest chain
-        cross = self._judged_cross(kept) or self._later(
-            "cross", lambda: self._cross_log(transactions, coord_txns, partitions, pairs),
-            first=True,
-        )  # fmt: skip
+        judged = self._judged_cross(kept)
+        if judged is not None:
+            cross, ids = judged
+        else:
+            cross, ids = self._later(
+                "cross", lambda: self._cross_log(transactions, coord_txns, partitions, pairs),
+                first=True,
+            ), None  # fmt: skip
         routed, routing = self._routed(timeline, partitions)
         leaks = self._later("leaks", lambda: self._leakage(transactions, routed, partitions))
 
@@ -405,6 +409,7 @@ class Audit:
             _copies(kept),
             {"txn_ids": lambda: _txn_ids(coord_txns)},
             self.single,
+            {"txn_ids": ids} if ids is not None else None,
         )
 
     def _across_replicas(self, carried: DataFrame | None) -> list[DataFrame]:
@@ -574,11 +579,13 @@ class Audit:
     def _crosslog_facts(self) -> Facts:
         return replace(self.config.facts(), anchors=self._layout().anchors)
 
-    def _judged_cross(self, kept) -> Callable[[], DataFrame] | None:
+    def _judged_cross(self, kept) -> tuple[Callable[[], DataFrame], Callable[[], dict]] | None:
         """The cross-log judgement by Python tasks over the scan's own files, where the scan
         has them (jobs.scan.Scratch.judged_cross: replay.crosslog_runs), else None (a
         session's cached scan: :meth:`_cross_log`). The same findings and counts: no row
-        goes through Spark's shuffle and sort, nor through the JVM at all."""
+        goes through Spark's shuffle and sort, nor through the JVM at all. With it, what waits
+        for the transactions' lookup of transactional ids it writes (:func:`_txn_ids`'s rows:
+        the judgement reads every coordinator transaction of each producer id anyway)."""
         judged = getattr(self.scan, "judged_cross", None)
         if judged is None:
             return None
@@ -586,8 +593,8 @@ class Audit:
 
         buckets = 1 if self.single else self.tasks
         stream = StreamFacts.of(self.scan.replicas, kept, buckets)
-        wait = judged(self._crosslog_facts(), stream, buckets)
-        return lambda: self._one(wait())
+        wait, ids = judged(self._crosslog_facts(), stream, buckets, "txn_ids")
+        return (lambda: self._one(wait())), ids
 
     def _cross_log(self, pt: DataFrame, ct: DataFrame, partitions: DataFrame,
                    pairs: list[DataFrame]) -> DataFrame:  # fmt: skip
@@ -912,7 +919,7 @@ class Tables(Mapping):
     (a caller writing them from several threads plans them at once; the py4j calls of planning
     are most of a small table's time). :attr:`copies`: how the rows of some tables come
     straight from the scan's tables; :attr:`lookups`: the small tables those copies join
-    (:attr:`Copied.lookup`), as queries."""
+    (:attr:`Copied.lookup`), as queries, and :attr:`written`: those already being written."""
 
     def __init__(
         self,
@@ -920,6 +927,7 @@ class Tables(Mapping):
         copies: Mapping[str, Copied] | None = None,
         lookups: Mapping[str, Callable[[], DataFrame]] | None = None,
         single: bool = False,
+        written: Mapping[str, Callable[[], dict]] | None = None,
     ) -> None:
         self._builders = dict(builders)
         # a small dump's plan (Audit.single): each table's rows in one partition already
@@ -928,6 +936,9 @@ class Tables(Mapping):
         # their query (their DataFrame still gives their schema)
         self.copies = dict(copies or {})
         self.lookups = dict(lookups or {})
+        # lookups the plan's own stages write in the scratch area: what waits for each one's
+        # entry (jobs.output.write_table's), in place of running its query
+        self.written = dict(written or {})
         self._built: dict[str, DataFrame] = {}
         self._locks = {name: threading.Lock() for name in builders}
 
