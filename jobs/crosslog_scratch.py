@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from decoders import seams
 from decoders.planning import TaskPlans
+from jobs.copies import BATCH_ROWS as READ_ROWS
 from jobs.copies import in_runs, row_groups_of
 from replay.crosslog_runs import (
     BATCH_ROWS,
@@ -157,7 +158,7 @@ def _scratch_rows(scratch, files, stream: StreamFacts):
                 wanted = {*(k.name for k in REPLICA_KEYS), *kind_columns(table, kind), "out"}
                 columns = [c for c in file.schema_arrow.names if c in wanted]
                 groups = row_groups_of(file, kind)
-                for batch in file.iter_batches(65_536, groups, columns):
+                for batch in file.iter_batches(READ_ROWS, groups, columns):
                     mask = pc.fill_null(pc.equal(batch.column("out"), kind), False)
                     if mask.true_count < batch.num_rows:
                         batch = batch.filter(mask)
@@ -168,49 +169,62 @@ def _scratch_rows(scratch, files, stream: StreamFacts):
                             yield made
 
 
-def runs_task(task: RunsTask, area: str, stream: StreamFacts, attempt: int) -> list:
-    """One runs task: its stream rows written as sorted runs under :data:`RUNS`; each run as
-    (kind, bucket, path, first batch, batches)."""
-    import pyarrow as pa
+class _RunFiles:
+    """A runs task's files (Arrow IPC, lz4): one per flush and kind of row, each bucket's run
+    a range of its batches; closed whatever ends the task."""
 
-    from jobs.output import OutputDir
+    def __init__(self, scratch, part: int, attempt: int) -> None:
+        self.scratch, self.part, self.attempt = scratch, part, attempt
+        self.flush = 0  # the writer's flushes so far
+        self.made: list[tuple] = []  # (kind, bucket, path, first batch, batches)
+        self.open: tuple | None = None  # ((flush, kind), sink, writer, path, batches)
 
-    scratch = OutputDir(area)
-    made: list = []
-    flushes = [0]
-    options = pa.ipc.IpcWriteOptions(compression="lz4")
-    open_files: dict = {}
+    def __enter__(self) -> _RunFiles:
+        return self
 
-    def write(kind: int, bucket: int, t) -> None:
-        at = (flushes[0], kind)
-        if at not in open_files:
-            for f in open_files.values():  # a flush's kinds go one after another
-                f[1].close()
-                f[0].close()
-            open_files.clear()
-            rel = f"{RUNS}/part-{task.part:05d}-{attempt}-{flushes[0]:04d}-{kind}.arrow"
-            scratch.fs.create_dir(scratch.path(RUNS), recursive=True)
-            sink = scratch.fs.open_output_stream(scratch.path(rel))
-            open_files[at] = (sink, pa.ipc.new_file(sink, t.schema, options=options), rel, [0])
-        sink, writer, rel, count = open_files[at]
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.open is not None:
+            _, sink, writer, _, _ = self.open
+            writer.close()
+            sink.close()
+            self.open = None
+
+    def write(self, kind: int, bucket: int, t) -> None:
+        import pyarrow as pa
+
+        at = (self.flush, kind)
+        if self.open is None or self.open[0] != at:  # a flush's kinds come one after another
+            self.close()
+            rel = f"{RUNS}/part-{self.part:05d}-{self.attempt}-{self.flush:04d}-{kind}.arrow"
+            self.scratch.fs.create_dir(self.scratch.path(RUNS), recursive=True)
+            sink = self.scratch.fs.open_output_stream(self.scratch.path(rel))
+            options = pa.ipc.IpcWriteOptions(compression="lz4")
+            self.open = (at, sink, pa.ipc.new_file(sink, t.schema, options=options), rel, 0)
+        _, sink, writer, rel, first = self.open
         batches = t.to_batches(BATCH_ROWS)
         for batch in batches:
             writer.write_batch(batch)
-        made.append((kind, bucket, rel, count[0], len(batches)))
-        count[0] += len(batches)
+        self.made.append((kind, bucket, rel, first, len(batches)))
+        self.open = (at, sink, writer, rel, first + len(batches))
 
-    writer = RunWriter(stream, write)
-    try:
+
+def runs_task(task: RunsTask, area: str, stream: StreamFacts, attempt: int) -> list:
+    """One runs task: its stream rows written as sorted runs under :data:`RUNS`; each run as
+    (kind, bucket, path, first batch, batches)."""
+    from jobs.output import OutputDir
+
+    scratch = OutputDir(area)
+    with _RunFiles(scratch, task.part, attempt) as files:
+        writer = RunWriter(stream, files.write)
         for kind, rows in _scratch_rows(scratch, task.files, stream):
             writer.add(kind, rows)
             if not writer.rows:  # it wrote what it held
-                flushes[0] += 1
+                files.flush += 1
         writer.flush()
-    finally:
-        for f in open_files.values():
-            f[1].close()
-            f[0].close()
-    return made
+    return files.made
 
 
 def _run_batches(scratch, path: str, first: int, count: int):

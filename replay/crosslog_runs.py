@@ -32,10 +32,12 @@ plan on every scenario).
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -116,13 +118,24 @@ class StreamFacts:
             raise ValueError("a replayed row of a cluster the scan did not replay")
         return codes.to_numpy(zero_copy_only=False).astype(np.int64)
 
+    @cached_property
+    def _names(self) -> pa.Array:
+        return pa.array([f"{t}\0{p}" for t, p in self.partitions], pa.string())
+
     def ranks(self, topics, partitions) -> np.ndarray:
-        """Each (topic, partition)'s rank among the dump's; -1 for one not in it."""
-        names = pa.array([f"{t}\0{p}" for t, p in self.partitions], pa.string())
+        """Each (topic, partition)'s rank among the dump's. One not among them (none is
+        expected: every row comes from a replica the scan replayed) gets a negative rank of
+        its own, from a hash of its name: its rows stay together, before the dump's, as the
+        Spark plan's sort keeps them (replay.plan._with_sort_keys)."""
         keys = pc.binary_join_element_wise(topics, pc.cast(partitions, pa.string()), "\0")
-        return pc.fill_null(pc.index_in(keys, value_set=names), -1).to_numpy(
-            zero_copy_only=False
-        ).astype(np.int64)  # fmt: skip
+        at = pc.index_in(keys, value_set=self._names)
+        out = pc.fill_null(at, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        if at.null_count:
+            for name in pc.unique(keys.filter(pc.is_null(at))).to_pylist():
+                digest = hashlib.blake2b(str(name).encode(), digest_size=8).digest()
+                code = -1 - (int.from_bytes(digest, "big") & ((1 << 62) - 1))
+                out[pc.equal(keys, name).to_numpy(zero_copy_only=False)] = code
+        return out
 
     def log_ends(self, codes: np.ndarray, log_partitions: np.ndarray) -> pa.Array:
         """Where the chosen copy of each (cluster code, `__transaction_state` partition) ends
