@@ -341,15 +341,13 @@ class Audit:
         timeline = groups("timeline")
         # each producer id's partitions, as the replays gathered them (replay.sides)
         pairs = [part(TOUCHED), coord(LISTED)]
+
         # one task per producer id: a long-lived producer's judgement is the audit's longest chain
-        judged = self._judged_cross(kept)
-        if judged is not None:
-            cross, ids = judged
-        else:
-            cross, ids = self._later(
-                "cross", lambda: self._cross_log(transactions, coord_txns, partitions, pairs),
-                first=True,
-            ), None  # fmt: skip
+        # (by Python tasks over the scan's files where it has them: _judged_cross)
+        def stream() -> DataFrame:
+            return self._cross_log(transactions, coord_txns, partitions, pairs)
+
+        cross, ids = self._judged_cross(kept) or (self._later("cross", stream, first=True), None)
         routed, routing = self._routed(timeline, partitions)
         leaks = self._later("leaks", lambda: self._leakage(transactions, routed, partitions))
 
@@ -605,7 +603,9 @@ class Audit:
         covers, the coordinator's transactions in its log order, each partition's entries in
         offset order: replay.crosslog_stream.STREAM_ORDER), judged a batch at a time: Spark's
         sort spills, and no producer's history is gathered into one group (a Kafka Streams
-        thread under TV0/1 writes millions of transactions under one producer id)."""
+        thread under TV0/1 writes millions of transactions under one producer id). The plan
+        over a session's cached scan; a job's makes the same stream without Spark
+        (:meth:`_judged_cross`)."""
         schema = pa.schema([pa.field(CLUSTER, pa.string()), *CROSSLOG_SCHEMA])
         facts = self._crosslog_facts()
 
