@@ -83,9 +83,7 @@ def copy_tables(spark, scratch, wanted: dict[str, tuple[Copied, int]], out, key:
     (one task per output file); each table's entry for the commit record, as
     jobs.output.write_table gives it. ``lookups``: the scratch entries of the lookup tables
     the copies join (:attr:`replay.plan.Copied.lookup`)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from jobs.output import described, empty_table_files
+    from jobs.output import described, table_entry
 
     tasks = plan_copies(scratch, wanted, lookups)
     base, area = out.uri, scratch.area.uri
@@ -112,20 +110,10 @@ def copy_tables(spark, scratch, wanted: dict[str, tuple[Copied, int]], out, key:
         for r in rows:
             rep = json.loads(r["report"])
             listed[rep["table"]].append({"path": rep["path"], "rows": rep["rows"]})
-    entries = {}
-    for table, (copied, _files) in wanted.items():
-        schema = copied.schema
-        files = sorted(listed[table], key=lambda f: f["path"])
-        if not files:
-            arrow = to_arrow_schema(schema, timezone="UTC")
-            files = empty_table_files(base, table, key, arrow)
-        entries[table] = {
-            "schema": json.loads(schema.json()),
-            "partition_by": None,
-            "rows": sum(f["rows"] for f in files),
-            "files": files,
-        }
-    return entries
+    return {
+        table: table_entry(base, table, key, copied.schema, listed[table])
+        for table, (copied, _files) in wanted.items()
+    }
 
 
 def copy_task(task: CopyTask, area: str, base: str, key: str, attempt: int,
@@ -134,7 +122,7 @@ def copy_task(task: CopyTask, area: str, base: str, key: str, attempt: int,
     import pyarrow.parquet as pq
 
     from decoders import seams
-    from jobs.output import OutputDir, _TaskFiles
+    from jobs.output import OutputDir, _TaskFiles, task_files
 
     scratch = OutputDir(area)
     lookup = Lookup.read(scratch, task.lookup) if task.lookup else None
@@ -156,13 +144,7 @@ def copy_task(task: CopyTask, area: str, base: str, key: str, attempt: int,
     except BaseException:
         sink.abort()
         raise
-    written = sink.close()
-    return [
-        {"table": task.table, "path": p, "rows": r}
-        for p, r in zip(
-            written.column("file").to_pylist(), written.column("rows").to_pylist(), strict=True
-        )  # fmt: skip
-    ]
+    return [{"table": task.table, **f} for f in task_files(sink.close())]
 
 
 class Lookup:

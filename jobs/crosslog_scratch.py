@@ -61,7 +61,7 @@ def judge_scratch(spark, scratch, folder: str, ids_folder: str, facts, stream: S
     task for both steps."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from jobs.output import described
+    from jobs.output import described, table_entry
     from replay.plan import struct_type
 
     schema, ids_schema = struct_type(OUTPUT), struct_type(IDS)
@@ -125,23 +125,9 @@ def judge_scratch(spark, scratch, folder: str, ids_folder: str, facts, stream: S
             done = spark.range(0, n, 1, n).mapInArrow(judge, "files string").collect()
     written = [f for r in done for f in json.loads(r["files"])]
     return tuple(
-        _entry([f for f in written if f["path"].startswith(f"{where}/")], where, s, a, area, key)
-        for where, s, a in ((folder, schema, arrow), (ids_folder, ids_schema, ids_arrow))
+        table_entry(area, where, key, s, [f for f in written if f["path"].startswith(f"{where}/")])
+        for where, s in ((folder, schema), (ids_folder, ids_schema))
     )
-
-
-def _entry(files: list[dict], folder: str, schema, arrow, area: str, key: str) -> dict:
-    """A table's entry for the files written (jobs.output.write_table's), one empty file where
-    none was (a reader of it then knows its columns)."""
-    from jobs.output import empty_table_files
-
-    files = sorted(files, key=lambda f: f["path"]) or empty_table_files(area, folder, key, arrow)
-    return {
-        "schema": json.loads(schema.json()),
-        "partition_by": None,
-        "rows": sum(f["rows"] for f in files),
-        "files": files,
-    }
 
 
 def _scratch_rows(scratch, files, stream: StreamFacts):
@@ -243,7 +229,7 @@ def judge_task(task: JudgeTask, part: int, area: str, folders: tuple[str, str], 
     ids')."""
     import pyarrow as pa
 
-    from jobs.output import OutputDir, _TaskFiles
+    from jobs.output import OutputDir, _TaskFiles, task_files
 
     scratch = OutputDir(area)
     if task.files:  # one task: its runs made here, held
@@ -275,10 +261,4 @@ def judge_task(task: JudgeTask, part: int, area: str, folders: tuple[str, str], 
         sink.abort()
         ids_sink.abort()
         raise
-    return [
-        {"path": p, "rows": r}
-        for written in (sink.close(), ids_sink.close())
-        for p, r in zip(
-            written.column("file").to_pylist(), written.column("rows").to_pylist(), strict=True
-        )  # fmt: skip
-    ]
+    return task_files(sink.close()) + task_files(ids_sink.close())

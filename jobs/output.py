@@ -298,28 +298,39 @@ def write_table(df, out: OutputDir, table: str, files: int, partition_by: str | 
         ),
         key=lambda f: f["path"],
     )
-    if not listed:
-        return write_empty(df, out, table, key)
-    return {
-        "schema": json.loads(df.schema.json()),
-        "partition_by": partition_by if listed and "partition" in listed[0] else None,
-        "rows": sum(f["rows"] for f in listed),
-        "files": listed,
-    }
+    return table_entry(out.uri, table, key, df.schema, listed, partition_by)
 
 
 def write_empty(df, out: OutputDir, table: str, key: str) -> dict:
     """Table ``table`` with ``df``'s schema and no rows, written without running ``df``; its
     entry for the commit record, as :func:`write_table` gives it."""
+
+    return table_entry(out.uri, table, key, df.schema, [])
+
+
+def table_entry(base: str, table: str, key: str, schema, files: list[dict],
+                partition_by: str | None = None) -> dict:  # fmt: skip
+    """A table's entry for the commit record (:func:`write_table`'s): its Spark ``schema``,
+    partition column, and the ``files`` its tasks wrote under ``base/table`` (each its path,
+    rows, and the partition column's value where partitioned) in path order; one file of no
+    rows where none was written, so that an empty table is still readable."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    schema = to_arrow_schema(df.schema, timezone="UTC")
+    files = sorted(files, key=lambda f: f["path"])
+    if not files:
+        files = empty_table_files(base, table, key, to_arrow_schema(schema, timezone="UTC"))
     return {
-        "schema": json.loads(df.schema.json()),
-        "partition_by": None,
-        "rows": 0,
-        "files": empty_table_files(out.uri, table, key, schema),
+        "schema": json.loads(schema.json()),
+        "partition_by": partition_by if "partition" in files[0] else None,
+        "rows": sum(f["rows"] for f in files),
+        "files": files,
     }
+
+
+def task_files(written) -> list[dict]:
+    """The files a task wrote (:meth:`_TaskFiles.close`'s batch) as an entry lists them."""
+    paths, rows = written.column("file").to_pylist(), written.column("rows").to_pylist()
+    return [{"path": p, "rows": r} for p, r in zip(paths, rows, strict=True)]
 
 
 def empty_table_files(base: str, table: str, key: str, schema) -> list[dict]:

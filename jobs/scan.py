@@ -279,7 +279,7 @@ def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_byte
     ``min_tasks``: see :func:`plan_scan` (the decode job keeps 1: its files follow from the
     dump and the range size alone)."""
     from decoders import seams
-    from jobs.output import OutputDir, _TaskFiles, empty_table_files
+    from jobs.output import OutputDir, _TaskFiles, table_entry
 
     skipped = skipped or {}
     left_out = [f for f in files if f.path in skipped]
@@ -310,17 +310,11 @@ def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_byte
             for path, n, value in zip(*(c.to_pylist() for c in sink.close().columns), strict=True):
                 part = {"partition": value} if opts.partition_by[table] else {}
                 listed[table].append({"path": path, "rows": n} | part)
-    entries = {}
-    for table, files_of in listed.items():
-        schema, arrow = opts.schemas[table]
-        files_of.sort(key=lambda f: f["path"])
-        files_of = files_of or empty_table_files(OutputDir(base).uri, table, key, arrow)
-        entries[table] = {
-            "schema": json.loads(schema.json()),
-            "partition_by": opts.partition_by[table] if "partition" in files_of[0] else None,
-            "rows": sum(f["rows"] for f in files_of),
-            "files": files_of,
-        }
+    entries = {
+        table: table_entry(OutputDir(base).uri, table, key, opts.schemas[table][0], files_of,
+                           opts.partition_by[table])
+        for table, files_of in listed.items()
+    }  # fmt: skip
     replicas = [row for r in reports for row in r.replicas]
     acct = accounting(reports, driver_rows["segments"])
     return Scanned(entries, acct, len(tasks), replicas)

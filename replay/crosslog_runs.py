@@ -137,14 +137,17 @@ class StreamFacts:
                 out[pc.equal(keys, name).to_numpy(zero_copy_only=False)] = code
         return out
 
+    @cached_property
+    def _log_ends(self) -> dict[tuple[int, int], int]:
+        return {(self.clusters.index(c), p): end for (c, topic, p), (_, end) in self.covers.items()
+                if topic == TRANSACTION_STATE_TOPIC and end is not None}  # fmt: skip
+
     def log_ends(self, codes: np.ndarray, log_partitions: np.ndarray) -> pa.Array:
         """Where the chosen copy of each (cluster code, `__transaction_state` partition) ends
         (its ``copy_end_timestamp``); null where the dump has none."""
-        ends = {(self.clusters.index(c), p): end for (c, topic, p), (_, end) in self.covers.items()
-                if topic == TRANSACTION_STATE_TOPIC and end is not None}  # fmt: skip
         out = np.zeros(len(codes), np.int64)
         known = np.zeros(len(codes), bool)
-        for (code, p), end in ends.items():
+        for (code, p), end in self._log_ends.items():
             at = (codes == code) & (log_partitions == p)
             out[at], known[at] = end, True
         return pa.array(out, pa.int64(), mask=~known)
