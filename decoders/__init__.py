@@ -89,6 +89,7 @@ def decode_file(
     stop: int | None = None,
     memory_budget: int | None = None,
     record_columns: Iterable[str] | None = None,
+    records_apart: bool = False,
 ) -> Generator[tuple[str, pa.RecordBatch], None, dict]:
     """:func:`iter_file` but for the ``segments`` table: the file's segments row is what the
     generator returns, a dict, for a caller that gathers the rows of many files
@@ -99,12 +100,15 @@ def decode_file(
     and headers not among them are left null rather than copied out of the records (the
     records table keeps its schema; internal topics' tables, which read them, still get them).
     ``start``/``stop``: the byte range whose entries are decoded; ``info``: the file's place
-    when ``path`` does not say it."""
+    when ``path`` does not say it. ``records_apart`` (with ``deep=False``): the tables of
+    records decoded too, from the same read, while the batches, errors and segments rows stay
+    the header scan's (segment.SegmentDecoder; what the internal tables' decoders reject is
+    in none of them either)."""
     wanted = set(tables) - {"segments"}
     unknown = wanted - TABLES.keys()
     if unknown:
         raise ValueError(f"unknown table(s) {sorted(unknown)}; known: {sorted(TABLES)}")
-    if not deep and wanted & RECORD_TABLES:
+    if not deep and not records_apart and wanted & RECORD_TABLES:
         raise ValueError(f"tables {sorted(wanted & RECORD_TABLES)} need a deep decode")
     info = _info_for(path, info)
     try:
@@ -114,8 +118,9 @@ def decode_file(
     else:
         columns = None if record_columns is None else frozenset(record_columns)
         opts = _Options(
-            wanted, deep, verify_crc, max_rows, window_bytes, start, stop, memory_budget, columns
-        )
+            wanted, deep, verify_crc, max_rows, window_bytes, start, stop, memory_budget, columns,
+            records_apart and not deep,
+        )  # fmt: skip
         try:
             seams.reached(seams.DECODING, info.file)
             acct, errors = yield from _dispatch(src, info, opts)
@@ -222,6 +227,7 @@ class _Options:
     stop: int | None
     memory_budget: int | None
     record_columns: frozenset[str] | None = None
+    records_apart: bool = False
 
 
 def _dispatch(src, info: FileInfo, opts: _Options):
@@ -300,6 +306,7 @@ def _log(src, info: FileInfo, opts: _Options):
         stop=opts.stop,
         emit_records="records" in wanted or bool(internal),
         columns=None if internal else opts.record_columns,
+        records_apart=opts.records_apart,
         **kwargs,
     ) as dec:
         for w in dec.windows():
@@ -314,7 +321,7 @@ def _log(src, info: FileInfo, opts: _Options):
                     if t in internal:
                         for b in decoded.to_batches(max_chunksize=max_rows):
                             yield t, b
-    return dec.acct, dec.acct.errors + extra_errors
+    return dec.acct, dec.acct.errors + ([] if opts.records_apart else extra_errors)
 
 
 def _split(

@@ -54,6 +54,11 @@ class SegmentDecoder:
     ``deep=False`` is the header-only scan: no decompression and no record parsing. The
     decoder owns the source it opens from a path: use it as a context manager (or call
     :meth:`close`); a source passed in open stays the caller's to close.
+
+    ``records_apart``: the records decoded (as ``deep`` decodes them) from the same read as a
+    header-only scan whose batches rows, errors and accounting are what it gives: a record's
+    failure marks its batch for the records that follow, as a deep decode does, but is in
+    none of them (the audit reads an internal topic's records once, beside its header scan).
     """
 
     def __init__(
@@ -72,12 +77,14 @@ class SegmentDecoder:
         emit_records: bool = True,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         columns: frozenset[str] | None = None,
+        records_apart: bool = False,
     ) -> None:
         self.src: ByteSource = open_source(source)
         # a path is opened here and closed by close(); an object passed in stays the caller's
         self._owns_src = isinstance(source, (str, os.PathLike))
         self.info = info or FileInfo(file=self.src.name)
-        self.deep = deep
+        self.records_apart = records_apart
+        self.deep = deep or records_apart
         # deep without emit_records validates every record (errors, accounting) but builds no
         # Arrow records: for batches, segments and errors tables.
         self.emit_records = emit_records
@@ -91,7 +98,7 @@ class SegmentDecoder:
         self.budget = max(memory_budget, MIN_MEMORY_BUDGET)
         self.v2 = V2Records(
             self.info,
-            self.fail,
+            self._mark if records_apart else self.fail,
             emit_records=emit_records,
             budget=self.budget,
             max_decompressed=max(max_decompressed, max_batch_decompressed),
@@ -210,6 +217,8 @@ class SegmentDecoder:
                 sub = None if crcs is None else (crcs[0][run], crcs[1][run])
                 yield self._decode_v2(buf, base, positions[run], sizes[run], sub)
             else:
+                # a legacy entry is decoded whole either way (its batches row and accounting
+                # are the same whether its records are made: records_apart needs no more)
                 yield decode_legacy_window(
                     buf,
                     base,
@@ -250,6 +259,10 @@ class SegmentDecoder:
         for i in np.flatnonzero(h.codec > MAX_CODEC_V2):
             self.fail(h, i, CORRUPT_BYTES, f"unknown compression codec {int(h.codec[i])}")
         control_type, coord_epoch = control_records(buf, h, self.fail)
+        if self.records_apart:  # the header scan's rows and accounting, made before the records
+            batches = batches_table(self.info, h, control_type, coord_epoch)
+            self._account_v2(h)
+            return DecodedWindow(batches, self.v2.records(buf, h))
         # Records of a batch whose CRC fails are still decoded (and flagged), as the checklist
         # says ("decode even when it fails"); only an unusable header stops us.
         records = self.v2.records(buf, h) if self.deep else []
@@ -264,6 +277,12 @@ class SegmentDecoder:
                 int(h.abs_pos[i]), int(h.sizes[i]) + LOG_OVERHEAD, kind, why, int(h.base_offset[i])
             )
             h.bad[i] = True
+
+    def _mark(self, h: V2Headers, i: int, kind: str, why: str) -> None:
+        """A record's failure where the records are decoded apart: its batch marked for the
+        records that follow (as :meth:`fail` marks it), no error row."""
+        h.errors[i] = h.errors[i] or why
+        h.bad[i] = True
 
     def _account_v2(self, h: V2Headers) -> None:
         total = int(h.sizes.sum()) + LOG_OVERHEAD * h.n

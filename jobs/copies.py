@@ -150,11 +150,16 @@ def copy_task(task: CopyTask, area: str, base: str, key: str, attempt: int,
 class Lookup:
     """A copy's lookup table (:attr:`replay.plan.Copied.lookup`), held whole by the task: one
     row per key (:data:`replay.plan.LOOKUP_KEYS`, a transactional producer id of a cluster:
-    as many as the coordinators' producer ids, not their transactions)."""
+    as many as the coordinators' producer ids, not their transactions). A lookup written by
+    several tasks (the cross-log runs: replay.crosslog_runs.ProducerIds) may have a key's row
+    in several files: they combine as its query (replay.plan._txn_ids) would have made it
+    whole, the greatest of each column (replay.tables.greatest_by)."""
 
     def __init__(self, table) -> None:
-        self.table = table
-        self.keys = _keys(table)
+        from replay.tables import greatest_by
+
+        self.table = greatest_by(table, LOOKUP_KEYS)
+        self.keys = _keys(self.table)
 
     @classmethod
     def read(cls, scratch, paths: tuple[str, ...]) -> Lookup:

@@ -20,10 +20,12 @@ from jobs.copies import BATCH_ROWS as READ_ROWS
 from jobs.copies import in_runs, row_groups_of
 from replay.crosslog_runs import (
     BATCH_ROWS,
+    COORD,
     IDS,
     KINDS,
     OUTPUT,
     SOURCES,
+    ProducerIds,
     RunWriter,
     StreamFacts,
     judge_runs,
@@ -52,55 +54,59 @@ class JudgeTask:
     files: tuple[tuple[str, str], ...] = ()
 
 
+@dataclass(frozen=True)
+class Written:
+    """Where a task writes a table: its folder in the scratch area, the run's key, the schema."""
+
+    folder: str
+    key: str
+    schema: object  # Arrow
+
+    def writer(self, area: str, part: int, attempt: int):
+        from jobs.output import _TaskFiles
+
+        return _TaskFiles(area, self.folder, part, attempt, self.key, self.schema, None)
+
+
 def judge_scratch(spark, scratch, folder: str, ids_folder: str, facts, stream: StreamFacts,
-                  tasks: int) -> tuple[dict, dict]:  # fmt: skip
+                  tasks: int, ids_ready=None) -> tuple[dict, dict]:  # fmt: skip
     """The ``cross`` table (replay.crosslog_runs.OUTPUT) of the scan in ``scratch`` (a
     jobs.scan.Scratch) written under ``folder`` of its area, and the transactions' lookup of
     transactional ids (replay.crosslog_runs.IDS) under ``ids_folder``; their entries, as
     jobs.output.write_table gives them. ``tasks``: the runs tasks at most; one means one
-    task for both steps."""
+    task for both steps. The runs tasks write the lookup (each the ids of the coordinator
+    transactions it reads: replay.crosslog_runs.ProducerIds), so that what joins it need
+    not wait for the judgement: ``ids_ready`` is given its entry as soon as it is written."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from jobs.output import described, table_entry
     from replay.plan import struct_type
 
     schema, ids_schema = struct_type(OUTPUT), struct_type(IDS)
-    arrow = to_arrow_schema(schema, timezone="UTC")
-    ids_arrow = to_arrow_schema(ids_schema, timezone="UTC")
-    area, key = scratch.area.uri, scratch.key
+    out = Written(folder, scratch.key, to_arrow_schema(schema, timezone="UTC"))
+    ids_out = Written(ids_folder, scratch.key, to_arrow_schema(ids_schema, timezone="UTC"))
+    area = scratch.area.uri
     listed, rows = [], []
     for table in SOURCES:
         for f in scratch.entries.get(table, {}).get("files", ()):
             if f["rows"]:
                 listed.append((table, f["path"]))
                 rows.append(f["rows"])
+
+    def entry(where: Written, s, written: list[dict]) -> dict:
+        files = [f for f in written if f["path"].startswith(f"{where.folder}/")]
+        return table_entry(area, where.folder, where.key, s, files)
+
+    ready = ids_ready is None  # whether ids_ready has what it waits for
     if tasks <= 1 or stream.buckets <= 1:
         judging = [JudgeTask(0, {}, tuple(listed))] if listed else []
+        ids_written: list[dict] = []
     else:
-        plans = TaskPlans(
-            RunsTask(i, tuple(run)) for i, run in enumerate(in_runs(listed, rows, tasks))
-        )
-
-        def make_runs(batches):  # no hints: Spark infers its UDF type from them
-            import pyarrow as pa
-            from pyspark import TaskContext
-
-            attempt = TaskContext.get().attemptNumber()
-            for b in batches:
-                for i in b.column(0).to_pylist():
-                    made = runs_task(plans[i], area, stream, attempt)
-                    yield pa.RecordBatch.from_arrays([pa.array([json.dumps(made)])],
-                                                     names=["runs"])  # fmt: skip
-
-        n = len(plans)
-        with described(spark, "logreplay: cross-log runs"):
-            made = spark.range(0, n, 1, n).mapInArrow(make_runs, "runs string").collect()
-        by_bucket: dict[int, dict[int, list]] = {}
-        for r in made:
-            for kind, bucket, path, first, count in json.loads(r["runs"]):
-                by_bucket.setdefault(bucket, {}).setdefault(kind, []).append((path, first, count))
-        judging = [JudgeTask(b, {k: tuple(v) for k, v in sorted(runs.items())})
-                   for b, runs in sorted(by_bucket.items())]  # fmt: skip
+        judging, ids_written = _made_runs(spark, in_runs(listed, rows, tasks), area, stream,
+                                          ids_out)  # fmt: skip
+        if not ready:
+            ids_ready(entry(ids_out, ids_schema, ids_written))
+            ready = True
     judge_plans = TaskPlans(judging)
 
     def judge(batches):  # no hints: Spark infers its UDF type from them
@@ -113,8 +119,8 @@ def judge_scratch(spark, scratch, folder: str, ids_folder: str, facts, stream: S
         attempt = TaskContext.get().attemptNumber()
         for b in batches:
             for i in b.column(0).to_pylist():
-                written = judge_task(judge_plans[i], i, area, (folder, ids_folder), key,
-                                     attempt, facts, stream, (arrow, ids_arrow))  # fmt: skip
+                written = judge_task(judge_plans[i], i, area, (out, ids_out), attempt, facts,
+                                     stream)  # fmt: skip
                 yield pa.RecordBatch.from_arrays([pa.array([json.dumps(written)])],
                                                  names=["files"])  # fmt: skip
 
@@ -123,11 +129,45 @@ def judge_scratch(spark, scratch, folder: str, ids_folder: str, facts, stream: S
         n = len(judging)
         with described(spark, "logreplay: cross-log judgement"):
             done = spark.range(0, n, 1, n).mapInArrow(judge, "files string").collect()
-    written = [f for r in done for f in json.loads(r["files"])]
-    return tuple(
-        table_entry(area, where, key, s, [f for f in written if f["path"].startswith(f"{where}/")])
-        for where, s in ((folder, schema), (ids_folder, ids_schema))
-    )
+    written = ids_written + [f for r in done for f in json.loads(r["files"])]
+    ids_entry = entry(ids_out, ids_schema, written)
+    if not ready:  # one task made the runs and judged them
+        ids_ready(ids_entry)
+    return entry(out, schema, written), ids_entry
+
+
+def _made_runs(spark, parts: list[list], area: str, stream: StreamFacts, ids_out: Written
+               ) -> tuple[list[JudgeTask], list[dict]]:  # fmt: skip
+    """The runs job (a task per part of the scan's files): the judging tasks of the runs it
+    made, and the files of the transactions' lookup it wrote."""
+    from jobs.output import described
+
+    plans = TaskPlans(RunsTask(i, tuple(run)) for i, run in enumerate(parts))
+
+    def make_runs(batches):  # no hints: Spark infers its UDF type from them
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        attempt = TaskContext.get().attemptNumber()
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                made = runs_task(plans[i], area, stream, attempt, ids_out)
+                yield pa.RecordBatch.from_arrays([pa.array([json.dumps(made)])],
+                                                 names=["runs"])  # fmt: skip
+
+    n = len(plans)
+    with described(spark, "logreplay: cross-log runs"):
+        made = spark.range(0, n, 1, n).mapInArrow(make_runs, "runs string").collect()
+    by_bucket: dict[int, dict[int, list]] = {}
+    ids_written: list[dict] = []
+    for r in made:
+        task_runs, files = json.loads(r["runs"])
+        ids_written += files
+        for kind, bucket, path, first, count in task_runs:
+            by_bucket.setdefault(bucket, {}).setdefault(kind, []).append((path, first, count))
+    judging = [JudgeTask(b, {k: tuple(v) for k, v in sorted(runs.items())})
+               for b, runs in sorted(by_bucket.items())]  # fmt: skip
+    return judging, ids_written
 
 
 def _scratch_rows(scratch, files, stream: StreamFacts):
@@ -197,20 +237,43 @@ class _RunFiles:
         self.open = (at, sink, writer, rel, first + len(batches))
 
 
-def runs_task(task: RunsTask, area: str, stream: StreamFacts, attempt: int) -> list:
-    """One runs task: its stream rows written as sorted runs under :data:`RUNS`; each run as
-    (kind, bucket, path, first batch, batches)."""
+def runs_task(task: RunsTask, area: str, stream: StreamFacts, attempt: int,
+              ids_out: Written) -> tuple[list, list[dict]]:  # fmt: skip
+    """One runs task: its stream rows written as sorted runs under :data:`RUNS`, each run as
+    (kind, bucket, path, first batch, batches); and the ids of the producers whose
+    coordinator transactions it read, as a file of the lookup ``ids_out`` (its files)."""
     from jobs.output import OutputDir
 
     scratch = OutputDir(area)
+    ids = ProducerIds()
     with _RunFiles(scratch, task.part, attempt) as files:
         writer = RunWriter(stream, files.write)
         for kind, rows in _scratch_rows(scratch, task.files, stream):
+            if kind == COORD:
+                ids.add(rows)
             writer.add(kind, rows)
             if not writer.rows:  # it wrote what it held
                 files.flush += 1
         writer.flush()
-    return files.made
+    return files.made, _write_ids(ids, ids_out, area, task.part, attempt)
+
+
+def _write_ids(ids: ProducerIds, where: Written, area: str, part: int, attempt: int
+               ) -> list[dict]:  # fmt: skip
+    """A task's :class:`ProducerIds` written as a file of the lookup (none where it saw no
+    coordinator transaction): its files."""
+    from jobs.output import task_files
+
+    table = ids.table()
+    if not table.num_rows:
+        return []
+    sink = where.writer(area, part, attempt)
+    try:
+        sink.write(table.cast(where.schema))
+    except BaseException:
+        sink.abort()
+        raise
+    return task_files(sink.close())
 
 
 def _run_batches(scratch, path: str, first: int, count: int):
@@ -222,43 +285,38 @@ def _run_batches(scratch, path: str, first: int, count: int):
             yield reader.get_batch(i)
 
 
-def judge_task(task: JudgeTask, part: int, area: str, folders: tuple[str, str], key: str,
-               attempt: int, facts, stream: StreamFacts, schemas: tuple) -> list[dict]:  # fmt: skip
-    """One judging task: its bucket's producer ids judged, written as one Parquet file, and
-    their transactional ids as another (``folders``, ``schemas``: the judgement's, the
-    ids')."""
-    import pyarrow as pa
-
-    from jobs.output import OutputDir, _TaskFiles, task_files
+def judge_task(task: JudgeTask, part: int, area: str, outs: tuple[Written, Written],
+               attempt: int, facts, stream: StreamFacts) -> list[dict]:  # fmt: skip
+    """One judging task: its bucket's producer ids judged, written as one Parquet file of
+    ``outs[0]``; where it makes its runs itself (one task for both steps), their
+    transactional ids as a file of the lookup ``outs[1]``."""
+    from jobs.output import OutputDir, task_files
 
     scratch = OutputDir(area)
+    out, ids_out = outs
+    ids_files: list[dict] = []
     if task.files:  # one task: its runs made here, held
         held: dict[int, list] = {k: [] for k in KINDS}
+        ids = ProducerIds()
         writer = RunWriter(stream, lambda kind, _b, t: held[kind].append(t), 1 << 62, 1 << 62)
         for kind, rows in _scratch_rows(scratch, task.files, stream):
+            if kind == COORD:
+                ids.add(rows)
             writer.add(kind, rows)
         writer.flush()
         runs_of = {k: [iter(t.to_batches(BATCH_ROWS)) for t in ts] for k, ts in held.items()}
+        ids_files = _write_ids(ids, ids_out, area, part, attempt)
     else:
         runs_of = {
             k: [_run_batches(scratch, *run) for run in runs] for k, runs in task.runs.items()
         }
-    (folder, ids_folder), (arrow, ids_arrow) = folders, schemas
-    sink = _TaskFiles(area, folder, part, attempt, key, arrow, None)
-    ids_sink = _TaskFiles(area, ids_folder, part, attempt, key, ids_arrow, None)
-    ids: list[tuple] = []
+    sink = out.writer(area, part, attempt)
     try:
-        for i, t in enumerate(judge_runs(runs_of, facts, stream.clusters, ids)):
-            sink.write(t.cast(arrow))
+        for i, t in enumerate(judge_runs(runs_of, facts, stream.clusters)):
+            sink.write(t.cast(out.schema))
             if i == 0:
                 seams.reached("audit:stash")
-        if ids:
-            columns = list(zip(*ids, strict=True))
-            ids_sink.write(pa.Table.from_arrays(
-                [pa.array(c, f.type) for c, f in zip(columns, IDS, strict=True)], schema=IDS
-            ).cast(ids_arrow))  # fmt: skip
     except BaseException:
         sink.abort()
-        ids_sink.abort()
         raise
-    return task_files(sink.close()) + task_files(ids_sink.close())
+    return task_files(sink.close()) + ids_files

@@ -422,6 +422,10 @@ class Scratch:
         (:data:`jobs.session.POOLS`); ``findings`` does not matter: the job writes every
         table. ``write``: instead of ``build``, what writes the table itself (given its folder,
         gives its entry, as jobs.output.write_table does)."""
+        return self._submit(name, build, first, write).result
+
+    def _submit(self, name: str, build, first: bool, write):
+        """:meth:`later`'s work submitted: its future."""
         from concurrent.futures import ThreadPoolExecutor
 
         from jobs.session import FIRST_POOL, STASH_POOL
@@ -434,7 +438,7 @@ class Scratch:
                 self.unplanned += 1
         future = self.background.submit(self._stash, name, build, pool, write)
         self.pending.append(future)
-        return future.result
+        return future
 
     def first_planned(self, timeout: float) -> None:
         """Wait (at most ``timeout`` seconds) until the first pool's tables are planned: the
@@ -450,23 +454,28 @@ class Scratch:
         """The cross-log judgement's table (replay.plan.Audit's ``cross``) judged by Python
         tasks over the scan's files (jobs.crosslog_scratch), in the first pool, and the
         transactions' lookup ``ids`` (their transactional ids) written beside it: what waits
-        for the table, and what waits for the lookup's entry (jobs.audit.write_tables)."""
+        for the table, and what waits for the lookup's entry (jobs.audit.write_tables), which
+        is written before the judgement starts: the transactions' copy runs beside it."""
+        from concurrent.futures import FIRST_COMPLETED, Future, wait
+
         from jobs.crosslog_scratch import judge_scratch
 
-        written: dict[str, dict] = {}
+        written: Future = Future()
 
         def write(folder: str) -> dict:
-            cross, written[ids] = judge_scratch(self.spark, self, folder, f"lookup/{ids}", facts,
-                                                stream, tasks)  # fmt: skip
+            cross, _ = judge_scratch(self.spark, self, folder, f"lookup/{ids}", facts, stream,
+                                     tasks, written.set_result)  # fmt: skip
             return cross
 
-        wait = self.later("cross", None, first=True, write=write)
+        judged = self._submit("cross", None, True, write)
 
         def lookup() -> dict:
-            wait()  # its error, or its cancelling, where the judgement did not end
-            return written[ids]
+            wait([written, judged], return_when=FIRST_COMPLETED)
+            if not written.done():
+                judged.result()  # its error, or its cancelling, where the lookup was not written
+            return written.result()
 
-        return wait, lookup
+        return judged.result, lookup
 
     def _stash(self, name: str, build, pool: str, write=None):
         from jobs.output import read_table, write_table

@@ -58,7 +58,7 @@ from replay.crosslog_stream import (
 from replay.grouped import Facts
 from replay.replicas import ReplicaRow, chosen_replicas, kept_mask
 from replay.sides import LISTED, TOUCHED
-from replay.tables import CLUSTER, int_column, runs
+from replay.tables import CLUSTER, greatest_by, int_column, runs
 
 KINDS = (SIDE, COORD, TXN)  # the order each producer id's rows are fed in
 # a row's place in the stream, as big-endian unsigned bytes (each int64 with its sign bit
@@ -348,13 +348,10 @@ class _Producers:
 
 
 def judge_runs(runs_of: dict[int, Iterable[Iterator[pa.RecordBatch]]], facts: Facts,
-               clusters: tuple[str, ...], ids: list[tuple] | None = None
-               ) -> Iterator[pa.Table]:  # fmt: skip
+               clusters: tuple[str, ...]) -> Iterator[pa.Table]:  # fmt: skip
     """Every producer id of a bucket judged from its runs of each kind (``runs_of``: kind ->
     runs, each a run's batches in key order): findings and counts with the cluster first
-    (:data:`CROSSLOG_SCHEMA`), as :func:`replay.crosslog_stream.judge_stream` gives them.
-    ``ids``, if given, gets the :data:`IDS` row of each producer id with coordinator
-    transactions."""
+    (:data:`CROSSLOG_SCHEMA`), as :func:`replay.crosslog_stream.judge_stream` gives them."""
     streams = {k: _Producers(merged(runs_of.get(k, ()))) for k in KINDS}
     out: list[pa.Table] = []
     held = 0
@@ -365,15 +362,10 @@ def judge_runs(runs_of: dict[int, Iterable[Iterator[pa.RecordBatch]]], facts: Fa
         code, pid = min(heads)
         cluster = clusters[code]
         judge = ProducerJudge(pid, facts.bounds, facts, anchors=facts.anchors.get((cluster, pid)))
-        listed = _Listed()
         for kind in KINDS:
             feed = {SIDE: judge.sides, COORD: judge.coordinator, TXN: judge.entries}[kind]
             for piece in streams[kind].take((code, pid)):
-                if kind == COORD:
-                    listed.add(piece)
                 feed(piece)
-        if ids is not None and listed.rows:
-            ids.append((cluster, pid, listed.tid, listed.fenced))
         out.append(T.with_cluster(_results(judge), cluster, first=True))
         held += out[-1].num_rows
         if held >= OUT_ROWS:
@@ -393,19 +385,34 @@ IDS = pa.schema([
 ])  # fmt: skip
 
 
-class _Listed:
-    """What a producer id's coordinator transactions say of it (:data:`IDS`), as they pass."""
+IDS_KEYS = (CLUSTER, "producer_id")
+# how many tables of IDS rows a task holds before it combines them into one
+IDS_PARTS = 64
+
+
+def producer_ids(coord: pa.Table) -> pa.Table:
+    """The :data:`IDS` rows of coordinator transactions (COORD stream rows): one per producer
+    id, the greatest transactional id and fenced if any says so (replay.tables.greatest_by,
+    as replay.plan._txn_ids aggregates them)."""
+    t = coord.select([CLUSTER, "producer_id", "transactional_id", "fenced"])
+    return greatest_by(t.rename_columns(IDS.names).cast(IDS), IDS_KEYS)
+
+
+class ProducerIds:
+    """The :data:`IDS` rows of the coordinator transactions a task reads, as they pass: one
+    per producer id it saw. Where a producer id's rows are read by several tasks each has a
+    row of it, which combine as the whole would (greatest_by, where the lookup is read:
+    jobs.copies.Lookup). Holds a row per producer id, not per transaction."""
 
     def __init__(self) -> None:
-        self.rows = 0
-        self.tid: str | None = None
-        self.fenced: bool | None = None
+        self.parts: list[pa.Table] = []
 
-    def add(self, t: pa.Table) -> None:
-        self.rows += t.num_rows
-        tid = pc.max(t.column("transactional_id")).as_py()
-        if tid is not None and (self.tid is None or tid > self.tid):
-            self.tid = tid
-        fenced = pc.max(t.column("fenced")).as_py()
-        if fenced is not None:
-            self.fenced = bool(self.fenced) or bool(fenced)
+    def add(self, coord: pa.Table) -> None:
+        self.parts.append(producer_ids(coord))
+        if len(self.parts) >= IDS_PARTS:
+            self.parts = [self.table()]
+
+    def table(self) -> pa.Table:
+        if not self.parts:
+            return IDS.empty_table()
+        return greatest_by(pa.concat_tables(self.parts), IDS_KEYS)

@@ -284,9 +284,9 @@ class ScanTask:
         self.segment_brokers: list[str] = []
         self.rows: dict[str, list[dict]] = {}  # replays' rows not yet given (_held_rows)
         self.row_keys: dict[str, list[tuple]] = {}
-        # a header-only run (the audit) decodes the records of the internal topics only, in a
-        # second pass over their ranges: the batch-level tables and the accounting stay exactly
-        # those of the header scan
+        # a header-only run (the audit) decodes the records of the internal topics only, from
+        # the same read (decoders.decode_file's records_apart): the batch-level tables and the
+        # accounting stay exactly those of the header scan
         import decoders
 
         self.records = set() if opts.deep else opts.decoding & decoders.RECORD_TABLES
@@ -388,23 +388,21 @@ class ScanTask:
         from decoders.layout import LOG_KINDS
 
         tables = self.wanted if only is None else set(only)
-        passes = [(tables, self.opts.deep)]
         internal = set(internal_tables_for(r.file.info.topic)) & self.records
-        if only is None and internal and r.file.kind.split(".")[0] in LOG_KINDS:
-            passes.append((internal, True))
-        for i, (wanted, deep) in enumerate(passes):
-            segment = yield from decoders.decode_file(
-                r.file,
-                tuple(sorted(wanted)),
-                deep=deep,
-                verify_crc=self.opts.verify_crc,
-                start=r.start,
-                stop=r.stop if r.stop < r.file.size else None,
-                window_bytes=self.opts.window_bytes,
-                memory_budget=self.opts.memory_budget,
-            )
-            if i == 0 and "segments" in tables:
-                yield "segments", segment
+        apart = only is None and bool(internal) and r.file.kind.split(".")[0] in LOG_KINDS
+        segment = yield from decoders.decode_file(
+            r.file,
+            tuple(sorted(tables | internal if apart else tables)),
+            deep=self.opts.deep,
+            verify_crc=self.opts.verify_crc,
+            start=r.start,
+            stop=r.stop if r.stop < r.file.size else None,
+            window_bytes=self.opts.window_bytes,
+            memory_budget=self.opts.memory_budget,
+            records_apart=apart,
+        )
+        if "segments" in tables:
+            yield "segments", segment
 
     def _segment(self, r: ByteRange, row: dict, errors: pa.RecordBatch | None,
                  replica: ReplicaReplay | None, partial: bool) -> None:  # fmt: skip

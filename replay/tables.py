@@ -531,3 +531,18 @@ def runs(*keys: np.ndarray) -> list[tuple[int, int]]:
     cuts = np.flatnonzero(change) + 1
     bounds = np.concatenate(([0], cuts, [size])).tolist()
     return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def greatest_by(t: pa.Table, keys: tuple[str, ...]) -> pa.Table:
+    """One row per distinct ``keys`` of ``t``, each other column its greatest value there
+    (nulls left out; null where all are), in ``t``'s schema: Spark's ``groupBy(keys)`` with
+    ``max`` of each column (a boolean's max: true if any is), which combines the same way
+    whether the rows come whole or as the partial results of several tasks."""
+    others = [c for c in t.column_names if c not in keys]
+    done = t.group_by(list(keys), use_threads=False).aggregate([(c, "max") for c in others])
+    return (
+        done.select([*(f"{c}_max" for c in others), *keys])
+        .rename_columns([*others, *keys])
+        .select(t.column_names)
+        .cast(t.schema)
+    )

@@ -19,6 +19,8 @@ from simulator.writer import (
     Record,
     SnapshotEntry,
     build_batch,
+    legacy_message,
+    legacy_wrapper,
     offset_index_bytes,
     snapshot_bytes,
     txn_index_bytes,
@@ -207,6 +209,61 @@ def test_unknown_internal_record_versions():
     assert [e["kind"] for e in errs] == ["unknown_version", "unknown_version"]
     assert [e["offset"] for e in errs] == [1, 2]
     assert "version 9" in errs[0]["reason"] and "type 99" in errs[1]["reason"]
+
+
+def _decoded(data: bytes, info: FileInfo, tables, **kw) -> dict[str, pa.Table]:
+    out: dict[str, list] = {t: [] for t in tables}
+    decoding = decoders.decode_file(data, tables, info=info, **kw)
+    while True:
+        try:
+            t, b = next(decoding)
+        except StopIteration as done:
+            segment = done.value
+            break
+        out[t].append(b)
+    got = {t: pa.Table.from_batches(bs, schema=decoders.TABLES[t]) for t, bs in out.items()}
+    return got | {"segments": segment}
+
+
+def test_internal_records_read_beside_the_header_scan():
+    """The audit reads an internal topic once, its records decoded beside the header scan
+    (decode_file's records_apart): the batches, errors and segments rows are the header
+    scan's (a record's failure, and a record the internal decoders reject, in none of them),
+    the internal tables the deep decode's; v2 batches and legacy entries alike."""
+    from decoders.constants import COMPRESSION_GZIP, MAGIC_VALUE_V1
+
+    key = co.encode_offset_commit_key("g", "t", 0)
+
+    def commits(first: int, n: int, codec: int = 0) -> bytes:
+        recs = [Record(key, co.encode_offset_commit(first + j, T0), timestamp=T0 + j)
+                for j in range(n)]  # fmt: skip
+        return build_batch(recs, first, codec=codec)
+
+    broken = bytearray(commits(10, 5, codec=4))
+    broken[70:80] = b"\xff" * 10  # zstd that does not decompress, its CRC valid
+    struct.pack_into(">I", broken, 17, crc32c.crc32c(bytes(broken[21:])))
+    unknown = build_batch([Record(key, b"\x00\x09" + bytes(30), timestamp=T0)], 15)
+    legacy = legacy_wrapper(
+        [(key, co.encode_offset_commit(16 + j, T0), T0) for j in range(3)], 18, COMPRESSION_GZIP
+    )
+    bad_legacy = legacy_message(19, None, b"not gzip", magic=MAGIC_VALUE_V1, timestamp=T0,
+                                attributes=COMPRESSION_GZIP)  # fmt: skip
+    data = b"".join([commits(0, 5), _patch_count(commits(5, 5), -1), bytes(broken), unknown,
+                     legacy, bad_legacy, commits(20, 2)])  # fmt: skip
+    info = FileInfo("c.log", "1", CONSUMER_OFFSETS_TOPIC, 7, 0)
+    internal = ("group_metadata", "group_records", "offset_commits")
+    header = _decoded(data, info, ("batches", "errors"), deep=False)
+    deep = _decoded(data, info, ("batches", "errors", *internal), deep=True)
+    apart = _decoded(data, info, ("batches", "errors", *internal), deep=False,
+                     records_apart=True)  # fmt: skip
+    assert len(deep["errors"]) > len(header["errors"])  # the records' failures are there to leave
+    assert deep["batches"] != header["batches"]
+    for t in ("batches", "errors", "segments"):
+        assert apart[t] == header[t], t
+    for t in internal:
+        assert apart[t] == deep[t], t
+    committed = apart["offset_commits"]["committed_offset"].to_pylist()
+    assert committed == [*range(0, 9), 16, 17, 18, 20, 21]
 
 
 def test_unreadable_index_entries():

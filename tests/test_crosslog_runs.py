@@ -205,3 +205,45 @@ def test_partitions_outside_the_dump_keep_their_rows_together():
         offsets = [o for x, o in zip(parts, out.column("first_offset").to_pylist(), strict=True)
                    if x == tp]  # fmt: skip
         assert offsets == list(range(0, 40, 2))
+
+
+def test_transactional_ids_written_by_tasks_combine_as_the_whole():
+    """The transactions' lookup of transactional ids is written by the runs tasks, each with
+    the coordinator transactions it read (replay.crosslog_runs.ProducerIds): a producer id's
+    rows spread over several tasks give a row in each, and the lookup read from their files
+    (jobs.copies.Lookup) is the aggregation of them all (replay.plan._txn_ids: the greatest
+    id, fenced if any row says so; null where none says)."""
+    from jobs.copies import Lookup
+    from replay.crosslog_runs import COORD, IDS_PARTS, ProducerIds
+
+    rows, replicas, _ = _scan(5)
+    rng = np.random.default_rng(5)
+    coord = [{**r, "transactional_id": [None, "app-a", "app-b", "app-c"][int(rng.integers(0, 4))],
+              "fenced": [None, False, True][int(rng.integers(0, 3))]}
+             for r in rows[("coordinated", "coord_txn")]]  # fmt: skip
+    for r in coord:  # one producer id whose rows say neither
+        if r["producer_id"] == 42:
+            r["transactional_id"] = r["fenced"] = None
+    want: dict[tuple, list] = {}
+    for r in coord:
+        got = want.setdefault((r["cluster"], r["producer_id"]), [None, None])
+        if r["transactional_id"] is not None:
+            got[0] = max(got[0] or "", r["transactional_id"])
+        if r["fenced"] is not None:
+            got[1] = bool(got[1]) or r["fenced"]
+    stream = StreamFacts.of(replicas, replica_filter(replicas, chosen_replicas(replicas)), 3)
+    t = _table("coordinated", "coord_txn", coord)
+    tasks = [ProducerIds() for _ in range(3)]
+    for a in range(0, t.num_rows, 7):  # more pieces than a task holds before combining them
+        kind, made = stream_rows("coordinated", "coord_txn", t.slice(a, 7), stream)
+        assert kind == COORD
+        tasks[int(rng.integers(0, 3))].add(made)
+    assert t.num_rows / 7 / 3 > 1.5 * IDS_PARTS
+    written = [task.table() for task in tasks]
+    assert sum(w.num_rows for w in written) > len(want)  # producers in several tasks' files
+    lookup = Lookup(pa.concat_tables(written)).table
+    assert lookup.num_rows == len(want)
+    got = {(r["cluster"], r["producer_id"]): [r["transactional_id"], r["coordinator_fenced"]]
+           for r in lookup.to_pylist()}  # fmt: skip
+    assert got == want
+    assert [None, None] in got.values() and any(v[0] for v in got.values())

@@ -236,23 +236,42 @@ def test_cross_log_runs_on_s3(spark, s3, remote_dump, local_audit, monkeypatch):
     """The job's cross-log judgement spread over buckets (the dump's stages as they run on a
     large one: replay.plan.SINGLE_ROWS) writes its sorted runs in the bucket's scratch area,
     merges them from there (ranged reads of each run's batches) and finds what the
-    one-process audit finds; the transactions carry the transactional ids its tasks wrote."""
+    one-process audit finds; the transactions carry the transactional ids the runs tasks
+    wrote, and their copy starts before the judgement has ended (it waits for the runs)."""
+    import threading
+
+    import jobs.copies as copies
     import jobs.crosslog_scratch as crosslog_scratch
     import replay.plan as plan
     from jobs.output import OutputDir, committed, read_tables
 
     runs: list[str] = []
-    judged = crosslog_scratch.judge_scratch
+    judged, copy_tables = crosslog_scratch.judge_scratch, copies.copy_tables
+    copying = threading.Event()  # the transactions' copy has started
+    before: list[bool] = []  # ...before the judgement went on from the runs
 
-    def spied(*args):
-        entries = judged(*args)
+    def spied(*args, **kwargs):
+        ready = args[7]
+
+        def ids_ready(entry):
+            ready(entry)
+            before.append(copying.wait(60))
+
+        entries = judged(*args[:7], ids_ready, **kwargs)
         runs.extend(k for k in s3.keys("spread") if "/cross-runs/" in k)  # before the cleanup
         return entries
 
+    def copied(spark, scratch, wanted, *args, **kwargs):
+        if "transactions" in wanted:
+            copying.set()
+        return copy_tables(spark, scratch, wanted, *args, **kwargs)
+
     monkeypatch.setattr(crosslog_scratch, "judge_scratch", spied)
+    monkeypatch.setattr(copies, "copy_tables", copied)
     monkeypatch.setattr(plan, "SINGLE_ROWS", -1)
     assert main(["audit", remote_dump, "--out", s3.uri("spread"), *RUN]) == 0
     assert runs and all(k.endswith(".arrow") for k in runs)
+    assert before == [True]
     assert not [k for k in s3.keys("spread") if "_scratch" in k]
     out = OutputDir(s3.uri("spread"))
     tables = read_tables(spark, out, committed(out)[1])
