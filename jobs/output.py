@@ -346,8 +346,11 @@ class _TaskFiles:
     column; each under a hidden name until closed where the filesystem renames atomically."""
 
     def __init__(self, base: str, folder: str, task: int, attempt: int, key: str, schema,
-                 partition_by: str | None) -> None:  # fmt: skip
+                 partition_by: str | None, statistics: tuple[str, ...] | None = None
+                 ) -> None:  # fmt: skip
         self.out = OutputDir(base)
+        # the columns whose min/max each row group records (None: every column)
+        self.statistics = True if statistics is None else list(statistics)
         self.folder, self.name = folder, f"part-{task:05d}-{key}-{attempt}.parquet"
         self.full_schema, self.schema, self.partition_by = schema, schema, partition_by
         if partition_by is not None:
@@ -379,7 +382,8 @@ class _TaskFiles:
             self.out.fs.create_dir(self.out.path(folder), recursive=True)
             schema = self.schema if value is not None else self.full_schema
             w = pq.ParquetWriter(target, schema, filesystem=self.out.fs,
-                                 use_dictionary=_dictionary_columns(schema))  # fmt: skip
+                                 use_dictionary=_dictionary_columns(schema),
+                                 write_statistics=self.statistics)  # fmt: skip
             self.open[value] = _Sink(w, rel, target, value)
         return self.open[value]
 

@@ -49,6 +49,8 @@ class ScanOptions:
     # table -> (its Spark schema, the Arrow schema of its Parquet files)
     schemas: dict = field(default_factory=dict)
     partition_by: dict = field(default_factory=dict)  # table -> partition column or None
+    # the columns whose values each row group's statistics give (None: every column)
+    statistics: tuple[str, ...] | None = None
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -203,7 +205,8 @@ class TaskTables:
 
             arrow = self.opts.schemas[table][1]
             self.sinks[table] = _TaskFiles(self.base, table, self.task, self.attempt, self.key,
-                                           arrow, self.opts.partition_by[table])  # fmt: skip
+                                           arrow, self.opts.partition_by[table],
+                                           self.opts.statistics)  # fmt: skip
         kinds: dict = {}
         for kind, rows in batches:
             kinds.setdefault(kind, []).append(rows)
@@ -304,7 +307,8 @@ def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_byte
             from decoders.schemas import from_rows
 
             schema = opts.schemas[table][1]
-            sink = _TaskFiles(base, table, len(tasks), 0, key, schema, opts.partition_by[table])
+            sink = _TaskFiles(base, table, len(tasks), 0, key, schema, opts.partition_by[table],
+                              opts.statistics)  # fmt: skip
             for b in from_rows(table, rows).to_batches():
                 sink.write(to_output(_clustered(b, opts.decode), table, opts))
             for path, n, value in zip(*(c.to_pylist() for c in sink.close().columns), strict=True):
@@ -533,6 +537,10 @@ def decoded_once(spark, files, conf: dict, out, key: str, skipped: dict[str, str
     tables = [*AUDIT_DECODED, *REPLAY_TABLES]
     opts = scan_options(spark_schema, tables, False, conf, None, replay)
     opts.decode = replace(opts.decode, headers_of=replicated_partitions(files, replay))
+    # what reads the scratch tables skips row groups by their kind of row only (Spark's filter
+    # on it, jobs.copies.row_groups_of): the statistics of the replay tables' ~55 columns,
+    # most of them null in a kind's row groups, were a quarter of writing them
+    opts.statistics = ("out",)
     # the scratch tables' files are the run's own: as many tasks as keep the cores busy
     scanned = scan_tables(
         spark, files, opts, scratch.uri, key, int(conf["range_bytes"]), None, skipped,

@@ -143,20 +143,27 @@ def test_a_copy_joins_its_lookup_by_cluster_and_producer_in_the_rows_order(tmp_p
 
 def test_a_copy_reads_only_the_row_groups_of_its_kind(tmp_path):
     """The scan writes each kind of a replay table's rows as row groups of their own
-    (replay.replicas.kinds_apart, each kind in its rows' order): a copy of one kind reads its row groups
-    only, and a file written before (kinds mixed in a row group) is read whole."""
+    (replay.replicas.kinds_apart, each kind in its rows' order), with the statistics of their
+    kind only (jobs.scan.decoded_once: the other columns' cost a quarter of the writing): a
+    copy of one kind reads its row groups only, and a file written before (kinds mixed in a
+    row group) is read whole."""
     from jobs.copies import row_groups_of
+    from jobs.output import _TaskFiles
     from replay.replicas import kinds_apart
 
     rows = [_row("1", out, pid) for out, pid in
             [("lso", 1), ("producer_state", 2), ("lso", 3), ("producer_state", 4)]]  # fmt: skip
     mixed = pa.Table.from_batches([_replayed(rows)])
-    path = tmp_path / "p0.parquet"
-    with pq.ParquetWriter(path, mixed.schema) as w:
-        for _, piece in kinds_apart(mixed):
-            w.write_table(piece)
-    file = pq.ParquetFile(path)
+    sink = _TaskFiles(str(tmp_path), "replayed", 0, 0, "k", mixed.schema, None, ("out",))
+    for _, piece in kinds_apart(mixed):
+        sink.write(piece)
+    (path,) = sink.close().column(0).to_pylist()
+    file = pq.ParquetFile(tmp_path / path)
     assert file.metadata.num_row_groups == 2
+    group = file.metadata.row_group(0)
+    with_stats = {group.column(i).path_in_schema for i in range(group.num_columns)
+                  if group.column(i).statistics is not None}  # fmt: skip
+    assert with_stats == {"out"}
     (mine,) = row_groups_of(file, "producer_state")
     assert file.read_row_group(mine).column("producer_id").to_pylist() == [2, 4]
     assert row_groups_of(file, None) == [0, 1] and row_groups_of(file, "partition") == []
