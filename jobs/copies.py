@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from decoders.planning import TaskPlans
 from replay.plan import LOOKUP_KEYS, Copied
+from replay.replicas import KIND_COLUMN
 from replay.tables import CLUSTER
 
 BATCH_ROWS = 65_536
@@ -49,8 +50,12 @@ def plan_copies(scratch, wanted: dict[str, tuple[Copied, int]],
     tasks = []
     for table, (copied, files) in wanted.items():
         entry = scratch.entries[copied.source]
-        listed = [(f["path"], f.get("partition")) for f in entry["files"] if f["rows"]]
-        rows = [f["rows"] for f in entry["files"] if f["rows"]]
+        # a replay table's files are each of one kind of row (partitioned by it: jobs.scan)
+        by_kind = copied.out is not None and entry.get("partition_by") == KIND_COLUMN
+        read = [f for f in entry["files"]
+                if f["rows"] and (not by_kind or f.get("partition") == copied.out)]  # fmt: skip
+        listed = [(f["path"], f.get("partition")) for f in read]
+        rows = [f["rows"] for f in read]
         arrow = to_arrow_schema(copied.schema, timezone="UTC")
         lookup = ()
         if copied.lookup is not None:
@@ -133,8 +138,7 @@ def copy_task(task: CopyTask, area: str, base: str, key: str, attempt: int,
             with scratch.fs.open_input_file(scratch.path(path)) as f:
                 file = pq.ParquetFile(f)
                 wanted = read_columns(task, file.schema_arrow.names)
-                groups = row_groups_of(file, task.copied.out)
-                for batch in file.iter_batches(BATCH_ROWS, groups, wanted):
+                for batch in file.iter_batches(BATCH_ROWS, columns=wanted):
                     rows = project(batch, task, value, lookup)
                     if rows.num_rows:
                         sink.write(rows)
@@ -194,27 +198,9 @@ def _keys(t):
     return pc.binary_join_element_wise(cluster, pc.cast(producer, pa.string()), "\0")
 
 
-def row_groups_of(file, out: str | None) -> list[int]:
-    """The row groups of a scratch file that may hold rows of kind ``out`` (all of them for
-    None): the scan writes each kind of a replay table's rows as row groups of their own
-    (replay.replicas.kinds_apart), whose statistics say so."""
-    meta = file.metadata
-    every = list(range(meta.num_row_groups))
-    if out is None or "out" not in file.schema_arrow.names:
-        return every
-    at = file.schema_arrow.get_field_index("out")
-
-    def other(g: int) -> bool:
-        stats = meta.row_group(g).column(at).statistics
-        return bool(stats is not None and stats.has_min_max and stats.min == stats.max != out)
-
-    return [g for g in every if not other(g)]
-
-
 def read_columns(task: CopyTask, present: list[str]) -> list[str]:
-    """The scratch file's columns :func:`project` reads, in the file's order: a replay's
-    scratch table holds every kind of row it gives (``out``) in one wide layout, and a copied
-    table keeps a few of its columns; the others are never decoded."""
+    """The scratch file's columns :func:`project` reads, in the file's order: a copied table
+    keeps a few of them; the others are never decoded."""
     from replay.replicas import REPLICA_BROKER
 
     wanted = set(task.schema.names)
@@ -236,8 +222,8 @@ def project(batch, task: CopyTask, partition_value, lookup: Lookup | None = None
 
     copied = task.copied
     mask = None
-    if copied.out is not None:
-        mask = pc.equal(batch.column("out"), copied.out)
+    if copied.out is not None and KIND_COLUMN in batch.schema.names:  # (else a kind's file)
+        mask = pc.equal(batch.column(KIND_COLUMN), copied.out)
     keep = kept_mask(batch, copied.replicas)
     if keep is not None:
         mask = keep if mask is None else pc.and_(mask, keep)

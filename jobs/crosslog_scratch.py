@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from decoders import seams
 from decoders.planning import TaskPlans
 from jobs.copies import BATCH_ROWS as READ_ROWS
-from jobs.copies import in_runs, row_groups_of
+from jobs.copies import in_runs
 from replay.crosslog_runs import (
     BATCH_ROWS,
     COORD,
@@ -38,10 +38,10 @@ RUNS = "cross-runs"  # under the scratch area: the runs' files
 
 @dataclass(frozen=True)
 class RunsTask:
-    """One runs task: scratch files (table, path) read in order."""
+    """One runs task: scratch files (table, path, kind of row) read in order."""
 
     part: int
-    files: tuple[tuple[str, str], ...]
+    files: tuple[tuple[str, str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class JudgeTask:
 
     bucket: int
     runs: dict[int, tuple[tuple[str, int, int], ...]]
-    files: tuple[tuple[str, str], ...] = ()
+    files: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -87,10 +87,10 @@ def judge_scratch(spark, scratch, folder: str, ids_folder: str, facts, stream: S
     ids_out = Written(ids_folder, scratch.key, to_arrow_schema(ids_schema, timezone="UTC"))
     area = scratch.area.uri
     listed, rows = [], []
-    for table in SOURCES:
+    for table, kinds in SOURCES.items():  # (a replay table's files are each of one kind)
         for f in scratch.entries.get(table, {}).get("files", ()):
-            if f["rows"]:
-                listed.append((table, f["path"]))
+            if f["rows"] and f.get("partition") in kinds:
+                listed.append((table, f["path"], f["partition"]))
                 rows.append(f["rows"])
 
     def entry(where: Written, s, written: list[dict]) -> dict:
@@ -171,28 +171,21 @@ def _made_runs(spark, parts: list[list], area: str, stream: StreamFacts, ids_out
 
 
 def _scratch_rows(scratch, files, stream: StreamFacts):
-    """Every stream row (kind, rows) of scratch ``files`` (table, path), in their order, a
-    batch of a file at a time."""
+    """Every stream row (kind, rows) of scratch ``files`` (table, path, the kind of row its
+    rows are), in their order, a batch of a file at a time."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    for table, path in files:
+    for table, path, kind in files:
         with scratch.fs.open_input_file(scratch.path(path)) as f:
             file = pq.ParquetFile(f)
-            for kind in SOURCES[table]:
-                wanted = {*(k.name for k in REPLICA_KEYS), *kind_columns(table, kind), "out"}
-                columns = [c for c in file.schema_arrow.names if c in wanted]
-                groups = row_groups_of(file, kind)
-                for batch in file.iter_batches(READ_ROWS, groups, columns):
-                    mask = pc.fill_null(pc.equal(batch.column("out"), kind), False)
-                    if mask.true_count < batch.num_rows:
-                        batch = batch.filter(mask)
-                    t = pa.Table.from_batches([batch])
-                    if t.num_rows:
-                        made = stream_rows(table, kind, t, stream)
-                        if made is not None:
-                            yield made
+            wanted = {*(k.name for k in REPLICA_KEYS), *kind_columns(table, kind)}
+            columns = [c for c in file.schema_arrow.names if c in wanted]
+            for batch in file.iter_batches(READ_ROWS, columns=columns):
+                if batch.num_rows:
+                    made = stream_rows(table, kind, pa.Table.from_batches([batch]), stream)
+                    if made is not None:
+                        yield made
 
 
 class _RunFiles:

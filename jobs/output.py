@@ -346,8 +346,8 @@ class _TaskFiles:
     column; each under a hidden name until closed where the filesystem renames atomically."""
 
     def __init__(self, base: str, folder: str, task: int, attempt: int, key: str, schema,
-                 partition_by: str | None, statistics: tuple[str, ...] | None = None
-                 ) -> None:  # fmt: skip
+                 partition_by: str | None, statistics: tuple[str, ...] | None = None,
+                 columns_of=None) -> None:  # fmt: skip
         self.out = OutputDir(base)
         # the columns whose min/max each row group records (None: every column)
         self.statistics = True if statistics is None else list(statistics)
@@ -355,6 +355,10 @@ class _TaskFiles:
         self.full_schema, self.schema, self.partition_by = schema, schema, partition_by
         if partition_by is not None:
             self.schema = schema.remove(schema.get_field_index(partition_by))
+        # a partition value's columns (the others null in each of its rows): its files hold
+        # those only, and a reader gives the others as nulls (None: every column)
+        self.columns_of = columns_of
+        self._schemas: dict[str, object] = {}
         self.open: dict[object, _Sink] = {}
 
     def write(self, table) -> None:
@@ -370,7 +374,19 @@ class _TaskFiles:
             if len(values) > 1:  # (a task's flush is mostly one topic's: no filter, no copy)
                 rows = table.filter(pc.is_null(keys) if value is None else pc.equal(keys, value))
             rows = rows.drop_columns([self.partition_by])
+            if self.columns_of is not None and value is not None:
+                rows = rows.select(self._schema_of(str(value)).names)
             self._sink(HIVE_NULL if value is None else str(value)).append(rows)
+
+    def _schema_of(self, value: str) -> object:
+        """The schema of a partition value's files."""
+        import pyarrow as pa
+
+        if self.columns_of is None or value == HIVE_NULL:
+            return self.schema
+        if value not in self._schemas:
+            self._schemas[value] = pa.schema([self.schema.field(c) for c in self.columns_of(value)])
+        return self._schemas[value]
 
     def _sink(self, value) -> _Sink:
         import pyarrow.parquet as pq
@@ -380,7 +396,7 @@ class _TaskFiles:
             rel = f"{folder}/{self.name}"
             target = self.out.path(f"{folder}/.{self.name}.tmp" if self.out.renames else rel)
             self.out.fs.create_dir(self.out.path(folder), recursive=True)
-            schema = self.schema if value is not None else self.full_schema
+            schema = self._schema_of(value) if value is not None else self.full_schema
             w = pq.ParquetWriter(target, schema, filesystem=self.out.fs,
                                  use_dictionary=_dictionary_columns(schema),
                                  write_statistics=self.statistics)  # fmt: skip

@@ -66,6 +66,8 @@ class ParquetReader(DataSourceReader):
         for field in self.target:
             if field.name == self.partition_by and field.name not in batch.schema.names:
                 column = pa.array([value] * batch.num_rows, pa.string())
+            elif field.name not in batch.schema.names:  # a file of fewer columns (a kind's)
+                column = pa.nulls(batch.num_rows, field.type)
             else:
                 column = batch.column(field.name)
             columns.append(column.cast(field.type))

@@ -20,10 +20,11 @@ import os
 import threading
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import NamedTuple
 
 from decoders.planning import SPLITTABLE, ByteRange, TaskPlans, pack, split
-from replay.replicas import REPLAY_TABLES, kinds_apart
+from replay.replicas import KIND_COLUMN, REPLAY_TABLES, kind_columns, kinds_apart
 from replay.scan_task import (
     ByteTotals,
     DecodeOptions,
@@ -108,9 +109,10 @@ def scan_options(spark_schema_of, tables, deep, decode_conf, avro_topics,
     for t in tables:
         schema = spark_schema_of(t, t == "records" and bool(avro_topics))
         opts.schemas[t] = (schema, to_arrow_schema(schema, timezone="UTC"))
-        # a replay's tables hold a few rows per partition: one file per task, unpartitioned
-        by = "topic" if "topic" in schema.fieldNames() and t not in REPLAY_TABLES else None
-        opts.partition_by[t] = by
+        # a replay's tables: a file per task and kind of row (each of the kind's own columns:
+        # TaskTables), the decoded tables' per topic
+        by = "topic" if "topic" in schema.fieldNames() else None
+        opts.partition_by[t] = KIND_COLUMN if t in REPLAY_TABLES else by
     return opts
 
 
@@ -204,9 +206,10 @@ class TaskTables:
             from jobs.output import _TaskFiles
 
             arrow = self.opts.schemas[table][1]
+            columns_of = partial(kind_columns, table) if table in REPLAY_TABLES else None
             self.sinks[table] = _TaskFiles(self.base, table, self.task, self.attempt, self.key,
                                            arrow, self.opts.partition_by[table],
-                                           self.opts.statistics)  # fmt: skip
+                                           self.opts.statistics, columns_of)  # fmt: skip
         kinds: dict = {}
         for kind, rows in batches:
             kinds.setdefault(kind, []).append(rows)
@@ -537,10 +540,9 @@ def decoded_once(spark, files, conf: dict, out, key: str, skipped: dict[str, str
     tables = [*AUDIT_DECODED, *REPLAY_TABLES]
     opts = scan_options(spark_schema, tables, False, conf, None, replay)
     opts.decode = replace(opts.decode, headers_of=replicated_partitions(files, replay))
-    # what reads the scratch tables skips row groups by their kind of row only (Spark's filter
-    # on it, jobs.copies.row_groups_of): the statistics of the replay tables' ~55 columns,
-    # most of them null in a kind's row groups, were a quarter of writing them
-    opts.statistics = ("out",)
+    # what reads the scratch tables reads a kind's files whole, or a table's: no row group is
+    # skipped by its statistics, which were a quarter of writing the replay tables' rows
+    opts.statistics = ()
     # the scratch tables' files are the run's own: as many tasks as keep the cores busy
     scanned = scan_tables(
         spark, files, opts, scratch.uri, key, int(conf["range_bytes"]), None, skipped,

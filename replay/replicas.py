@@ -85,6 +85,8 @@ REPLAY_UNIONS = {"replayed": PARTITION_SCHEMA, "coordinated": COORDINATOR_SCHEMA
 # the kinds of rows of each (their ``out``) and the columns each kind's rows fill
 REPLAY_KINDS = {"replayed": PARTITION_KINDS, "coordinated": COORDINATOR_KINDS,
                 "grouped": GROUP_KINDS}  # fmt: skip
+# the column of a replay table that names each row's kind (a key of REPLAY_KINDS[table])
+KIND_COLUMN = "out"
 
 
 def kind_columns(table: str, kind: str) -> list[str]:

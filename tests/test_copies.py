@@ -141,31 +141,39 @@ def test_a_copy_joins_its_lookup_by_cluster_and_producer_in_the_rows_order(tmp_p
     assert written.column("coordinator_fenced").to_pylist() == [False, True, None, None, False]
 
 
-def test_a_copy_reads_only_the_row_groups_of_its_kind(tmp_path):
-    """The scan writes each kind of a replay table's rows as row groups of their own
-    (replay.replicas.kinds_apart, each kind in its rows' order), with the statistics of their
-    kind only (jobs.scan.decoded_once: the other columns' cost a quarter of the writing): a
-    copy of one kind reads its row groups only, and a file written before (kinds mixed in a
-    row group) is read whole."""
-    from jobs.copies import row_groups_of
+def test_a_copy_reads_only_the_files_of_its_kind(tmp_path):
+    """The scan writes each kind of a replay table's rows as files of their own, partitioned
+    by the kind and holding its own columns only (jobs.scan.TaskTables: the union's ~55
+    columns, most of them null in a kind's rows, cost as much again to write), without
+    statistics: a copy of one kind reads its kind's files only, and its rows in their order."""
+    from types import SimpleNamespace
+
+    from jobs.copies import plan_copies
     from jobs.output import _TaskFiles
-    from replay.replicas import kinds_apart
+    from replay.replicas import kind_columns, kinds_apart
 
     rows = [_row("1", out, pid) for out, pid in
             [("lso", 1), ("producer_state", 2), ("lso", 3), ("producer_state", 4)]]  # fmt: skip
     mixed = pa.Table.from_batches([_replayed(rows)])
-    sink = _TaskFiles(str(tmp_path), "replayed", 0, 0, "k", mixed.schema, None, ("out",))
-    for _, piece in kinds_apart(mixed):
-        sink.write(piece)
-    (path,) = sink.close().column(0).to_pylist()
-    file = pq.ParquetFile(tmp_path / path)
-    assert file.metadata.num_row_groups == 2
+    listed = []
+    for task in (0, 1):
+        sink = _TaskFiles(str(tmp_path), "replayed", task, 0, "k", mixed.schema, "out", (),
+                          lambda kind: kind_columns("replayed", kind))  # fmt: skip
+        for _, piece in kinds_apart(mixed):
+            sink.write(piece)
+        for path, n, kind in zip(*(c.to_pylist() for c in sink.close().columns), strict=True):
+            listed.append({"path": path, "rows": n, "partition": kind})
+    assert sorted(f["path"] for f in listed)[0] == "replayed/out=lso/part-00000-k-0.parquet"
+    file = pq.ParquetFile(tmp_path / listed[0]["path"])
+    assert file.schema_arrow.names == kind_columns("replayed", listed[0]["partition"])
     group = file.metadata.row_group(0)
-    with_stats = {group.column(i).path_in_schema for i in range(group.num_columns)
-                  if group.column(i).statistics is not None}  # fmt: skip
-    assert with_stats == {"out"}
-    (mine,) = row_groups_of(file, "producer_state")
-    assert file.read_row_group(mine).column("producer_id").to_pylist() == [2, 4]
-    assert row_groups_of(file, None) == [0, 1] and row_groups_of(file, "partition") == []
-    pq.write_table(mixed, tmp_path / "old.parquet")
-    assert row_groups_of(pq.ParquetFile(tmp_path / "old.parquet"), "producer_state") == [0]
+    assert all(group.column(i).statistics is None for i in range(group.num_columns))
+    scratch = SimpleNamespace(entries={"replayed": {"files": listed, "partition_by": "out"}})
+    schema = _copied_schema("replayed", COLUMNS)
+    (task,) = plan_copies(scratch, {"producer_states": (Copied("replayed", schema,
+                                                               "producer_state"), 1)})  # fmt: skip
+    assert [v for _, v in task.files] == ["producer_state", "producer_state"]
+    out = OutputDir(str(tmp_path / "out"))
+    (report,) = copy_task(task, str(tmp_path), out.uri, "k1", 0)
+    written = pq.read_table(tmp_path / "out" / report["path"])
+    assert written.column("producer_id").to_pylist() == [2, 4, 2, 4]
