@@ -229,7 +229,7 @@ def project(batch, task: CopyTask, partition_value, lookup: Lookup | None = None
         mask = keep if mask is None else pc.and_(mask, keep)
     if mask is not None:
         mask = pc.fill_null(mask, False)
-        if mask.true_count < len(mask):  # (a kind's own row groups: every row, no copy)
+        if mask.true_count < len(mask):  # (every row kept: no copy)
             batch = batch.filter(mask)
     n = batch.num_rows
     joined = lookup.columns(batch) if lookup is not None else {}

@@ -213,7 +213,7 @@ class TaskTables:
         kinds: dict = {}
         for kind, rows in batches:
             kinds.setdefault(kind, []).append(rows)
-        # each kind's rows as row groups of their own, kinds in sorted order (kinds_apart)
+        # each kind's rows to files of their own (the sink's partitions), kinds in sorted order
         for kind in [None] if None in kinds else sorted(kinds):
             self.sinks[table].write(_converted(kinds[kind], table, self.opts))
         if first and self.kill:
@@ -409,8 +409,8 @@ class Scratch:
         return self._kept(("table", name, None if topics is None else tuple(topics)), read)
 
     def rows(self, table: str, kind: str):
-        """A replay table's rows of one kind (the scan wrote each kind's as row groups of
-        their own, which Spark's pushed-down filter skips to)."""
+        """A replay table's rows of one kind (the scan wrote each kind's as files of their
+        own, a partition of the table, which Spark's filter prunes to)."""
         from pyspark.sql import functions as F
 
         from replay.replicas import kind_columns

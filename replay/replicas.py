@@ -99,7 +99,7 @@ def kind_columns(table: str, kind: str) -> list[str]:
 def kinds_apart(rows):
     """A replay table's rows (a table or a batch) as ``[(kind, its rows)]``, each kind (its
     ``out``) apart, kinds in sorted order and each kind's rows in their order: the job's scan
-    writes each as row groups of their own (jobs.scan), a session's as streams of their own
+    writes each as files of their own (jobs.scan), a session's as streams of their own
     (replay.session_scan), so that a reader of one kind skips the others."""
     out = rows.column("out")
     kinds = sorted(pc.unique(out).to_pylist())

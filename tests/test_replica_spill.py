@@ -66,11 +66,17 @@ def _scan(root: str, out: str) -> dict[str, list[dict]]:
     )
     for i, ranges in enumerate(plan_scan(files, AUDIT_DECODED, 1 << 20, 4, True)):
         scan_ranges(ranges, opts, out, "0123456789ab", i, 0)
-    return {
-        t: _sorted(pa.concat_tables(pq.read_table(p) for p in glob.glob(f"{out}/{t}/*.parquet")))
-        for t in REPLAY_TABLES
-        if glob.glob(f"{out}/{t}/*.parquet")
-    }
+    return {t: sorted(_rows(f"{out}/{t}"), key=repr) for t in REPLAY_TABLES if _rows(f"{out}/{t}")}
+
+
+def _rows(folder: str) -> list[dict]:
+    """The rows of a replay table's scratch files: a folder per kind of row (``out=<kind>``),
+    each file of the kind's own columns."""
+    return [
+        {**row, "out": os.path.basename(os.path.dirname(path)).split("=", 1)[1]}
+        for path in glob.glob(f"{folder}/*/*.parquet")
+        for row in pq.read_table(path).to_pylist()
+    ]
 
 
 def _sorted(t: pa.Table) -> list[dict]:

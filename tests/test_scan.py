@@ -140,9 +140,9 @@ def test_the_audit_s_scan_replays_each_replica_in_the_task_that_reads_it(damaged
         scan_ranges(ranges, opts, str(out), "0123456789ab", i, 0) for i, ranges in enumerate(tasks)
     ]
 
-    def rows(table):
+    def rows(table):  # a replay table's files are each of one kind (``out``, their partition)
         return [
-            row
+            {**row, "out": f["partition"]}
             for f in (f for r in reports for f in r.files)
             if f["table"] == table
             for row in pq.read_table(f"{out}/{f['path']}").to_pylist()
