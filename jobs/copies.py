@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 from decoders.planning import TaskPlans
 from replay.plan import LOOKUP_KEYS, Copied
-from replay.replicas import KIND_COLUMN
 from replay.tables import CLUSTER
 
 BATCH_ROWS = 65_536
@@ -50,10 +49,9 @@ def plan_copies(scratch, wanted: dict[str, tuple[Copied, int]],
     tasks = []
     for table, (copied, files) in wanted.items():
         entry = scratch.entries[copied.source]
-        # a replay table's files are each of one kind of row (partitioned by it: jobs.scan)
-        by_kind = copied.out is not None and entry.get("partition_by") == KIND_COLUMN
+        # a replay table's files are each of one kind of row, its partition (jobs.scan)
         read = [f for f in entry["files"]
-                if f["rows"] and (not by_kind or f.get("partition") == copied.out)]  # fmt: skip
+                if f["rows"] and (copied.out is None or f.get("partition") == copied.out)]  # fmt: skip
         listed = [(f["path"], f.get("partition")) for f in read]
         rows = [f["rows"] for f in read]
         arrow = to_arrow_schema(copied.schema, timezone="UTC")
@@ -204,33 +202,26 @@ def read_columns(task: CopyTask, present: list[str]) -> list[str]:
     from replay.replicas import REPLICA_BROKER
 
     wanted = set(task.schema.names)
-    if task.copied.out is not None:
-        wanted.add("out")
     if task.copied.replicas is not None:
         wanted |= {CLUSTER, "replica_topic", "replica_partition", REPLICA_BROKER}
     return [c for c in present if c in wanted]
 
 
 def project(batch, task: CopyTask, partition_value, lookup: Lookup | None = None):
-    """The rows of ``batch`` the table keeps, in its output columns and types; with a
-    ``lookup``, its columns joined by key."""
+    """The rows of ``batch`` (of a file of the table's kind of row, if it has one:
+    :func:`plan_copies`) the table keeps, in its output columns and types; with a ``lookup``,
+    its columns joined by key."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from decoders.columns import const
     from replay.replicas import kept_mask
 
-    copied = task.copied
-    mask = None
-    if copied.out is not None and KIND_COLUMN in batch.schema.names:  # (else a kind's file)
-        mask = pc.equal(batch.column(KIND_COLUMN), copied.out)
-    keep = kept_mask(batch, copied.replicas)
+    keep = kept_mask(batch, task.copied.replicas)
     if keep is not None:
-        mask = keep if mask is None else pc.and_(mask, keep)
-    if mask is not None:
-        mask = pc.fill_null(mask, False)
-        if mask.true_count < len(mask):  # (every row kept: no copy)
-            batch = batch.filter(mask)
+        keep = pc.fill_null(keep, False)
+        if keep.true_count < len(keep):  # (every row kept: no copy)
+            batch = batch.filter(keep)
     n = batch.num_rows
     joined = lookup.columns(batch) if lookup is not None else {}
     columns = []

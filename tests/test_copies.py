@@ -38,9 +38,9 @@ def _task(copied: Copied, partition_by=None) -> CopyTask:
 @pytest.mark.parametrize("excluded", [True, False])
 def test_a_replay_table_keeps_its_kind_of_the_chosen_replicas(excluded):
     schema = _copied_schema("replayed", COLUMNS)
-    batch = _replayed(
+    batch = _replayed(  # a file of the kind's (test_a_copy_reads_only_the_files_of_its_kind)
         [_row("1", "producer_state", 7), _row("2", "producer_state", 8),
-         _row("1", "lso", 9), _row("1", "producer_state", 10, None)]
+         _row("1", "producer_state", 10, None)]
     )  # fmt: skip
     listed = ("c1\0t\0" + "0\0" + ("2" if excluded else "1"),)
     got = project(
@@ -88,13 +88,13 @@ def test_files_are_cut_in_order_into_runs_of_about_equal_rows():
 
 
 def test_a_copy_task_streams_its_files_into_one_output_file(tmp_path):
-    """Two scratch files, read a batch at a time, into one whole-or-nothing output file whose
-    rows keep the files' order."""
+    """Two scratch files of the kind's, read a batch at a time, into one whole-or-nothing
+    output file whose rows keep the files' order."""
     schema = _copied_schema("replayed", COLUMNS)
     scratch = tmp_path / "scratch"
     (scratch / "replayed").mkdir(parents=True)
     for i, pids in enumerate([[1, 2], [3]]):
-        rows = [_row("1", "producer_state", p) for p in pids] + [_row("1", "lso", 99)]
+        rows = [_row("1", "producer_state", p) for p in pids]
         pq.write_table(pa.Table.from_batches([_replayed(rows)]), scratch / f"replayed/p{i}.parquet")
     arrow = to_arrow_schema(schema, timezone="UTC")
     task = CopyTask("producer_states", 0, Copied("replayed", schema, "producer_state"),
@@ -124,7 +124,6 @@ def test_a_copy_joins_its_lookup_by_cluster_and_producer_in_the_rows_order(tmp_p
     (scratch / "lookup").mkdir()
     rows = [dict(_row("1", "transaction", p), cluster=c) for c, p in
             [("c1", 7), ("c2", 7), ("c1", 8), ("c1", 9), ("c1", 7)]]  # fmt: skip
-    rows.insert(2, _row("1", "lso", 7))
     pq.write_table(pa.Table.from_batches([_replayed(rows)]), scratch / "replayed/p0.parquet")
     ids = pa.table({"cluster": ["c2", "c1", "c1"], "producer_id": [7, 7, 9],
                     "transactional_id": ["b", "a", None], "coordinator_fenced": [True, False, None]})  # fmt: skip
