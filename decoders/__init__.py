@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from decoders import schemas, seams
 from decoders.accounting import Accounting, FileInfo
+from decoders.batch_tables import HeaderBatch
 from decoders.errors import ErrorRow
 from decoders.indexes import read_offset_index, read_time_index, read_txn_index
 from decoders.internal import decode_internal, internal_tables_for
@@ -90,6 +91,8 @@ def decode_file(
     memory_budget: int | None = None,
     record_columns: Iterable[str] | None = None,
     records_apart: bool = False,
+    header_rows: int = 0,
+    snapshot_values: bool = False,
 ) -> Generator[tuple[str, pa.RecordBatch], None, dict]:
     """:func:`iter_file` but for the ``segments`` table: the file's segments row is what the
     generator returns, a dict, for a caller that gathers the rows of many files
@@ -103,7 +106,10 @@ def decode_file(
     when ``path`` does not say it. ``records_apart`` (with ``deep=False``): the tables of
     records decoded too, from the same read, while the batches, errors and segments rows stay
     the header scan's (segment.SegmentDecoder; what the internal tables' decoders reject is
-    in none of them either)."""
+    in none of them either). ``header_rows`` (with ``deep=False``): a window of fewer v2
+    batches than this gives its ``batches`` rows as a :class:`batch_tables.HeaderBatch` (its
+    table made only where asked); ``snapshot_values``: a producer snapshot's entries as one
+    :class:`snapshot.SnapshotEntries` (for a caller that reads them as Python values)."""
     wanted = set(tables) - {"segments"}
     unknown = wanted - TABLES.keys()
     if unknown:
@@ -119,7 +125,7 @@ def decode_file(
         columns = None if record_columns is None else frozenset(record_columns)
         opts = _Options(
             wanted, deep, verify_crc, max_rows, window_bytes, start, stop, memory_budget, columns,
-            records_apart and not deep,
+            records_apart and not deep, header_rows, snapshot_values,
         )  # fmt: skip
         try:
             seams.reached(seams.DECODING, info.file)
@@ -228,6 +234,8 @@ class _Options:
     memory_budget: int | None
     record_columns: frozenset[str] | None = None
     records_apart: bool = False
+    header_rows: int = 0
+    snapshot_values: bool = False
 
 
 def _dispatch(src, info: FileInfo, opts: _Options):
@@ -247,8 +255,14 @@ def _dispatch(src, info: FileInfo, opts: _Options):
         kwargs = {"memory_budget": memory_budget} if memory_budget else {}
         if table == "index_entries":  # the accounting only, unless its rows are asked for
             kwargs["rows"] = table in wanted
+        values = table == "producer_snapshots" and opts.snapshot_values
+        if values:
+            kwargs["as_values"] = True
         res = reader(src, info, **kwargs)
-        if table in wanted:
+        if table in wanted and values:
+            if res.table.num_rows:  # (SnapshotEntries: one, unsplit)
+                yield table, res.table
+        elif table in wanted:
             for b in res.table.to_batches(max_chunksize=max_rows):
                 yield table, b
         return res.acct, res.acct.errors
@@ -307,11 +321,15 @@ def _log(src, info: FileInfo, opts: _Options):
         emit_records="records" in wanted or bool(internal),
         columns=None if internal else opts.record_columns,
         records_apart=opts.records_apart,
+        header_rows=opts.header_rows,
         **kwargs,
     ) as dec:
         for w in dec.windows():
             if "batches" in wanted and w.batches.num_rows:
-                yield from _split("batches", w.batches, max_rows)
+                if isinstance(w.batches, HeaderBatch):  # (fewer rows than any max_rows)
+                    yield "batches", w.batches
+                else:
+                    yield from _split("batches", w.batches, max_rows)
             for rb in w.records:
                 if "records" in wanted:
                     yield from _split("records", rb, max_rows)

@@ -50,5 +50,5 @@ class Accounting:
 class DecodedWindow:
     """Decoded contents of one window of a segment: its batches rows and its records."""
 
-    batches: pa.RecordBatch
+    batches: pa.RecordBatch  # or a decoders.batch_tables.HeaderBatch (SegmentDecoder header_rows)
     records: list[pa.RecordBatch]

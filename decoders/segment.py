@@ -24,7 +24,7 @@ import numpy as np
 
 from decoders import kernels
 from decoders.accounting import Accounting, DecodedWindow, FileInfo
-from decoders.batch_tables import V2Headers, batches_table, control_records
+from decoders.batch_tables import HeaderBatch, V2Headers, batches_table, control_records
 from decoders.constants import LOG_OVERHEAD, MAGIC_VALUE_V2, MAX_CODEC_V2
 from decoders.errors import CORRUPT_BYTES, CRC_MISMATCH, TRUNCATED_BATCH, ErrorRow
 from decoders.framing import entry_crcs, entry_size
@@ -59,6 +59,10 @@ class SegmentDecoder:
     header-only scan whose batches rows, errors and accounting are what it gives: a record's
     failure marks its batch for the records that follow, as a deep decode does, but is in
     none of them (the audit reads an internal topic's records once, beside its header scan).
+
+    ``header_rows`` (header-only): a window of fewer v2 batches than this gives its batches
+    rows as a :class:`decoders.batch_tables.HeaderBatch`, the table made only where asked (an
+    audit's scan reads a quiet partition's few batches as Python values).
     """
 
     def __init__(
@@ -78,6 +82,7 @@ class SegmentDecoder:
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         columns: frozenset[str] | None = None,
         records_apart: bool = False,
+        header_rows: int = 0,
     ) -> None:
         self.src: ByteSource = open_source(source)
         # a path is opened here and closed by close(); an object passed in stays the caller's
@@ -85,6 +90,8 @@ class SegmentDecoder:
         self.info = info or FileInfo(file=self.src.name)
         self.records_apart = records_apart
         self.deep = deep or records_apart
+        # a header-only window of fewer v2 batches than this gives them as a HeaderBatch
+        self.header_rows = 0 if self.deep else header_rows
         # deep without emit_records validates every record (errors, accounting) but builds no
         # Arrow records: for batches, segments and errors tables.
         self.emit_records = emit_records
@@ -267,6 +274,8 @@ class SegmentDecoder:
         # says ("decode even when it fails"); only an unusable header stops us.
         records = self.v2.records(buf, h) if self.deep else []
         self._account_v2(h)
+        if h.n < self.header_rows:  # (header-only: nothing marks the headers after this)
+            return DecodedWindow(HeaderBatch(self.info, h, control_type, coord_epoch), records)
         return DecodedWindow(batches_table(self.info, h, control_type, coord_epoch), records)
 
     def fail(self, h: V2Headers, i: int, kind: str, why: str) -> None:

@@ -12,6 +12,7 @@ from decoders import fixed
 from decoders.accounting import Accounting, FileInfo
 from decoders.columns import TIMESTAMP_MS, const
 from decoders.constants import (
+    NO_TIMESTAMP,
     PRODUCER_SNAPSHOT_COUNT_OFFSET,
     PRODUCER_SNAPSHOT_ENTRY_SIZE,
     PRODUCER_SNAPSHOT_HEADER_FORMAT,
@@ -52,10 +53,14 @@ _ENTRY_FIELDS = _layout(
 
 @reads_source
 def read_snapshot(
-    src: ByteSource, info: FileInfo | None = None, memory_budget: int = DEFAULT_INDEX_BUDGET
+    src: ByteSource,
+    info: FileInfo | None = None,
+    memory_budget: int = DEFAULT_INDEX_BUDGET,
+    as_values: bool = False,
 ) -> IndexResult:
     """Entries of a producer snapshot; a bad version, CRC or length makes the whole file corrupt
-    (the broker then ignores it and rebuilds from the log), but entries are still shown."""
+    (the broker then ignores it and rebuilds from the log), but entries are still shown.
+    ``as_values``: the entries as :class:`SnapshotEntries` rather than their table."""
     info = info or FileInfo(file=src.name, kind="snapshot")
     limit = min(MAX_INDEX_BYTES, memory_budget // 4)
     too_big = src.size > limit
@@ -108,25 +113,51 @@ def read_snapshot(
     acct.batches = n
     header = min(len(data), PRODUCER_SNAPSHOT_HEADER_SIZE)
     raw = fixed.rows(data, PRODUCER_SNAPSHOT_ENTRY_SIZE, n, offset=header)
-    cols = {name: fixed.field(raw, a, dt) for name, a, _, dt in _ENTRY_FIELDS}
-    ts = cols.pop("timestamp")
-    table = pa.table(
-        {
-            "broker": const(info.broker, n, pa.string()),
-            "topic": const(info.topic, n, pa.string()),
-            "partition": const(info.partition, n, pa.int32()),
-            "file": const(info.file, n, pa.string()),
-            "snapshot_offset": const(info.base_offset, n, pa.int64()),
-            **{
-                k: pa.array(v)
-                for k, v in cols.items()
-                if k
-                in ("producer_id", "producer_epoch", "last_sequence", "last_offset", "offset_delta")
-            },
-            "timestamp": pa.array(ts, mask=ts == -1).view(TIMESTAMP_MS),
-            "coordinator_epoch": pa.array(cols["coordinator_epoch"]),
-            "current_txn_first_offset": pa.array(cols["current_txn_first_offset"]),
-        },
-        schema=PRODUCER_SNAPSHOTS,
+    entries = SnapshotEntries(
+        info, {name: fixed.field(raw, a, dt) for name, a, _, dt in _ENTRY_FIELDS}
     )
-    return IndexResult(table, acct)
+    return IndexResult(entries if as_values else entries.table(), acct)
+
+
+class SnapshotEntries:
+    """A snapshot's entries before they are a table (:meth:`table`): a scan that only replays
+    a quiet partition reads its snapshot's one or two entries as Python values
+    (:meth:`values`), which the table's dozen Arrow columns cost more to build."""
+
+    __slots__ = ("info", "fields", "num_rows")
+
+    def __init__(self, info: FileInfo, fields: dict[str, np.ndarray]) -> None:
+        self.info, self.fields = info, fields
+        self.num_rows = len(fields["producer_id"])
+
+    def _places(self) -> dict:
+        i = self.info
+        return {"broker": i.broker, "topic": i.topic, "partition": i.partition, "file": i.file,
+                "snapshot_offset": i.base_offset}  # fmt: skip
+
+    def table(self) -> pa.Table:
+        n, places = self.num_rows, self._places()
+        columns = {}
+        for f in PRODUCER_SNAPSHOTS:
+            if f.name in places:
+                columns[f.name] = const(places[f.name], n, f.type)
+            elif f.name == "timestamp":
+                ts = self.fields["timestamp"]
+                columns[f.name] = pa.array(ts, mask=ts == NO_TIMESTAMP).view(TIMESTAMP_MS)
+            else:
+                columns[f.name] = pa.array(self.fields[f.name])
+        return pa.table(columns, schema=PRODUCER_SNAPSHOTS)
+
+    def values(self, columns) -> list[list]:
+        """Each column's values as the table's ``to_pylist`` gives them, but the timestamp as
+        epoch milliseconds (None where there is none)."""
+        n, places = self.num_rows, self._places()
+        out = []
+        for c in columns:
+            if c in places:
+                out.append([places[c]] * n)
+            elif c == "timestamp":
+                out.append([None if t == NO_TIMESTAMP else t for t in self.fields[c].tolist()])
+            else:
+                out.append(self.fields[c].tolist())
+        return out

@@ -57,6 +57,8 @@ BATCH_COLUMNS = (
 # (highest offset, file, position, base offset, stored CRC) of the batch that reaches it
 Highest = tuple[int, str | None, int | None, int | None, int | None]
 
+# the fields of the batch reaching the highest offset that the replay keeps (replay.carried)
+HIGHEST_FIELDS = ("file", "position", "base_offset", "crc")
 OVERLAPS_REPORTED = 20  # offset_overlap findings per partition; the rest only counted
 
 
@@ -81,11 +83,30 @@ def cleaner_leftovers_end(t: pa.Table | pa.RecordBatch) -> int:
             c = pc.fill_null(c.cast(pa.int64()), 0)
         numbers.append(c.to_numpy())
     magic, base, last, count = numbers
-    short = (count < last - base + 1) & ~flags(t.column("is_control"))
+    horizon = None
     if "has_delete_horizon" in t.schema.names:
-        short |= flags(t.column("has_delete_horizon"))
-    last = last[known & (magic >= 2) & short]
+        horizon = flags(t.column("has_delete_horizon"))
+    return leftovers_end(magic, base, last, count, flags(t.column("is_control")), horizon, known)
+
+
+def leftovers_end(magic: np.ndarray, base: np.ndarray, last: np.ndarray, count: np.ndarray,
+                  control: np.ndarray, horizon: np.ndarray | None = None,
+                  known: np.ndarray | None = None) -> int:  # fmt: skip
+    """:func:`cleaner_leftovers_end` over the batches' numbers (``known``: the rows whose
+    numbers are all there, default every row)."""
+    short = (count < last - base + 1) & ~control
+    if horizon is not None:
+        short |= horizon
+    leftover = (magic >= 2) & short
+    if known is not None:
+        leftover &= known
+    last = last[leftover]
     return int(last.max()) + 1 if last.size else 0
+
+
+def _whole_offsets(t: pa.Table) -> bool:
+    """Whether every batch of ``t`` has its base and last offset (as decoded ones do)."""
+    return not (t.column("base_offset").null_count or t.column("last_offset").null_count)
 
 
 def _from_segments(files: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -240,12 +261,22 @@ class PartitionReplay:
         """Replay a partition's batches given as consecutive pieces already in offset order
         (what sorting them all would give), one piece at a time: what the replay holds is a
         piece and the producers' state, not the partition. ``cleaned_upto`` must already
-        cover the cleaner's leftovers of every piece (:func:`cleaner_leftovers_end`)."""
+        cover the cleaner's leftovers of every piece (:func:`cleaner_leftovers_end`). A piece
+        is a table, or a few batches as a replica holds them (``num_rows``, ``rows()`` as
+        :meth:`_few` reads them, ``table()``: :class:`replay.replicas.HeldHeaders`)."""
         if seed:
             self.seed(seed)
         pending = sorted(snapshot_offsets)
         for piece in pieces:
+            if not isinstance(piece, pa.Table):  # a few batches held as they were decoded
+                if self.fast and piece.num_rows < self.small_piece:  # (replicas.HeldHeaders)
+                    self._few(piece.rows(), True, pending)
+                    continue
+                piece = piece.table()
             t = _replay_columns(piece)
+            if self.fast and t.num_rows < self.small_piece and _whole_offsets(t):
+                self._few(t.to_pylist(), "file" in t.column_names, pending)
+                continue
             self._count_sequences(t)
             self._overlapping(t)
             if not self.fast or t.num_rows < self.small_piece:
@@ -286,25 +317,71 @@ class PartitionReplay:
         last = t.column("last_offset").to_numpy()[rows]
         reach = np.maximum.accumulate(np.maximum(last, base))
         before = np.concatenate(([self.highest[0]], np.maximum(reach[:-1], self.highest[0])))
-        bad = np.flatnonzero(base <= before)
-        if len(bad):
-            self._report_overlaps(t, rows, bad, before)
+        bad = np.flatnonzero(base <= before).tolist()
+        if bad:
+            self._report_overlaps(lambda i: t.slice(int(rows[i]), 1).to_pylist()[0],
+                                  [(i, int(before[i])) for i in bad])  # fmt: skip
         top = int(np.argmax(np.maximum(last, base)))
         if int(reach[-1]) > self.highest[0]:
             i = int(rows[top])  # the row's fields it keeps, not the whole row (~20 columns)
             have = set(t.column_names)
-            r = {c: t.column(c)[i].as_py() for c in ("file", "position", "base_offset", "crc")
-                 if c in have}  # fmt: skip
-            self.highest = (int(reach[-1]), r.get("file"), r.get("position"), r["base_offset"],
-                            r.get("crc"))  # fmt: skip
+            r = {c: t.column(c)[i].as_py() for c in HIGHEST_FIELDS if c in have}
+            self._reaches(int(reach[-1]), r)
 
-    def _report_overlaps(self, t: pa.Table, rows, bad, before) -> None:
-        for i in bad.tolist():
+    def _reaches(self, offset: int, r: dict) -> None:
+        """The highest offset so far is ``offset``, reached by batch ``r`` (of its fields,
+        those of :data:`HIGHEST_FIELDS` that its rows have)."""
+        self.highest = (offset, r.get("file"), r.get("position"), r["base_offset"], r.get("crc"))
+
+    def _few(self, rows: list[dict], from_files: bool, pending: list[int]) -> None:
+        """A piece of a few batches (fewer than :attr:`small_piece`, every base and last
+        offset known) as rows: what :meth:`_count_sequences`, :meth:`_overlapping` and
+        :meth:`_one_by_one` do over its columns, in that order, over its rows (a quiet
+        partition's eight batches cost more in numpy and Arrow calls than in Python)."""
+        if not rows:
+            return
+        self._first_timestamp_of(
+            segment_of(rows[0]["file"]) if from_files else None,
+            [r["max_timestamp"] for r in rows],
+        )
+        if not self.coordinator_topic:
+            producer = [r for r in rows if (r["producer_id"] is not None
+                                            and r["producer_id"] >= 0 and not r["is_control"])]  # fmt: skip
+            cleaned = sum(r["base_offset"] < self.cleaned_upto for r in producer)
+            self.sequence_batches[0] += len(producer) - cleaned
+            self.sequence_batches[1] += cleaned
+        # as _overlapping: the CRC-valid batches of segments (a null CRC check: not checked)
+        valid = [r for r in rows if r["crc_valid"] is not False and not (
+            from_files and r["file"] is not None and not r["file"].endswith(".log"))]  # fmt: skip
+        if valid:
+            floor = self.highest[0]
+            reach, top, bad = None, 0, []
+            for k, r in enumerate(valid):
+                before = floor if reach is None else max(reach, floor)
+                if r["base_offset"] <= before:
+                    bad.append((k, before))
+                end = max(r["last_offset"], r["base_offset"])
+                if reach is None or end > reach:
+                    reach, top = end, k
+            if bad:
+                self._report_overlaps(valid.__getitem__, bad)
+            if reach > floor:
+                self._reaches(reach, {c: valid[top][c] for c in HIGHEST_FIELDS
+                                      if c in valid[top]})  # fmt: skip
+        for b in rows:
+            while pending and b["base_offset"] >= pending[0]:
+                self.snapshot_states[pending.pop(0)] = self.states()
+            self.batch(b)
+
+    def _report_overlaps(self, batch_at: Callable[[int], dict], bad: list[tuple[int, int]]
+                         ) -> None:  # fmt: skip
+        """Overlapping batches, each (where it is, the offset the batches before it hold up
+        to), ``batch_at`` giving a batch's row by where it is."""
+        for i, held in bad:
             self.overlaps += 1
             if self.overlaps > OVERLAPS_REPORTED:
                 continue
-            b = t.slice(int(rows[i]), 1).to_pylist()[0]
-            held = int(before[i])
+            b = batch_at(i)
             self.emit(
                 "finding",
                 finding(
@@ -322,16 +399,29 @@ class PartitionReplay:
         segment = None
         if "file" in t.column_names:
             segment = segment_of(t.column("file")[0].as_py())
-        if self.first_timestamp is None and self.first_segment is None:
-            self.first_segment = segment
-        elif segment is None or segment != self.first_segment:
+        if not self._in_first_segment(segment):
             return
         ts = t.column("max_timestamp")  # epoch milliseconds (_replay_columns)
         if ts.null_count:  # no timestamp, as a negative one is (of any type, null's too)
             ts = pc.fill_null(ts.cast(pa.int64()), -1)
         ts = ts.to_numpy()
         ts = ts[ts >= 0]
-        low = int(ts.min()) if ts.size else None
+        self._earliest(int(ts.min()) if ts.size else None)
+
+    def _first_timestamp_of(self, segment: int | str | None, stamps: list) -> None:
+        """:meth:`_first_timestamp` of a piece given as its segment and its batches' max
+        timestamps (epoch milliseconds or None)."""
+        if self._in_first_segment(segment):
+            self._earliest(min((s for s in stamps if s is not None and s >= 0), default=None))
+
+    def _in_first_segment(self, segment: int | str | None) -> bool:
+        """Whether a piece of ``segment`` is of the log's first segment (the first piece's)."""
+        if self.first_timestamp is None and self.first_segment is None:
+            self.first_segment = segment
+            return True
+        return segment is not None and segment == self.first_segment
+
+    def _earliest(self, low: int | None) -> None:
         if low is not None and (self.first_timestamp is None or low < self.first_timestamp):
             self.first_timestamp = low
 

@@ -22,14 +22,22 @@ import tempfile
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from decoders.batch_tables import HeaderBatch
 from decoders.columns import as_type, const, epoch_millis, in_spark_range, outside_spark_range
-from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from decoders.schemas import table_of_rows
+from decoders.constants import (
+    CONSUMER_OFFSETS_TOPIC,
+    SPARK_MAX_MS,
+    SPARK_MIN_MS,
+    TRANSACTION_STATE_TOPIC,
+)
+from decoders.schemas import BATCHES, PRODUCER_SNAPSHOTS, table_of_rows
+from decoders.snapshot import SnapshotEntries
 from replay.carried import ReplicaIds, judged_prints, state_text
 from replay.grouped import (
     COMMIT_COLUMNS,
@@ -56,7 +64,7 @@ from replay.grouped import (
     replay_partition,
     txn_latest_epochs,
 )
-from replay.partition import BATCH_COLUMNS, cleaner_leftovers_end
+from replay.partition import BATCH_COLUMNS, cleaner_leftovers_end, leftovers_end
 from replay.points import truncation_finding
 from replay.previous import history_start
 from replay.sides import LISTED, TOUCHED, Pairs
@@ -246,6 +254,55 @@ def _holding(batch: pa.RecordBatch, columns) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([_held(batch, c) for c in names], names=names)
 
 
+class HeldHeaders:
+    """A few batches a replica holds as they were decoded (:class:`HeaderBatch`), until its
+    replay reads them: as rows (:meth:`rows`, for :meth:`PartitionReplay._few`), or as the
+    table :func:`_holding` makes of their batches rows (:meth:`table`; a spill, a replay out
+    of order), made only then."""
+
+    __slots__ = ("headers",)
+
+    def __init__(self, headers: HeaderBatch) -> None:
+        self.headers = headers
+
+    @property
+    def num_rows(self) -> int:
+        return self.headers.num_rows
+
+    def get_total_buffer_size(self) -> int:
+        """What it holds, counted as held columns would be (the headers' numpy columns)."""
+        return HELD_HEADER_BYTES * self.headers.num_rows
+
+    def batch(self) -> pa.RecordBatch:
+        return _holding(self.headers.table(), BATCH_COLUMNS)
+
+    def table(self) -> pa.Table:
+        return pa.Table.from_batches([self.batch()])
+
+    def rows(self) -> list[dict]:
+        """The batches as the replay reads rows: ``_replay_columns(self.table()).to_pylist()``,
+        without the table (:data:`BATCH_COLUMNS`; the max timestamp as Spark's milliseconds,
+        null outside its range)."""
+        values = self.headers.values(HELD_HEADER_COLUMNS)
+        values[_MAX_TIMESTAMP] = spark_millis(values[_MAX_TIMESTAMP])
+        return [dict(zip(HELD_HEADER_COLUMNS, v, strict=True)) for v in zip(*values, strict=True)]
+
+
+def spark_millis(stamps: list) -> list:
+    """Epoch milliseconds as :func:`millis` gives them: None outside Spark's range."""
+    return [t if t is None or SPARK_MIN_MS <= t <= SPARK_MAX_MS else None for t in stamps]
+
+
+# a snapshot entry's side columns
+SNAPSHOT_SIDE_COLUMNS = tuple(c for c in SIDE_COLUMNS if c in PRODUCER_SNAPSHOTS.names)
+_SNAPSHOT_TIMESTAMP = SNAPSHOT_SIDE_COLUMNS.index("timestamp")
+# the columns of a batches row a replica holds (those of BATCH_COLUMNS the table has), and
+# the bytes a batch's count as held (their numbers: ~70-80 bytes)
+HELD_HEADER_COLUMNS = tuple(c for c in BATCH_COLUMNS if c in BATCHES.names)
+_MAX_TIMESTAMP = HELD_HEADER_COLUMNS.index("max_timestamp")
+HELD_HEADER_BYTES = 80
+
+
 # where a replay's rows go as dicts: (scratch table, the replica's keys, rows), :func:`keyed_rows`
 RowsSink = Callable[[str, tuple, list[dict]], None]
 
@@ -296,7 +353,10 @@ class ReplicaReplay:
         if not batch.num_rows:
             return
         if table == "batches":
-            self._batches(_holding(batch, BATCH_COLUMNS))
+            if isinstance(batch, HeaderBatch):
+                self._header_batch(batch)
+            else:
+                self._batches(_holding(batch, BATCH_COLUMNS))
         elif table in HELD_RECORDS:
             self._records(table, _holding(batch, HELD_RECORDS[table]))
         elif table == "producer_snapshots":
@@ -316,26 +376,15 @@ class ReplicaReplay:
                               "file": row["file"]})  # fmt: skip
 
     def _batches(self, b: pa.RecordBatch) -> None:
-        base = b.column("base_offset")
-        if base.null_count:
-            self.in_order = False
-        else:
-            offsets = base.to_numpy()
-            if (self.last_base is not None and offsets[0] < self.last_base) or (
-                np.diff(offsets) < 0
-            ).any():
-                self.in_order = False
-            if self.first_offset is None:
-                self.first_offset = int(offsets[0])
-            self.last_base = int(offsets[-1])
-        last = b.column("last_offset")
-        end = pc.max(last).as_py() if last.null_count else int(last.to_numpy().max())
-        if end is not None:
-            self.end = end if self.end is None else max(self.end, end)
+        base, last = b.column("base_offset"), b.column("last_offset")
         crc = b.column("crc_valid")  # null: not known valid
-        self.crc_valid += crc.true_count if pa.types.is_boolean(crc.type) else 0
-        self.leftovers_end = max(self.leftovers_end, cleaner_leftovers_end(b))
-        self.batch_rows += b.num_rows
+        self._saw_batches(
+            None if base.null_count else base.to_numpy(),
+            pc.max(last).as_py() if last.null_count else int(last.to_numpy().max()),
+            crc.true_count if pa.types.is_boolean(crc.type) else 0,
+            cleaner_leftovers_end(b),
+            b.num_rows,
+        )  # fmt: skip
         self._hold(self.batches, b)
         if self.topic == CONSUMER_OFFSETS_TOPIC:
             control = pc.and_(pc.fill_null(b.column("is_control"), False),
@@ -343,6 +392,46 @@ class ReplicaReplay:
             markers = b.filter(control).select(list(MARKER_COLUMNS))
             if markers.num_rows:
                 self._hold(self.markers, markers)
+
+    def _header_batch(self, hb: HeaderBatch) -> None:
+        """A few batches as decoded (:class:`HeaderBatch`), held as they came: what
+        :meth:`_batches` learns of a table, from their numbers; their rows made when the
+        replay reads them (:class:`HeldHeaders`). A `__consumer_offsets` replica's go as a
+        table (its markers are held as columns)."""
+        if self.topic == CONSUMER_OFFSETS_TOPIC:
+            self._batches(_holding(hb.table(), BATCH_COLUMNS))
+            return
+        x, h = hb.numbers, hb.h
+        self._saw_batches(
+            x["base_offset"],
+            int(x["last_offset"].max()),
+            0 if h.crc_valid is None else int(h.crc_valid.sum()),
+            leftovers_end(x["magic"], x["base_offset"], x["last_offset"], x["record_count"],
+                          x["is_control"], x["has_delete_horizon"]),
+            hb.num_rows,
+        )  # fmt: skip
+        self._hold(self.batches, HeldHeaders(hb))
+
+    def _saw_batches(self, offsets: np.ndarray | None, end: int | None, crc_valid: int,
+                     leftovers: int, n: int) -> None:  # fmt: skip
+        """What the replay needs before its first piece, of ``n`` batches read: their base
+        offsets in file order (None: one is missing), their largest last offset, how many
+        are known CRC-valid, the end of the cleaner's leftovers among them."""
+        if offsets is None:
+            self.in_order = False
+        else:
+            if (self.last_base is not None and offsets[0] < self.last_base) or (
+                np.diff(offsets) < 0
+            ).any():
+                self.in_order = False
+            if self.first_offset is None:
+                self.first_offset = int(offsets[0])
+            self.last_base = int(offsets[-1])
+        if end is not None:
+            self.end = end if self.end is None else max(self.end, end)
+        self.crc_valid += crc_valid
+        self.leftovers_end = max(self.leftovers_end, leftovers)
+        self.batch_rows += n
 
     def _records(self, table: str, b: pa.RecordBatch) -> None:
         offsets = b.column("log_offset")
@@ -372,12 +461,18 @@ class ReplicaReplay:
     def _side(self, row: str, batch: pa.RecordBatch) -> None:
         """A snapshot's entries or a `.txnindex`'s as rows of :data:`SIDE_COLUMNS` (a few per
         partition: converted as Python values, not column by column)."""
+        empty = dict.fromkeys(SIDE_COLUMNS)
+        if isinstance(batch, SnapshotEntries):  # a snapshot's entries as decoded
+            values = batch.values(SNAPSHOT_SIDE_COLUMNS)
+            values[_SNAPSHOT_TIMESTAMP] = spark_millis(values[_SNAPSHOT_TIMESTAMP])
+            self.side += [{"_row": row, **empty, **dict(zip(SNAPSHOT_SIDE_COLUMNS, v, strict=True))}
+                          for v in zip(*values, strict=True)]  # fmt: skip
+            return
         names = set(batch.schema.names)
         have = [c for c in SIDE_COLUMNS if c in names]
         if "timestamp" in have:
             batch = batch.set_column(batch.schema.get_field_index("timestamp"), "timestamp",
                                      millis(batch.column("timestamp")))  # fmt: skip
-        empty = dict.fromkeys(SIDE_COLUMNS)
         self.side += [{"_row": row, **empty, **r} for r in batch.select(have).to_pylist()]
 
     @property
@@ -532,8 +627,9 @@ class ReplicaReplay:
     def _source(self):
         """The replica's batches for its replay: in order, as the scan reads a log, a piece at
         a time; out of order (a damaged log), all of them, sorted by the replay."""
-        if self.in_order:
-            return InOrder(self.batches.pieces, self.broker, self.first_offset, self.leftovers_end)
+        if self.in_order:  # (a few batches held as decoded given as such: PartitionReplay._few)
+            return InOrder(partial(self.batches.pieces, True), self.broker, self.first_offset,
+                           self.leftovers_end)  # fmt: skip
         bt = pa.concat_tables([_plain_files(p) for p in self.batches.pieces()])
         return bt.append_column("broker", pa.array([self.broker] * bt.num_rows, pa.string()))
 
@@ -654,7 +750,7 @@ class _Stream:
         self.memory: list[pa.RecordBatch] = []
         self.spill: _Spill | None = None
 
-    def add(self, b: pa.RecordBatch) -> int:
+    def add(self, b: pa.RecordBatch | HeldHeaders) -> int:
         """Hold ``b``; the bytes it holds."""
         self.memory.append(b)
         return b.get_total_buffer_size()  # (nbytes walks every column: ~25 us a batch)
@@ -665,16 +761,20 @@ class _Stream:
         if self.spill is None:
             self.spill = _Spill()
         for b in self.memory:
-            self.spill.write(b)
+            self.spill.write(b.batch() if isinstance(b, HeldHeaders) else b)
         self.memory = []
 
-    def pieces(self) -> Iterator[pa.Table]:
-        """What was added, in order: the spilled pieces, then the rest."""
+    def pieces(self, as_held: bool = False) -> Iterator[pa.Table | HeldHeaders]:
+        """What was added, in order: the spilled pieces, then the rest (tables; ``as_held``:
+        a few batches held as decoded as they are held, :class:`HeldHeaders`)."""
         if self.spill is not None:
             for b in self.spill.read():
                 yield pa.Table.from_batches([b])
         for b in self.memory:
-            yield pa.Table.from_batches([b])
+            if isinstance(b, HeldHeaders):
+                yield b if as_held else b.table()
+            else:
+                yield pa.Table.from_batches([b])
 
     def close(self) -> None:
         self.memory = []

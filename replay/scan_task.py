@@ -18,7 +18,10 @@ from dataclasses import asdict, dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from decoders.batch_tables import HeaderBatch
 from decoders.planning import ByteRange
+from replay.grouped import INTERNAL_TOPICS
+from replay.partition import PartitionReplay
 from replay.replicas import (
     REPLAY_READS,
     REPLAY_TABLES,
@@ -277,6 +280,10 @@ class ScanTask:
     is given at once (the rows a replica hands on from a previous run: a slice at a time, so
     that what a task holds of them does not grow with the days carried); else ``sink``."""
 
+    # what only a replica's replay reads given as Python values (a quiet partition's few
+    # batches, its snapshot's entries: _decode); off, as tables (the tests compare both)
+    as_values = True
+
     def __init__(self, opts: DecodeOptions, sink: Sink, sink_now: Sink | None = None) -> None:
         self.opts, self.sink, self.sink_now = opts, sink, sink_now or sink
         self.report = TaskReport()
@@ -367,7 +374,16 @@ class ScanTask:
             replica = None
         partial = r.start != 0 or r.stop < r.file.size
         held_errors = None
-        for table, batch in self._decoded(r, only):
+        # what only the replica's replay reads, given as Python values, never a table: a user
+        # partition log's windows of a few batches (decoders.batch_tables.HeaderBatch), a
+        # producer snapshot's entries (decoders.snapshot.SnapshotEntries)
+        replayed = self.as_values and replica is not None and only is None
+        as_rows = (replayed and r.file.kind == "log" and replica.topic not in INTERNAL_TOPICS
+                   and not self._gives_batches(r.file))  # fmt: skip
+        entries = (replayed and r.file.kind == "snapshot"
+                   and "producer_snapshots" not in self.opts.tables)  # fmt: skip
+        for table, batch in self._decoded(r, only, PartitionReplay.small_piece if as_rows else 0,
+                                          entries):  # fmt: skip
             if table == "segments":  # the file's row, a dict: it comes last
                 self._segment(r, batch, held_errors, replica, partial)
                 continue
@@ -381,8 +397,10 @@ class ScanTask:
             if table in self.opts.tables and batch.num_rows and (kept or table != "batches"):
                 self._give(table, batch, r.file)
 
-    def _decoded(self, r: ByteRange, only: tuple[str, ...] | None = None):
-        """(table, batch) of the range's wanted tables, then ("segments", the file's row)."""
+    def _decoded(self, r: ByteRange, only: tuple[str, ...] | None = None, header_rows: int = 0,
+                 snapshot_values: bool = False):  # fmt: skip
+        """(table, batch) of the range's wanted tables, then ("segments", the file's row)
+        (``header_rows``, ``snapshot_values``: decoders.decode_file's)."""
         import decoders
         from decoders.internal import internal_tables_for
         from decoders.layout import LOG_KINDS
@@ -400,6 +418,8 @@ class ScanTask:
             window_bytes=self.opts.window_bytes,
             memory_budget=self.opts.memory_budget,
             records_apart=apart,
+            header_rows=header_rows,
+            snapshot_values=snapshot_values,
         )
         if "segments" in tables:
             yield "segments", segment
@@ -436,17 +456,27 @@ class ScanTask:
         self.segments, self.segment_brokers = [], []
         self.sink("segments", batch)
 
-    def _give(self, table: str, batch: pa.RecordBatch, file) -> None:
+    def _give(self, table: str, batch: pa.RecordBatch | HeaderBatch, file) -> None:
         """A decoded batch to the sink; in an audit, with its broker's cluster (and batch
         headers only of the partitions :attr:`DecodeOptions.headers_of` names)."""
+        if table == "batches" and not self._gives_batches(file):
+            return
+        if isinstance(batch, HeaderBatch):
+            batch = batch.table()
         if self.opts.replay is not None:
-            cluster = self.opts.replay.cluster_of(file.info.broker or "")
-            kept = self.opts.headers_of
-            place = (cluster, file.info.topic, file.info.partition)
-            if table == "batches" and kept is not None and place not in kept:
-                return
-            batch = with_cluster(batch, cluster)
+            batch = with_cluster(batch, self.opts.replay.cluster_of(file.info.broker or ""))
         self.sink(table, batch)
+
+    def _gives_batches(self, file) -> bool:
+        """Whether a file's ``batches`` rows go to the sink: an audit's of the partitions
+        several brokers hold only (:attr:`DecodeOptions.headers_of`)."""
+        if "batches" not in self.opts.tables:
+            return False
+        kept = self.opts.headers_of
+        if self.opts.replay is None or kept is None:
+            return True
+        cluster = self.opts.replay.cluster_of(file.info.broker or "")
+        return (cluster, file.info.topic, file.info.partition) in kept
 
     def _replay(self, replica: ReplicaReplay | None) -> None:
         if replica is None:

@@ -1,5 +1,6 @@
 """Runs of plain batches applied at once (replay.partition._Runs, PartitionReplay._skip_ahead)
-give exactly what the batch-by-batch replay gives: every output of a partition's replay
+and a few batches replayed as rows (PartitionReplay._few) give exactly what the batch-by-batch
+replay over columns gives: every output of a partition's replay
 (findings, transactions, producer states, the snapshot comparison at every snapshot offset,
 LSO changes, the partition's summary), over every simulated scenario, over production-shaped
 traffic, and over the same batches damaged at random (sequence gaps and repeats, epoch bumps,
@@ -86,6 +87,9 @@ def _both(key, bt: pa.Table, side: list[dict], facts: Facts, monkeypatch) -> int
     slow = partition_tables(topic, partition, bt, side, facts)
     monkeypatch.setattr(PartitionReplay, "fast", True)
     assert by_table(fast) == by_table(slow), key
+    monkeypatch.setattr(PartitionReplay, "small_piece", 1 << 40)  # every piece as rows
+    few = partition_tables(topic, partition, bt, side, facts)
+    assert by_table(few) == by_table(slow), key
     return sum(applied)
 
 
@@ -143,6 +147,8 @@ def _damaged(rows: list[dict], rng: random.Random) -> list[dict]:
                 "hole",
                 "back",
                 "v1",
+                "overlap",
+                "crc_unknown",
             ]
         )
         if fault == "gap" and r["base_sequence"] is not None and r["base_sequence"] >= 0:
@@ -188,6 +194,11 @@ def _damaged(rows: list[dict], rng: random.Random) -> list[dict]:
             r["producer_epoch"] = max(0, (r["producer_epoch"] or 0) - 1)
         elif fault == "v1":
             r["magic"] = 1
+        elif fault == "overlap" and i > 0:  # offsets a batch before it holds (KAFKA-7866)
+            r["base_offset"] = rows[rng.randrange(i)]["base_offset"]
+            r["last_offset"] = max(r["last_offset"], r["base_offset"])
+        elif fault == "crc_unknown":  # not checked: counted valid
+            r["crc_valid"] = None
     return rows
 
 
@@ -264,3 +275,49 @@ def test_a_few_batches_go_one_by_one(n, monkeypatch):
     assert built[-1] == n
     assert as_set == by_runs
     assert as_set["log_end"] == 5 * n and len(as_set["producers"]) == min(n, 3)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_pieces_of_a_few_batches_replay_as_rows_as_over_columns(seed, monkeypatch):
+    """A log's pieces of a few batches replayed as rows (``_few``) leave what the replay over
+    columns leaves, batch by batch or by runs: findings (offsets reused, CRC-invalid and
+    unchecked batches, batches of a KRaft snapshot file that repeat the log's), transactions,
+    LSO changes, the carried state and the producer states at snapshot offsets, the batches
+    counted for the sequences, and the first segment's earliest timestamp over several pieces
+    and segments."""
+    from replay.carried import carry
+
+    rng = random.Random(seed)
+    rows = _damaged(_idempotent(48, producers=3).to_pylist(), rng)
+    for i in rng.sample(range(len(rows)), 4):  # CRCs not checked, or not matching
+        rows[i]["crc_valid"] = rng.choice([None, None, False])
+    i = rng.randrange(1, len(rows) - 1)  # a batch starting at the offset the one before ends at
+    rows.insert(i, {**rows[i], "base_offset": rows[i - 1]["last_offset"], "position": -1})
+    rows.append({**rows[-1], "position": -2, "crc": 7})  # the highest offset reached twice
+    rows[rng.randrange(3)]["max_timestamp"] = -1  # none (a negative one is none)
+    for i, r in enumerate(rows):
+        r["file"] = rng.choice([
+            f"/d/t-0/{(i // 16) * 80:020d}.log",
+            f"/d/t-0/{(i // 16) * 80:020d}.log",
+            f"/d/t-0/{80:020d}-0000000001.checkpoint",  # a KRaft snapshot's
+            None,
+        ])  # fmt: skip
+    cuts = sorted(rng.sample(range(1, len(rows)), 6))
+    pieces = [rows[a:b] for a, b in zip([0, *cuts], [*cuts, len(rows)], strict=True)]
+    # a piece whose batches are all below what the pieces before reached (a segment written
+    # again, KAFKA-7866)
+    pieces.insert(-1, [{**r, "position": -3 - k} for k, r in enumerate(rows[2:5])])
+    at = sorted(rng.sample([r["base_offset"] for r in rows], 3))
+    schema = pa.Table.from_pylist(rows).schema  # (a piece's column of nulls keeps its type)
+
+    def replayed(small_piece: int, fast: bool = True) -> tuple:
+        monkeypatch.setattr(PartitionReplay, "small_piece", small_piece)
+        monkeypatch.setattr(PartitionReplay, "fast", fast)
+        r = PartitionReplay("t", 0, cleaned_upto=rows[5]["base_offset"])
+        r.run_in_order([pa.Table.from_pylist(p, schema=schema) for p in pieces], at)
+        return (r.findings, r.transactions, r.lso_changes, carry(r), r.snapshot_states,
+                r.sequence_batches, r.overlaps, r.highest, r.first_timestamp, r.first_segment)  # fmt: skip
+
+    as_rows = replayed(1 << 40)
+    assert as_rows == replayed(0, fast=False)
+    assert as_rows == replayed(0)

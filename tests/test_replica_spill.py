@@ -3,13 +3,16 @@ memory; the rest goes to a local spill file read back a piece at a time (the rep
 pieces in offset order, PartitionReplay.run_in_order). Spilling every batch must give exactly
 the replay's rows of holding them all, over every scenario and production-shaped traffic, and
 leave no file behind; a replica whose batches come out of offset order is replayed whole and
-sorted, as before. No Spark."""
+sorted, as before. A window of a few batches goes from the decoder to the replay as Python
+values, never a table (decoders.batch_tables.HeaderBatch, replay.replicas.HeldHeaders,
+PartitionReplay._few): the same values and the same rows as their tables. No Spark."""
 
 from __future__ import annotations
 
 import glob
 import os
 import sys
+from dataclasses import replace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,7 +23,13 @@ from decoders.spark import _struct
 from jobs.scan import plan_scan, scan_options, scan_ranges
 from replay import replicas
 from replay.replicas import HELD_RECORDS, REPLAY_READS, REPLAY_TABLES, ReplicaReplay, replay_spec
-from replay.scan_task import AUDIT_DECODED, audit_schema, replica_of
+from replay.scan_task import (
+    AUDIT_DECODED,
+    ScanTask,
+    audit_schema,
+    replica_of,
+    replicated_partitions,
+)
 from replay.settings import AuditConfig
 from simulator import synth
 from tests.whole_tables import replica_result
@@ -52,18 +61,21 @@ def dumps(tmp_path_factory):
     return roots
 
 
-def _scan(root: str, out: str) -> dict[str, list[dict]]:
+def _scan(root: str, out: str, verify_crc: bool = True) -> dict[str, list[dict]]:
     """The audit scan's replay outputs (every replica of the dump), rows sorted."""
     files = decoders.discover([root])
-    conf = {"verify_crc": True, "window_bytes": None, "memory_budget_mb": 256}
+    conf = {"verify_crc": verify_crc, "window_bytes": None, "memory_budget_mb": 256}
+    spec = replay_spec([root], AuditConfig.from_conf(None))
     opts = scan_options(
         lambda t, a: _struct(audit_schema(t)),
         [*AUDIT_DECODED, *REPLAY_TABLES],
         False,
         conf,
         None,
-        replay_spec([root], AuditConfig.from_conf(None)),
+        spec,
     )
+    # as the audit scans: batch headers given of the partitions several brokers hold only
+    opts.decode = replace(opts.decode, headers_of=replicated_partitions(files, spec))
     for i, ranges in enumerate(plan_scan(files, AUDIT_DECODED, 1 << 20, 4, True)):
         scan_ranges(ranges, opts, out, "0123456789ab", i, 0)
     return {t: sorted(_rows(f"{out}/{t}"), key=repr) for t in REPLAY_TABLES if _rows(f"{out}/{t}")}
@@ -178,3 +190,158 @@ def test_internal_records_out_of_log_order_are_replayed_sorted(dumps, scenario):
         assert a[table].num_rows and _sorted(a[table]) == _sorted(b[table]), key
         compared += 1
     assert compared >= 2
+
+
+@pytest.mark.parametrize("verify_crc", [True, False])
+def test_a_few_batches_replay_as_their_tables(dumps, tmp_path, monkeypatch, verify_crc):
+    """The scan's replay of windows of a few batches and of snapshots' entries given as
+    decoded and replayed as rows gives the rows of their tables replayed over columns
+    (``as_values`` off: every window and snapshot a table; ``small_piece`` 0: every piece by
+    runs), held or spilled, CRCs checked or not."""
+    from replay.partition import PartitionReplay
+
+    given = []
+    made = replicas.HeldHeaders.__init__
+
+    def counted(self, headers):
+        made(self, headers)
+        given.append(headers.num_rows)
+
+    monkeypatch.setattr(replicas.HeldHeaders, "__init__", counted)
+    for n, root in enumerate(dumps):
+        as_rows = _scan(root, str(tmp_path / f"rows-{n}"), verify_crc)
+        with monkeypatch.context() as m:
+            m.setattr(replicas, "HOLD_BYTES", 0)
+            spilled = _scan(root, str(tmp_path / f"spilled-{n}"), verify_crc)
+        with monkeypatch.context() as m:
+            m.setattr(PartitionReplay, "small_piece", 0)
+            m.setattr(ScanTask, "as_values", False)
+            tables = _scan(root, str(tmp_path / f"tables-{n}"), verify_crc)
+        assert as_rows.keys() == tables.keys() == spilled.keys() and "replayed" in as_rows
+        for table in as_rows:
+            assert as_rows[table] == tables[table], (root, table)
+            assert spilled[table] == tables[table], (root, table)
+    assert len(given) > 30 and max(given) < PartitionReplay.small_piece
+
+
+def test_a_header_batch_holds_its_tables_values(dumps):
+    """A HeaderBatch's values are its table's rows (timestamps as epoch milliseconds), every
+    column; held, the rows the replay reads are those of the held table's replay columns,
+    timestamps outside Spark's range and none at all null, CRCs not checked null."""
+    from decoders.batch_tables import HeaderBatch
+    from decoders.constants import DELETE_HORIZON_FLAG_MASK, SPARK_MAX_MS
+    from decoders.schemas import BATCHES
+    from replay.partition import _replay_columns
+
+    seen = 0
+    for root in dumps:
+        spec = replay_spec([root], AuditConfig.from_conf(None))
+        for f in decoders.discover([root]):
+            if f.kind != "log":
+                continue
+            for verify in (True, False):
+                for _t, b in decoders.decode_file(f, ("batches",), deep=False, verify_crc=verify,
+                                                 header_rows=1 << 30):  # fmt: skip
+                    if not isinstance(b, HeaderBatch):
+                        continue
+                    table = b.table()
+                    values = b.values(BATCHES.names)
+                    for c, column in zip(BATCHES.names, values, strict=True):
+                        expected = table.column(c)
+                        if pa.types.is_timestamp(expected.type):  # (garbage ones: no datetime)
+                            expected = expected.cast(pa.int64())
+                        assert column == expected.to_pylist(), (f.path, c)
+                    # garbage clocks: none, before and after Spark's range, its last millisecond;
+                    # a delete horizon (the cleaner's leftover)
+                    stamps = b.h.max_ts
+                    stamps[: min(4, len(stamps))] = [-1, -(10**15), SPARK_MAX_MS + 1,
+                                                     SPARK_MAX_MS][: min(4, len(stamps))]  # fmt: skip
+                    b.h.attributes[-1] |= DELETE_HORIZON_FLAG_MASK
+                    b._table, b._numbers = None, None
+                    held = replicas.HeldHeaders(b)
+                    assert held.rows() == _replay_columns(held.table()).to_pylist(), f.path
+                    # what the replica learns of them before its replay, as of their table
+                    learnt = []
+                    for given in (b, b.table()):
+                        r = ReplicaReplay(spec, *replica_of(f))
+                        r.add("batches", given)
+                        learnt.append([getattr(r, a) for a in LEARNT])
+                    assert learnt[0] == learnt[1], f.path
+                    seen += 1
+    assert seen > 50
+
+
+# what a replica learns of its batches as they come, before its replay (ReplicaReplay._batches)
+LEARNT = ("in_order", "first_offset", "last_base", "end", "crc_valid", "leftovers_end",
+          "batch_rows")  # fmt: skip
+
+
+def test_a_few_batches_out_of_offset_order_are_replayed_sorted(dumps):
+    """A replica's windows of a few batches given as decoded, last file first: replayed whole
+    and sorted, as their tables are."""
+    compared = held = 0
+    for root, key, fs in _replicas_of_several_logs(dumps):
+        spec = replay_spec([root], AuditConfig.from_conf(None))
+        results = []
+        for rows, order in ((0, fs), (1 << 30, fs[::-1])):
+            r = ReplicaReplay(spec, *key)
+            for f in order:
+                for t, b in decoders.decode_file(f, USER_TOPIC_READS, deep=False,
+                                                 header_rows=rows):  # fmt: skip
+                    r.add(t, b)
+            results.append(r)
+        assert results[0].in_order and not results[1].in_order
+        held += any(isinstance(p, replicas.HeldHeaders) for p in results[1].batches.memory)
+        (a, _), (b, _) = (replica_result(r) for r in results)
+        assert _sorted(a["replayed"]) == _sorted(b["replayed"]), key
+        compared += 1
+    assert compared >= 2 and held >= 2  # (a legacy log's batches are a table)
+
+
+def _replicas_of_several_logs(dumps) -> list[tuple[str, tuple, list]]:
+    """(dump, replica, its files) of the user partitions with more than one segment."""
+    out = []
+    for root in dumps:
+        by_replica: dict[tuple, list] = {}
+        for f in decoders.discover([root]):
+            if f.info.topic is not None and not f.info.topic.startswith("__"):
+                by_replica.setdefault(replica_of(f), []).append(f)
+        out += [(root, key, fs) for key, fs in sorted(by_replica.items())
+                if sum(f.kind == "log" for f in fs) > 1]  # fmt: skip
+    return out
+
+
+def test_a_snapshot_s_entries_as_values_are_its_table_s(dumps):
+    """A snapshot's entries as decoded (SnapshotEntries) hold its table's values (the timestamp
+    as epoch milliseconds), and a replica's side rows of them are those of its table, a
+    timestamp of none, or outside Spark's range, null."""
+    from decoders.constants import SPARK_MIN_MS
+    from decoders.schemas import PRODUCER_SNAPSHOTS
+    from decoders.snapshot import SnapshotEntries
+
+    seen = 0
+    for root in dumps:
+        spec = replay_spec([root], AuditConfig.from_conf(None))
+        for f in decoders.discover([root]):
+            if f.kind != "snapshot":
+                continue
+            for _t, e in decoders.decode_file(f, ("producer_snapshots",), snapshot_values=True):
+                assert isinstance(e, SnapshotEntries)
+                table = e.table()
+                for c, column in zip(PRODUCER_SNAPSHOTS.names, e.values(PRODUCER_SNAPSHOTS.names),
+                                     strict=True):  # fmt: skip
+                    expected = table.column(c)
+                    if pa.types.is_timestamp(expected.type):
+                        expected = expected.cast(pa.int64())
+                    assert column == expected.to_pylist(), (f.path, c)
+                stamps = e.fields["timestamp"]
+                stamps[: min(2, len(stamps))] = [-1, SPARK_MIN_MS - 1][: min(2, len(stamps))]
+                sides = []
+                for given in (e, e.table().to_batches()[0]):
+                    r = ReplicaReplay(spec, *replica_of(f))
+                    r.add("producer_snapshots", given)
+                    sides.append(r.side)
+                assert sides[0] == sides[1] and [list(s) for s in sides[0]] == [
+                    list(s) for s in sides[1]], f.path  # fmt: skip
+                seen += 1
+    assert seen >= 10
