@@ -18,11 +18,14 @@ scan's rows are files (the jobs' scratch area), they go another way, in two step
 2. **Judgement** (:func:`judge_runs`): each task merges its bucket's runs of each kind
    (:func:`merged`: a heap of the runs' heads, taking from one run every row below the next
    head, a slice at once) and feeds each producer id's rows, kind after kind, to its
-   :class:`replay.crosslog_stream.ProducerJudge`, exactly as the sorted stream would.
+   :class:`replay.crosslog_stream.ProducerJudge`, exactly as the sorted stream would. A kind
+   of more than :data:`MERGE_FAN_IN` runs is first merged in groups into fewer, longer runs
+   (:func:`fanned_in`: an external sort's merge passes).
 
-Memory is bounded by the rows a runs task holds and by one batch of each run being merged,
-not by a producer's history. The order is the stream's: a row's key is its
-cluster (by rank), producer id, then its partition's rank among the dump's partitions and
+Memory is bounded by the rows a runs task holds and by one batch of each of at most
+:data:`MERGE_FAN_IN` runs of each kind being merged, not by a producer's history. The order
+is the stream's: a row's key is its cluster (by rank), producer id, then its partition's rank
+among the dump's partitions and
 its first offset (an entry; a marker-only one's marker offset), or its log partition and
 offset (a coordinator transaction). The rows are the scan's rows as its tables hold them, so
 the judgement sees the values the Spark plan's stream carries (tests/test_crosslog_runs.py
@@ -73,6 +76,7 @@ PRODUCER = "_kc"  # the row's cluster rank, beside its producer id
 RUN_ROWS = 131_072
 RUN_BYTES = 48 << 20
 BATCH_ROWS = 8_192  # rows of a run read at once when merged
+MERGE_FAN_IN = 32  # the runs of a kind a judging task merges at once, at most (fanned_in)
 NULL_POSITION = np.iinfo(np.int64).min  # an entry with no offset sorts first, as a null does
 # the scratch rows each kind is made of: (scratch table, kinds of rows)
 SOURCES = {"replayed": ("transaction", TOUCHED), "coordinated": ("coord_txn", LISTED)}
@@ -322,6 +326,38 @@ def merged(runs: Iterable[Iterator[pa.RecordBatch]]) -> Iterator[pa.RecordBatch]
         yield run.take(heap[0][0] if heap else None)
         if run.batch is not None:
             heapq.heappush(heap, (run.head, i))
+
+
+def fanned_in(runs: Iterable[Iterator[pa.RecordBatch]],
+              store: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+              fan_in: int = MERGE_FAN_IN) -> list[Iterator[pa.RecordBatch]]:  # fmt: skip
+    """``runs`` (each its batches in key order) to be merged, at most ``fan_in`` of them: past
+    that, each ``fan_in`` of them merged into one run that ``store`` writes (given its batches,
+    :data:`BATCH_ROWS` rows or more each) and gives back to be read, pass after pass, as an
+    external sort's merge passes. A judging task merges a batch of each run at once, and a
+    producer's runs grow with its history (one per runs task's flush: a week of a Streams
+    thread's transactions, ~230): only a history of more than ``fan_in`` runs pays a pass."""
+    runs = list(runs)
+    while len(runs) > fan_in:
+        runs = [store(_rebatched(merged(runs[i : i + fan_in])))
+                for i in range(0, len(runs), fan_in)]  # fmt: skip
+    return runs
+
+
+def _rebatched(batches: Iterator[pa.RecordBatch], rows: int = BATCH_ROWS
+               ) -> Iterator[pa.RecordBatch]:  # fmt: skip
+    """The merge's slices (a few rows each where runs interleave) gathered into batches of at
+    least ``rows`` rows (the last one fewer), in order; each a copy, holding no run's batch."""
+    held: list[pa.RecordBatch] = []
+    n = 0
+    for b in batches:
+        held.append(b)
+        n += b.num_rows
+        if n >= rows:
+            yield pa.Table.from_batches(held).combine_chunks().to_batches()[0]
+            held, n = [], 0
+    if n:
+        yield pa.Table.from_batches(held).combine_chunks().to_batches()[0]
 
 
 class _Producers:

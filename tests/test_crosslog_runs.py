@@ -7,6 +7,8 @@ Python: no Spark (tests/test_crosslog_scratch.py runs both ways in the job)."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -20,6 +22,7 @@ from replay.crosslog_runs import (
     KINDS,
     RunWriter,
     StreamFacts,
+    fanned_in,
     judge_runs,
     key_bytes,
     merged,
@@ -115,7 +118,8 @@ def _sorted_rows(t: pa.Table) -> list[str]:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("buckets", [1, 3])
-def test_runs_merged_judge_every_producer_as_the_sorted_stream_does(seed, buckets):
+@pytest.mark.parametrize("fan_in", [None, 2])
+def test_runs_merged_judge_every_producer_as_the_sorted_stream_does(seed, buckets, fan_in):
     rows, replicas, wanted = _scan(seed)
     kept = replica_filter(replicas, chosen_replicas(replicas))
     stream = StreamFacts.of(replicas, kept, buckets)
@@ -142,6 +146,8 @@ def test_runs_merged_judge_every_producer_as_the_sorted_stream_does(seed, bucket
     got = []
     for by_kind in runs.values():
         runs_of = {k: [iter(t.to_batches(97)) for t in ts] for k, ts in by_kind.items()}
+        if fan_in is not None:  # merged in passes first (a long history's many runs)
+            runs_of = {k: fanned_in(r, lambda b: iter(list(b)), fan_in) for k, r in runs_of.items()}
         got.extend(judge_runs(runs_of, FACTS, stream.clusters))
     got = pa.concat_tables(got)
     want = pa.concat_tables([
@@ -172,6 +178,55 @@ def test_the_merge_gives_every_row_in_key_order():
     assert out.num_rows == whole.num_rows
     assert (keys[1:] >= keys[:-1]).all()
     assert sorted(out.column("v").to_pylist()) == sorted(whole.column("v").to_pylist())
+
+
+def test_many_runs_are_merged_a_few_at_a_time():
+    """Past MERGE_FAN_IN runs, a kind's runs are merged in passes, never more than ``fan_in``
+    read at once, into at most ``fan_in`` runs holding every row in key order; through local
+    files (jobs.crosslog_scratch._StoredRun), each removed once read or dropped."""
+    from jobs.crosslog_scratch import _StoredRun
+
+    rng = np.random.default_rng(5)
+    runs = []
+    for _ in range(23):
+        n = int(rng.integers(0, 300))
+        parts = [np.zeros(n, np.int64), rng.integers(0, 3, n), rng.integers(0, 9, n),
+                 rng.integers(0, 10**6, n)]  # fmt: skip
+        t = pa.table({"v": pa.array(rng.integers(0, 10**9, n)), KEY: stream_key(parts)})
+        runs.append(t.take(pa.array(np.argsort(key_bytes(t.column(KEY)), kind="stable"))))
+    reading = [0, 0]  # runs being read now, the most at once
+
+    def counted(batches):
+        started = False
+        for b in batches:
+            if not started:
+                started = True
+                reading[0] += 1
+                reading[1] = max(reading[1], reading[0])
+            yield b
+        if started:
+            reading[0] -= 1
+
+    stored: list[str] = []
+
+    def store(batches):
+        run = _StoredRun.of(batches)
+        stored.append(run.path)
+        return counted(run)
+
+    out = fanned_in([counted(iter(t.to_batches(17))) for t in runs], store, 4)
+    assert len(out) <= 4 and reading[1] <= 4 and len(stored) == 6 + 2  # two passes
+    merged_out = pa.Table.from_batches(list(merged(out)))
+    keys = key_bytes(merged_out.column(KEY))
+    whole = pa.concat_tables(runs)
+    assert merged_out.num_rows == whole.num_rows and (keys[1:] >= keys[:-1]).all()
+    assert sorted(merged_out.column("v").to_pylist()) == sorted(whole.column("v").to_pylist())
+    assert not any(os.path.exists(p) for p in stored)  # each removed once read
+    dropped = _StoredRun.of(iter(runs[0].to_batches()))
+    path = dropped.path
+    assert os.path.exists(path)
+    del dropped
+    assert not os.path.exists(path)  # never read: removed with the run
 
 
 def test_keys_order_as_their_parts_do():
