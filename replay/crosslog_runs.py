@@ -76,7 +76,7 @@ PRODUCER = "_kc"  # the row's cluster rank, beside its producer id
 RUN_ROWS = 131_072
 RUN_BYTES = 48 << 20
 BATCH_ROWS = 8_192  # rows of a run read at once when merged
-MERGE_FAN_IN = 32  # the runs of a kind a judging task merges at once, at most (fanned_in)
+MERGE_FAN_IN = 64  # the runs of a kind a judging task merges at once, at most (fanned_in)
 NULL_POSITION = np.iinfo(np.int64).min  # an entry with no offset sorts first, as a null does
 # the scratch rows each kind is made of: (scratch table, kinds of rows)
 SOURCES = {"replayed": ("transaction", TOUCHED), "coordinated": ("coord_txn", LISTED)}
