@@ -234,40 +234,30 @@ def test_a_header_batch_holds_its_tables_values(dumps):
     from replay.partition import _replay_columns
 
     seen = 0
-    for root in dumps:
-        spec = replay_spec([root], AuditConfig.from_conf(None))
-        for f in decoders.discover([root]):
-            if f.kind != "log":
-                continue
-            for verify in (True, False):
-                for _t, b in decoders.decode_file(f, ("batches",), deep=False, verify_crc=verify,
-                                                 header_rows=1 << 30):  # fmt: skip
-                    if not isinstance(b, HeaderBatch):
-                        continue
-                    table = b.table()
-                    values = b.values(BATCHES.names)
-                    for c, column in zip(BATCHES.names, values, strict=True):
-                        expected = table.column(c)
-                        if pa.types.is_timestamp(expected.type):  # (garbage ones: no datetime)
-                            expected = expected.cast(pa.int64())
-                        assert column == expected.to_pylist(), (f.path, c)
-                    # garbage clocks: none, before and after Spark's range, its last millisecond;
-                    # a delete horizon (the cleaner's leftover)
-                    stamps = b.h.max_ts
-                    stamps[: min(4, len(stamps))] = [-1, -(10**15), SPARK_MAX_MS + 1,
-                                                     SPARK_MAX_MS][: min(4, len(stamps))]  # fmt: skip
-                    b.h.attributes[-1] |= DELETE_HORIZON_FLAG_MASK
-                    b._table, b._numbers = None, None
-                    held = replicas.HeldHeaders(b)
-                    assert held.rows() == _replay_columns(held.table()).to_pylist(), f.path
-                    # what the replica learns of them before its replay, as of their table
-                    learnt = []
-                    for given in (b, b.table()):
-                        r = ReplicaReplay(spec, *replica_of(f))
-                        r.add("batches", given)
-                        learnt.append([getattr(r, a) for a in LEARNT])
-                    assert learnt[0] == learnt[1], f.path
-                    seen += 1
+    for spec, f in _files(dumps, "log"):
+        for verify in (True, False):
+            for _t, b in decoders.decode_file(f, ("batches",), deep=False, verify_crc=verify,
+                                             header_rows=1 << 30):  # fmt: skip
+                if not isinstance(b, HeaderBatch):
+                    continue
+                assert b.values(BATCHES.names) == _values(b.table()), f.path
+                # garbage clocks: none, before and after Spark's range, its last millisecond;
+                # a delete horizon (the cleaner's leftover)
+                stamps = b.h.max_ts
+                stamps[: min(4, len(stamps))] = [-1, -(10**15), SPARK_MAX_MS + 1,
+                                                 SPARK_MAX_MS][: min(4, len(stamps))]  # fmt: skip
+                b.h.attributes[-1] |= DELETE_HORIZON_FLAG_MASK
+                b._table, b._numbers = None, None
+                held = replicas.HeldHeaders(b)
+                assert held.rows() == _replay_columns(held.table()).to_pylist(), f.path
+                # what the replica learns of them before its replay, as of their table
+                learnt = []
+                for given in (b, b.table()):
+                    r = ReplicaReplay(spec, *replica_of(f))
+                    r.add("batches", given)
+                    learnt.append([getattr(r, a) for a in LEARNT])
+                assert learnt[0] == learnt[1], f.path
+                seen += 1
     assert seen > 50
 
 
@@ -320,30 +310,20 @@ def test_a_snapshot_s_entries_as_values_are_its_table_s(dumps):
     from decoders.snapshot import SnapshotEntries
 
     seen = 0
-    for root in dumps:
-        spec = replay_spec([root], AuditConfig.from_conf(None))
-        for f in decoders.discover([root]):
-            if f.kind != "snapshot":
-                continue
-            for _t, e in decoders.decode_file(f, ("producer_snapshots",), snapshot_values=True):
-                assert isinstance(e, SnapshotEntries)
-                table = e.table()
-                for c, column in zip(PRODUCER_SNAPSHOTS.names, e.values(PRODUCER_SNAPSHOTS.names),
-                                     strict=True):  # fmt: skip
-                    expected = table.column(c)
-                    if pa.types.is_timestamp(expected.type):
-                        expected = expected.cast(pa.int64())
-                    assert column == expected.to_pylist(), (f.path, c)
-                stamps = e.fields["timestamp"]
-                stamps[: min(2, len(stamps))] = [-1, SPARK_MIN_MS - 1][: min(2, len(stamps))]
-                sides = []
-                for given in (e, e.table().to_batches()[0]):
-                    r = ReplicaReplay(spec, *replica_of(f))
-                    r.add("producer_snapshots", given)
-                    sides.append(r.side)
-                assert sides[0] == sides[1] and [list(s) for s in sides[0]] == [
-                    list(s) for s in sides[1]], f.path  # fmt: skip
-                seen += 1
+    for spec, f in _files(dumps, "snapshot"):
+        for _t, e in decoders.decode_file(f, ("producer_snapshots",), snapshot_values=True):
+            assert isinstance(e, SnapshotEntries)
+            assert e.values(PRODUCER_SNAPSHOTS.names) == _values(e.table()), f.path
+            stamps = e.fields["timestamp"]
+            stamps[: min(2, len(stamps))] = [-1, SPARK_MIN_MS - 1][: min(2, len(stamps))]
+            sides = []
+            for given in (e, e.table().to_batches()[0]):
+                r = ReplicaReplay(spec, *replica_of(f))
+                r.add("producer_snapshots", given)
+                sides.append(r.side)
+            assert sides[0] == sides[1] and [list(s) for s in sides[0]] == [
+                list(s) for s in sides[1]], f.path  # fmt: skip
+            seen += 1
     assert seen >= 10
 
 
@@ -376,3 +356,19 @@ def test_a_replica_of_many_small_windows_holds_its_first_as_decoded(dumps):
         assert _sorted(a["replayed"]) == _sorted(b["replayed"]), key
         compared += 1
     assert compared >= 2
+
+
+def _files(dumps, kind: str):
+    """(its dump's replay spec, the file) of every file of ``kind`` in the dumps."""
+    for root in dumps:
+        spec = replay_spec([root], AuditConfig.from_conf(None))
+        for f in decoders.discover([root]):
+            if f.kind == kind:
+                yield spec, f
+
+
+def _values(table: pa.Table | pa.RecordBatch) -> list[list]:
+    """A table's columns as Python values, timestamps as epoch milliseconds (a garbage one
+    makes no datetime)."""
+    return [(c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c).to_pylist()
+            for c in table.columns]  # fmt: skip
