@@ -129,6 +129,12 @@ def outside_spark_range(ms: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pc.fill_null(pc.or_(pc.less(ms, SPARK_MIN_MS), pc.greater(ms, SPARK_MAX_MS)), False)
 
 
+def spark_millis(stamps: list) -> list:
+    """Epoch milliseconds given as Python values, None where :func:`outside_spark_range` says
+    so (a few rows a replay reads as values: replay.replicas)."""
+    return [t if t is None or SPARK_MIN_MS <= t <= SPARK_MAX_MS else None for t in stamps]
+
+
 def in_spark_range(ms: pa.Array | pa.ChunkedArray) -> bool:
     """Whether every non-null value of epoch milliseconds is a Spark timestamp: one min/max,
     so the common case (every column of a healthy log) builds no mask

@@ -12,8 +12,6 @@ task doing both, its runs held in memory. Only file names and row counts reach t
 from __future__ import annotations
 
 import json
-import os
-import weakref
 from dataclasses import dataclass
 
 from decoders import seams
@@ -272,57 +270,23 @@ def _write_ids(ids: ProducerIds, where: Written, area: str, part: int, attempt: 
     return task_files(sink.close())
 
 
-class _StoredRun:
-    """A merge pass's run (:func:`replay.crosslog_runs.fanned_in`) in an Arrow IPC file (lz4) in
-    the local directories Spark gives its Python workers, read back a batch at a time; the
-    file removed once read, or when the run is dropped."""
+def _stored_run(batches):
+    """A merge pass's run (:func:`replay.crosslog_runs.fanned_in`), written whole to a local
+    spill file (replay.replicas.SpillFile) and read back a batch at a time; the file removed
+    once read, or when the run is dropped unread."""
+    from replay.replicas import SpillFile
 
-    def __init__(self, path: str) -> None:
-        from replay.spill import remove_file
+    spill = SpillFile()
+    for b in batches:
+        spill.write(b)
+    return _read_once(spill)
 
-        self.path = path
-        self._batches = None
-        self._remove = weakref.finalize(self, remove_file, path)
 
-    @classmethod
-    def of(cls, batches) -> _StoredRun:
-        """The run of ``batches`` (in key order), written whole before it is returned."""
-        import tempfile
-
-        import pyarrow as pa
-
-        from replay.spill import local_dir
-
-        fd, path = tempfile.mkstemp(prefix="logreplay-run-", suffix=".arrow", dir=local_dir())
-        run = cls(path)
-        with os.fdopen(fd, "wb") as sink:
-            writer = None
-            for b in batches:
-                if writer is None:
-                    options = pa.ipc.IpcWriteOptions(compression="lz4")
-                    writer = pa.ipc.new_file(sink, b.schema, options=options)
-                writer.write_batch(b)
-            if writer is not None:
-                writer.close()
-        return run
-
-    def __iter__(self) -> _StoredRun:
-        return self
-
-    def __next__(self):
-        if self._batches is None:
-            self._batches = self._read()
-        return next(self._batches)
-
-    def _read(self):
-        import pyarrow as pa
-
-        if os.path.getsize(self.path):
-            with pa.OSFile(self.path, "rb") as f:  # read, not mapped: a batch outlives the file
-                reader = pa.ipc.open_file(f)
-                for i in range(reader.num_record_batches):
-                    yield reader.get_batch(i)
-        self._remove()
+def _read_once(spill):
+    try:
+        yield from spill.read()
+    finally:
+        spill.close()
 
 
 def _run_batches(scratch, path: str, first: int, count: int):
@@ -357,7 +321,7 @@ def judge_task(task: JudgeTask, part: int, area: str, outs: tuple[Written, Writt
         ids_files = _write_ids(ids, ids_out, area, part, attempt)
     else:  # a kind of many runs (a long history) merged in passes first, through local files
         runs_of = {
-            k: fanned_in([_run_batches(scratch, *run) for run in runs], _StoredRun.of)
+            k: fanned_in([_run_batches(scratch, *run) for run in runs], _stored_run)
             for k, runs in task.runs.items()
         }
     sink = out.writer(area, part, attempt)

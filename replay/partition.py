@@ -368,10 +368,7 @@ class PartitionReplay:
             if reach > floor:
                 self._reaches(reach, {c: valid[top][c] for c in HIGHEST_FIELDS
                                       if c in valid[top]})  # fmt: skip
-        for b in rows:
-            while pending and b["base_offset"] >= pending[0]:
-                self.snapshot_states[pending.pop(0)] = self.states()
-            self.batch(b)
+        self._each(rows, pending)
 
     def _report_overlaps(self, batch_at: Callable[[int], dict], bad: list[tuple[int, int]]
                          ) -> None:  # fmt: skip
@@ -441,10 +438,15 @@ class PartitionReplay:
         offsets passed on the way. A slice at a time: Python objects for BLOCK_ROWS batches, not
         for the whole partition."""
         for chunk in t.to_batches(max_chunksize=BLOCK_ROWS):
-            for b in chunk.to_pylist():
-                while pending and b["base_offset"] >= pending[0]:
-                    self.snapshot_states[pending.pop(0)] = self.states()
-                self.batch(b)
+            self._each(chunk.to_pylist(), pending)
+
+    def _each(self, rows: list[dict], pending: list[int]) -> None:
+        """Each batch row through :meth:`batch`, the producer states taken at the snapshot
+        offsets passed on the way."""
+        for b in rows:
+            while pending and b["base_offset"] >= pending[0]:
+                self.snapshot_states[pending.pop(0)] = self.states()
+            self.batch(b)
 
     def _transactional(self, runs: Runs, start: int, stop: int, t: pa.Table, pending: list[int]):
         """Batches ``start``..``stop``, one producer's stretch (:meth:`Runs.stretches`), applied

@@ -29,13 +29,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from decoders.batch_tables import HeaderBatch
-from decoders.columns import as_type, const, epoch_millis, in_spark_range, outside_spark_range
-from decoders.constants import (
-    CONSUMER_OFFSETS_TOPIC,
-    SPARK_MAX_MS,
-    SPARK_MIN_MS,
-    TRANSACTION_STATE_TOPIC,
+from decoders.columns import (
+    as_type,
+    const,
+    epoch_millis,
+    in_spark_range,
+    outside_spark_range,
+    spark_millis,
 )
+from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from decoders.schemas import BATCHES, PRODUCER_SNAPSHOTS, table_of_rows
 from decoders.snapshot import SnapshotEntries
 from replay.carried import ReplicaIds, judged_prints, state_text
@@ -109,17 +111,17 @@ def kinds_apart(rows):
     ``out``) apart, kinds in sorted order and each kind's rows in their order: the job's scan
     writes each as files of their own (jobs.scan), a session's as streams of their own
     (replay.session_scan), so that a reader of one kind skips the others."""
-    out = rows.column("out")
+    out = rows.column(KIND_COLUMN)
     kinds = sorted(pc.unique(out).to_pylist())
     if len(kinds) == 1:
         return [(kinds[0], rows)]
     if isinstance(rows, pa.Table):  # a filter costs per chunk: a task's rows are many small ones
         rows = rows.combine_chunks()
-        out = rows.column("out")
+        out = rows.column(KIND_COLUMN)
     return [(kind, rows.filter(pc.equal(out, kind))) for kind in kinds]
 
 
-# batch columns a replica's replay holds in memory; more go to a local spill file (_Spill)
+# batch columns a replica's replay holds in memory; more go to a local spill file (SpillFile)
 HOLD_BYTES = 64 << 20
 # the decoded tables of an internal topic's records the replay holds, and the columns it reads
 HELD_RECORDS = {
@@ -286,11 +288,6 @@ class HeldHeaders:
         values = self.headers.values(HELD_HEADER_COLUMNS)
         values[_MAX_TIMESTAMP] = spark_millis(values[_MAX_TIMESTAMP])
         return [dict(zip(HELD_HEADER_COLUMNS, v, strict=True)) for v in zip(*values, strict=True)]
-
-
-def spark_millis(stamps: list) -> list:
-    """Epoch milliseconds as :func:`millis` gives them: None outside Spark's range."""
-    return [t if t is None or SPARK_MIN_MS <= t <= SPARK_MAX_MS else None for t in stamps]
 
 
 # a snapshot entry's side columns
@@ -754,7 +751,7 @@ class _Stream:
 
     def __init__(self) -> None:
         self.memory: list[pa.RecordBatch] = []
-        self.spill: _Spill | None = None
+        self.spill: SpillFile | None = None
 
     def add(self, b: pa.RecordBatch | HeldHeaders) -> int:
         """Hold ``b``; the bytes it holds."""
@@ -765,7 +762,7 @@ class _Stream:
         if not self.memory:
             return
         if self.spill is None:
-            self.spill = _Spill()
+            self.spill = SpillFile()
         for b in self.memory:
             self.spill.write(b.batch() if isinstance(b, HeldHeaders) else b)
         self.memory = []
@@ -789,15 +786,16 @@ class _Stream:
             self.spill = None
 
 
-class _Spill:
-    """A replica's batch columns past :data:`HOLD_BYTES`, in an Arrow IPC stream file in the
-    local directories Spark gives its Python workers (``SPARK_LOCAL_DIRS``, as PySpark's own
-    spills use; else the temporary directory); removed once read, or when the replay is
-    dropped."""
+class SpillFile:
+    """Batches past a memory bound in an Arrow IPC stream file in the local directories Spark
+    gives its Python workers (``SPARK_LOCAL_DIRS``, as PySpark's own spills use; else the
+    temporary directory), read back a batch at a time: a replica's batch columns past
+    :data:`HOLD_BYTES`, a cross-log merge pass's runs (jobs.crosslog_scratch). Removed by
+    :meth:`close`, or when dropped."""
 
     def __init__(self) -> None:
         fd, self.path = tempfile.mkstemp(
-            prefix="logreplay-replica-", suffix=".arrows", dir=local_dir()
+            prefix="logreplay-spill-", suffix=".arrows", dir=local_dir()
         )
         self.sink = os.fdopen(fd, "wb")
         self.writer: pa.ipc.RecordBatchStreamWriter | None = None
@@ -813,6 +811,8 @@ class _Spill:
             self.writer.close()
             self.writer = None
         self.sink.close()
+        if not os.path.getsize(self.path):  # nothing was written
+            return
         # read into memory, not mapped: a piece may outlive the reading (never the file)
         with pa.OSFile(self.path, "rb") as source:
             yield from pa.ipc.open_stream(source)

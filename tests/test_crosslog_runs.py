@@ -180,12 +180,15 @@ def test_the_merge_gives_every_row_in_key_order():
     assert sorted(out.column("v").to_pylist()) == sorted(whole.column("v").to_pylist())
 
 
-def test_many_runs_are_merged_a_few_at_a_time():
+def test_many_runs_are_merged_a_few_at_a_time(tmp_path, monkeypatch):
     """Past MERGE_FAN_IN runs, a kind's runs are merged in passes, never more than ``fan_in``
     read at once, into at most ``fan_in`` runs holding every row in key order; through local
-    files (jobs.crosslog_scratch._StoredRun), each removed once read or dropped."""
-    from jobs.crosslog_scratch import _StoredRun
+    spill files (jobs.crosslog_scratch._stored_run), each removed once read or dropped."""
+    from jobs.crosslog_scratch import _stored_run
 
+    local = tmp_path / "local"
+    local.mkdir()
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(local))
     rng = np.random.default_rng(5)
     runs = []
     for _ in range(23):
@@ -207,26 +210,26 @@ def test_many_runs_are_merged_a_few_at_a_time():
         if started:
             reading[0] -= 1
 
-    stored: list[str] = []
+    stored = [0]
 
     def store(batches):
-        run = _StoredRun.of(batches)
-        stored.append(run.path)
-        return counted(run)
+        stored[0] += 1
+        return counted(_stored_run(batches))
 
     out = fanned_in([counted(iter(t.to_batches(17))) for t in runs], store, 4)
-    assert len(out) <= 4 and reading[1] <= 4 and len(stored) == 6 + 2  # two passes
+    assert len(out) <= 4 and reading[1] <= 4 and stored[0] == 6 + 2  # two passes
+    assert len(os.listdir(local)) == 2  # the last pass's runs, not yet read
     merged_out = pa.Table.from_batches(list(merged(out)))
     keys = key_bytes(merged_out.column(KEY))
     whole = pa.concat_tables(runs)
     assert merged_out.num_rows == whole.num_rows and (keys[1:] >= keys[:-1]).all()
     assert sorted(merged_out.column("v").to_pylist()) == sorted(whole.column("v").to_pylist())
-    assert not any(os.path.exists(p) for p in stored)  # each removed once read
-    dropped = _StoredRun.of(iter(runs[0].to_batches()))
-    path = dropped.path
-    assert os.path.exists(path)
+    assert os.listdir(local) == []  # each removed once read
+    dropped = _stored_run(iter(runs[0].to_batches()))
+    assert len(os.listdir(local)) == 1
     del dropped
-    assert not os.path.exists(path)  # never read: removed with the run
+    assert os.listdir(local) == []  # never read: removed with the run
+    assert list(_stored_run(iter(()))) == [] and os.listdir(local) == []  # an empty run
 
 
 def test_keys_order_as_their_parts_do():

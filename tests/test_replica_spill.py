@@ -97,7 +97,7 @@ def _sorted(t: pa.Table) -> list[dict]:
 
 def test_spilling_every_batch_replays_the_same(dumps, tmp_path, monkeypatch):
     spills = []
-    made = replicas._Spill.__init__
+    made = replicas.SpillFile.__init__
 
     def counted(self):
         made(self)
@@ -110,7 +110,7 @@ def test_spilling_every_batch_replays_the_same(dumps, tmp_path, monkeypatch):
         held = _scan(root, str(tmp_path / f"held-{n}"))
         with monkeypatch.context() as m:
             m.setattr(replicas, "HOLD_BYTES", 0)
-            m.setattr(replicas._Spill, "__init__", counted)
+            m.setattr(replicas.SpillFile, "__init__", counted)
             spilled = _scan(root, str(tmp_path / f"spilled-{n}"))
         assert held.keys() == spilled.keys() and "replayed" in held
         for table in held:
