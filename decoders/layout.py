@@ -37,6 +37,7 @@ from decoders.brokers import (
 from decoders.checkpoints import OFFSET_CHECKPOINT_FILES, broker_id
 from decoders.constants import (
     CLUSTER_METADATA_TOPIC,
+    CONSUMER_OFFSETS_TOPIC,
     LEGACY_COMPRESSION_CODEC_MASK,
     LEGACY_ENTRY_ATTRIBUTES_OFFSET,
     LEGACY_HEADER_SIZE_V0,
@@ -48,6 +49,7 @@ from decoders.constants import (
     MAGIC_VALUE_V2,
     MIN_BATCH_LENGTH_V2,
     MIN_LEGACY_ENTRY_SIZE,
+    TRANSACTION_STATE_TOPIC,
 )
 from decoders.filesystems import resolve
 from decoders.framing import crc_holds, entry_offset, entry_size
@@ -86,6 +88,10 @@ class DumpFile:
     log_dir: str
     filesystem: pafs.FileSystem | None = None
     cluster: str = ""  # its broker's cluster, from the layout (decoders.brokers)
+    # a partition.metadata's topic id as the listing read it (None: unreadable, or no id),
+    # where ``id_listed`` says it was read: its partition's replay reads it from here
+    topic_id: str | None = None
+    id_listed: bool = False
 
     def open(self):
         from decoders.source import FileObjectSource, LocalFile
@@ -344,15 +350,48 @@ def discover(roots: list[str] | str) -> list[DumpFile]:
 def dump_layout(roots: list[str] | str) -> tuple[list[DumpFile], Layout]:
     """Every file of the dump(s) (as :func:`discover`) and how its directories were read as
     brokers, clusters and topic incarnations (decoders.brokers)."""
+    return laid_out(walked(roots))
+
+
+# A root's walk: (filesystem key, filesystem, matched root, its files with sizes, whether it
+# is a file, the directories under it that could not be read)
+Walked = tuple[str, pafs.FileSystem | None, str, list[tuple[str, int]], bool,
+               list[tuple[str, str]]]  # fmt: skip
+
+
+def walked(roots: list[str] | str) -> list[Walked]:
+    """The first half of :func:`dump_layout`: every root's files with their sizes, by name, no
+    file read (what a job decides its Spark session's options by, :func:`internal_log_bytes`,
+    while :func:`laid_out` reads the small files that say whose they are)."""
     if isinstance(roots, (str, os.PathLike)):
         roots = [roots]
-    # (filesystem key, filesystem, matched root, its listing, whether it is a file, the
-    # directories under it that could not be read)
     found = []
     for root in roots:
         fs, path = resolve(os.fspath(root))
         for match in _expand(fs, path):
             found.append((root_key(os.fspath(root)), fs, match, *_listing(fs, match)))
+    return found
+
+
+def internal_log_bytes(found: list[Walked]) -> int:
+    """The bytes of the internal topics' log segments among walked files (:func:`walked`), by
+    their names: a `.log` segment in a `__consumer_offsets` or `__transaction_state` partition
+    directory, as :func:`dump_layout` would list it."""
+    internal = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
+    held = 0
+    for _, fs, _, listing, _, _ in found:
+        for p, size in listing:
+            if not p.endswith(".log") or classify(_basename(fs, p))[0] != "log":
+                continue
+            tp = _partition(_basename(fs, _dirname(fs, p)))
+            if tp is not None and tp[0] in internal:
+                held += size
+    return held
+
+
+def laid_out(found: list[Walked]) -> tuple[list[DumpFile], Layout]:
+    """The second half of :func:`dump_layout`: the walked files as a dump's, their brokers,
+    clusters and topic incarnations read."""
     shown = _shared_display_roots(
         [
             (key, fs, _display_root(fs, match, is_file, listing))
@@ -409,6 +448,7 @@ def _log_dirs(fs, files: list[DumpFile], root: int) -> list[LogDir]:
     parts: dict[str, PartitionDir] = {}
     first_log: dict[str, DumpFile] = {}  # partition dir -> its first segment
     jobs = []
+    metadata: list[DumpFile] = []  # the partition.metadata files
     for f in files:
         d = dirs.get(f.log_dir)
         if d is None:
@@ -429,6 +469,7 @@ def _log_dirs(fs, files: list[DumpFile], root: int) -> list[LogDir]:
             d.parts.append(parts[pdir])
         if f.kind == "partition_metadata":
             jobs.append(("id", f.path))
+            metadata.append(f)
         if f.kind == "log" and f.info.base_offset is not None:
             now = first_log.get(pdir)
             if now is None or f.info.base_offset < now.info.base_offset:
@@ -441,6 +482,8 @@ def _log_dirs(fs, files: list[DumpFile], root: int) -> list[LogDir]:
         d.directory_id = props.get("directory.id") or None
     for pdir, p in parts.items():
         p.topic_id = got.get(_join(fs, pdir, "partition.metadata"))
+    for f in metadata:
+        f.topic_id, f.id_listed = got.get(f.path), True
     # without a cluster id, replicas' first batches are what can tell two clusters apart
     heads = [("head", f.path) for pdir, f in first_log.items() if not dirs[f.log_dir].cluster_id]
     got = read_ids(fs, heads)

@@ -79,16 +79,23 @@ def run(args) -> int:
     from jobs import progress
     from jobs.exits import USAGE
     from jobs.output import SUMMARY, start_run
-    from jobs.session import dump_listing, full_jit, interpreted_if_small, job_conf
-
-    conf = job_conf(args)
-    listed = dump_listing("audit", args.inputs)
-    if listed is None:
-        return USAGE
-    files = listed[0]
+    from jobs.session import DumpListing, full_jit, interpreted_if_small, job_conf
     from replay.plan import replay_spec
 
-    spec = replay_spec(args.inputs, conf.audit, listed)  # the dump listed once per run
+    conf = job_conf(args)
+    # the dump listed once per run, in a thread while Spark starts
+    listing = DumpListing.started(
+        "audit", args.inputs, lambda listed: replay_spec(args.inputs, conf.audit, listed)
+    )
+    if listing is None:
+        return USAGE
+    jit = full_jit(conf, listing.walked())
+    progress.phase("starting Spark")
+    started = start_run(args, conf, "logreplay-audit", SUMMARY, jit)
+    listed = listing.result()
+    if listed is None:
+        return USAGE
+    files, spec = listed[0], listing.derived()
     try:
         previous = _previous(args, conf, spec)
     except ValueError as e:  # history.Refused
@@ -102,8 +109,6 @@ def run(args) -> int:
         tables = None if getattr(args, "full", False) else previous_tables(previous)
         spec = replace(spec, points=points_of(previous), previous=tables)
     progress.total_bytes(sum(f.size for f in files))
-    progress.phase("starting Spark")
-    started = start_run(args, conf, "logreplay-audit", SUMMARY, full_jit(conf, files))
     _load_gate(args)  # with --gate: Great Expectations loaded while the scan starts
     with interpreted_if_small(started.spark, conf) as small:
         return _audit(args, conf, files, spec, previous, started, small)

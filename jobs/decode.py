@@ -57,18 +57,22 @@ def run(args) -> int:
     from jobs.exits import OK, USAGE
     from jobs.output import MANIFEST, commit, start_run
     from jobs.resilience import run_resilient
-    from jobs.session import dump_files, job_conf
+    from jobs.session import DumpListing, job_conf
 
     conf = job_conf(args)
     tables = _tables(args)
     if tables is None:
         return USAGE
-    files = dump_files("decode", args.inputs)
-    if files is None:
+    listing = DumpListing.started("decode", args.inputs)  # in a thread while Spark starts
+    if listing is None:
         return USAGE
-    progress.total_bytes(sum(f.size for f in files))
     progress.phase("starting Spark")
     started = start_run(args, conf, "logreplay-decode", MANIFEST)
+    listed = listing.result()
+    if listed is None:
+        return USAGE
+    files = listed[0]
+    progress.total_bytes(sum(f.size for f in files))
     opts = _scan_options(tables, not args.header_only, conf)
     # one pass: each task decodes its byte ranges once and writes every table from them; its
     # ranges are fixed byte ranges decoded in order, so rows come out in the same order on

@@ -279,18 +279,17 @@ def add_job_arguments(p, conf: bool = True, run: bool = True) -> None:
     )
 
 
-def full_jit(conf, files) -> bool:
+def full_jit(conf, found) -> bool:
     """Whether an audit's driver JVM runs full tiered compilation: where the dump's internal
-    topics' log segments hold at least ``spark.full_jit_from_mb`` MiB. Their records are
-    what the audit's Spark stages carry rows of (a coordinator transaction, a commit, their
-    markers): C1's code runs them slower than C2's, ~4.5 CPU seconds per GB of those topics,
-    and C2's compiling costs ~10 CPU seconds more than C1's on any audit: C2 pays from ~3 GB
-    on (docs/benchmarks.md)."""
-    from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+    topics' log segments hold at least ``spark.full_jit_from_mb`` MiB (``found``: the dump's
+    walk, decoders.layout.walked, their names and sizes). Their records are what the audit's
+    Spark stages carry rows of (a coordinator transaction, a commit, their markers): C1's
+    code runs them slower than C2's, ~4.5 CPU seconds per GB of those topics, and C2's
+    compiling costs ~10 CPU seconds more than C1's on any audit: C2 pays from ~3 GB on
+    (docs/benchmarks.md)."""
+    from decoders.layout import internal_log_bytes
 
-    internal = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
-    held = sum(f.size for f in files if f.kind == "log" and f.info.topic in internal)
-    return held >= conf["spark"]["full_jit_from_mb"] << 20
+    return internal_log_bytes(found) >= conf["spark"]["full_jit_from_mb"] << 20
 
 
 def without_option(options: str, option: str) -> str:
@@ -306,24 +305,71 @@ def job_conf(args):
     return load(getattr(args, "conf", None), getattr(args, "set", None) or ())
 
 
-def dump_files(job: str, inputs: list[str]):
-    """The files of the dump roots ``inputs`` (names and sizes only: a small listing), or None,
-    said on stderr, when a local root does not exist or no Kafka file is there."""
-    listed = dump_listing(job, inputs)
-    return None if listed is None else listed[0]
+class DumpListing:
+    """A dump's listing (decoders.layout.dump_layout) made in a thread while the job's Spark
+    session starts: the driver JVM's start leaves the driver's Python waiting ~1.5 s, and a
+    dump of 10,000 partitions takes ~0.8 s to walk and lay out (60,000 files; its
+    `partition.metadata` files read). The walk comes first (:meth:`walked`: what the
+    session's options are chosen by, :func:`full_jit`), then the layout and whatever the job
+    derives from it (``then``), in the same thread."""
 
+    def __init__(self, job: str, inputs: list[str], then=None) -> None:
+        import threading
 
-def dump_listing(job: str, inputs: list[str]):
-    """:func:`dump_files` with how their directories were read (brokers, clusters, topic
-    incarnations): :func:`decoders.layout.dump_layout`'s (files, layout), or None."""
-    from decoders.layout import dump_layout
+        from decoders.layout import laid_out, walked
 
-    missing = [p for p in inputs if "://" not in p and not os.path.exists(p)]
-    if missing:
-        print(f"logreplay {job}: no such path: {', '.join(missing)}", file=sys.stderr)
-        return None
-    listed = dump_layout(inputs)
-    if not listed[0]:
-        print(f"logreplay {job}: no Kafka files under {', '.join(inputs)}", file=sys.stderr)
-        return None
-    return listed
+        self.job, self.inputs = job, inputs
+        self._walked = self._listed = self._derived = self._failed = None
+        self._walk_done = threading.Event()
+
+        def work() -> None:
+            try:
+                self._walked = walked(inputs)
+                self._walk_done.set()
+                self._listed = laid_out(self._walked)
+                if then is not None and self._listed[0]:
+                    self._derived = then(self._listed)
+            except BaseException as e:  # noqa: BLE001 - raised again in the job's thread
+                self._failed = e
+            finally:
+                self._walk_done.set()
+
+        self._thread = threading.Thread(target=work, name="logreplay-listing", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def started(cls, job: str, inputs: list[str], then=None) -> DumpListing | None:
+        """The listing of ``inputs`` under way; None, said on stderr, when a local root does
+        not exist."""
+        missing = [p for p in inputs if "://" not in p and not os.path.exists(p)]
+        if missing:
+            print(f"logreplay {job}: no such path: {', '.join(missing)}", file=sys.stderr)
+            return None
+        return cls(job, inputs, then)
+
+    def walked(self):
+        """Every root's files with their sizes (decoders.layout.walked), once walked."""
+        self._walk_done.wait()
+        self._raise()
+        return self._walked
+
+    def result(self):
+        """(files, layout) of decoders.layout.dump_layout, or None, said on stderr, when no
+        Kafka file is there."""
+        self._thread.join()
+        self._raise()
+        if not self._listed[0]:
+            inputs = ", ".join(self.inputs)
+            print(f"logreplay {self.job}: no Kafka files under {inputs}", file=sys.stderr)
+            return None
+        return self._listed
+
+    def derived(self):
+        """What ``then`` made of the listing (None where there was no Kafka file)."""
+        self._thread.join()
+        self._raise()
+        return self._derived
+
+    def _raise(self) -> None:
+        if self._failed is not None:
+            raise self._failed

@@ -4,11 +4,10 @@ the audit's Spark stages carry millions of rows. No JVM is started."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from decoders.constants import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from decoders.layout import internal_log_bytes, laid_out, walked
 from jobs import jvm_archive as ja
 from jobs import session as session_module
 from jobs.session import C1_ONLY, DRIVER_JAVA_OPTIONS, full_jit, spark_session, without_option
@@ -17,19 +16,46 @@ from replay.config import load
 MB = 1 << 20
 
 
-def _file(topic: str | None, size: int, kind: str = "log"):
-    return SimpleNamespace(kind=kind, size=size, info=SimpleNamespace(topic=topic))
+def _walked(tmp_path, *files: tuple[str, int, str]):
+    """A dump's walk (decoders.layout.walked) over sparse files: (partition directory, size,
+    file name)."""
+    for pdir, size, name in files:
+        (tmp_path / "broker-1" / pdir).mkdir(parents=True, exist_ok=True)
+        with open(tmp_path / "broker-1" / pdir / name, "wb") as f:
+            f.truncate(size)
+    return walked([str(tmp_path)])
 
 
-def test_internal_topics_log_segments_decide():
+LOG = "00000000000000000000.log"
+
+
+def test_internal_topics_log_segments_decide(tmp_path):
     conf = load(None, [f"spark.full_jit_from_mb={100}"])
-    few = [_file(TRANSACTION_STATE_TOPIC, 60 * MB), _file("orders", 5000 * MB)]
-    assert not full_jit(conf, few)  # user data carries no row per record through Spark
-    assert full_jit(conf, [*few, _file(CONSUMER_OFFSETS_TOPIC, 40 * MB)])
-    # indexes and snapshots of the same topics are not records
-    assert not full_jit(conf, [*few, _file(CONSUMER_OFFSETS_TOPIC, 40 * MB, "index")])
+    few = [(f"{TRANSACTION_STATE_TOPIC}-3", 60 * MB, LOG), ("orders-0", 5000 * MB, LOG)]
+    assert not full_jit(conf, _walked(tmp_path / "a", *few))  # user data: no row per record
+    more = [*few, (f"{CONSUMER_OFFSETS_TOPIC}-7", 40 * MB, LOG)]
+    assert full_jit(conf, _walked(tmp_path / "b", *more))
+    # indexes, snapshots and files moved aside of the same topics are not records
+    others = [(f"{CONSUMER_OFFSETS_TOPIC}-7", 40 * MB, n) for n in
+              ("00000000000000000000.index", "00000000000000000000.log.deleted", "x.log")]  # fmt: skip
+    assert not full_jit(conf, _walked(tmp_path / "c", *few, *others))
     assert full_jit(load(None, ["spark.full_jit_from_mb=0"]), [])
-    assert not full_jit(load(None), few)  # the default: a long-lived producer's week, not this
+    assert not full_jit(load(None), _walked(tmp_path / "d", *few))  # the default: a week's
+
+
+def test_the_walk_counts_what_the_layout_lists(sim_all, corpus):
+    """The bytes the JVM's choice is made by, from names alone, are those of the internal
+    topics' log segments as the layout lists them, on every scenario's dump and the real
+    brokers' (where their partitions hold some)."""
+    internal = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
+    seen = 0
+    for path in [*sorted(sim_all.iterdir()), corpus]:
+        found = walked([str(path)])
+        files, _ = laid_out(found)
+        listed = sum(f.size for f in files if f.kind == "log" and f.info.topic in internal)
+        assert internal_log_bytes(found) == listed, path
+        seen += listed > 0
+    assert seen > 5
 
 
 class _Launched(Exception):

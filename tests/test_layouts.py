@@ -334,3 +334,33 @@ def test_a_dump_root_named_like_a_partition_directory_is_shown_from_itself(tmp_p
     # a partition directory given as the root is still shown from above its log directory
     (part,) = (f for f in dump_layout([str(d / "events-0")])[0] if f.kind == "log")
     assert part.info.file == "broker-1/events-0/00000000000000000000.log"
+
+
+def test_each_replicas_topic_id_is_its_own_partition_metadata(tmp_path):
+    """What a later run resumes a replica by (replay_states.topic_id) is the id its own
+    directory's partition.metadata names: the listing's reading of the file, handed to the
+    replay (the file is not read again); the re-created topic's replicas each their own
+    incarnation's. A partition.metadata no listing read is read by the replay."""
+    from dataclasses import replace
+
+    from decoders.checkpoints import partition_metadata
+    from replay.scan_task import topic_id_of
+
+    out = tmp_path / "d"
+    synth("production_layouts", str(out), seed=3)
+    files, _ = dump_layout([str(out)])
+    own = {}
+    for f in files:
+        if f.kind == "partition_metadata":
+            with open(f.path, "rb") as fh:
+                own[(f.info.topic, f.info.partition, f.info.broker)] = partition_metadata(
+                    fh.read()
+                )["topic_uuid"]
+            assert (
+                f.id_listed and f.topic_id == own[(f.info.topic, f.info.partition, f.info.broker)]
+            )
+            assert topic_id_of([replace(f, topic_id=None, id_listed=False)]) == f.topic_id
+    got = {(r["topic"], r["partition"], r["broker"]): r["topic_id"]
+           for r in audit_local([str(out)])["replay_states"]}  # fmt: skip
+    assert got and all(got[k] == own[k] for k in got)
+    assert len(set(got.values())) > 2  # the internal topics and both incarnations
