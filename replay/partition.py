@@ -214,6 +214,11 @@ class PartitionReplay:
         # goes on from: replay.carried)
         self.highest: Highest = (-1, None, None, None, None)
         self.overlaps = 0  # batches reusing offsets a batch before them holds
+        # rows the next producer stretch is first tried with (_transactional): where the last
+        # try applied all of its window, the next stretch starts from its doubled size (a
+        # long-lived producer's stretches, one or two a piece, each from 64 rows up, were ten
+        # tries a piece, each handing its rows on as tables of their own)
+        self.window = FIRST_WINDOW
 
     # -- the walk ---------------------------------------------------------------------------------
     def seed(self, entries: list[dict]) -> None:
@@ -453,7 +458,7 @@ class PartitionReplay:
         a window at a time where they keep to its shape (:func:`apply_transactional`); where one
         does not, it and the plain run it begins (or it alone) go the usual way. Cut at the
         snapshot offsets: the same state either way."""
-        a, window, by_one = start, FIRST_WINDOW, 1
+        a, window, by_one = start, self.window, 1
         while a < stop:
             while pending and runs.base[a] >= pending[0]:
                 self.snapshot_states[pending.pop(0)] = self.states()
@@ -463,10 +468,12 @@ class PartitionReplay:
             done = apply_transactional(self, runs, a, b)
             if a + done == b:
                 a, window, by_one = b, min(2 * window, LAST_WINDOW), 1
+                self.window = window
                 continue
             # a stretch that keeps breaking: each try costs a window's columns, so the tries
             # thin out (batches one by one in between double) until one applies a window
             a, window = a + done, FIRST_WINDOW
+            self.window = FIRST_WINDOW
             by_one = 1 if done >= FIRST_WINDOW // 2 else min(2 * by_one, LAST_WINDOW)
             e = min(stop, a + by_one)
             if runs.plain[a] and by_one == 1:

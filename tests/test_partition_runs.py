@@ -14,11 +14,14 @@ import random
 import sys
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import decoders
-from replay.grouped import Facts
-from replay.partition import BATCH_COLUMNS, PartitionReplay
+from replay import partition as partition_module
+from replay.grouped import Facts, InOrder
+from replay.partition import BATCH_COLUMNS, PartitionReplay, cleaner_leftovers_end
+from replay.partition_runs import FIRST_WINDOW
 from replay.replicas import SIDE_COLUMNS
 from replay.settings import AuditConfig
 from tests.whole_tables import partition_tables
@@ -87,6 +90,11 @@ def _both(key, bt: pa.Table, side: list[dict], facts: Facts, monkeypatch) -> int
     slow = partition_tables(topic, partition, bt, side, facts)
     monkeypatch.setattr(PartitionReplay, "fast", True)
     assert by_table(fast) == by_table(slow), key
+    # each producer stretch first tried at a large window (PartitionReplay.window): the same
+    monkeypatch.setattr(partition_module, "FIRST_WINDOW", 4096)
+    wide = partition_tables(topic, partition, bt, side, facts)
+    monkeypatch.setattr(partition_module, "FIRST_WINDOW", FIRST_WINDOW)
+    assert by_table(wide) == by_table(slow), key
     monkeypatch.setattr(PartitionReplay, "small_piece", 1 << 40)  # every piece as rows
     few = partition_tables(topic, partition, bt, side, facts)
     assert by_table(few) == by_table(slow), key
@@ -321,3 +329,33 @@ def test_pieces_of_a_few_batches_replay_as_rows_as_over_columns(seed, monkeypatc
     as_rows = replayed(1 << 40)
     assert as_rows == replayed(0, fast=False)
     assert as_rows == replayed(0)
+
+
+def test_a_long_lived_producer_s_pieces_are_tried_at_the_window_it_last_applied(
+    sim_all, monkeypatch
+):
+    """A producer whose stretch applied whole windows has its next stretch (the next piece's,
+    a long-lived producer's every piece) tried at once at the doubled window, not from 64
+    rows up again: a try a piece, each handing its rows on as tables of their own. The rows
+    are the batch-by-batch replay's."""
+    facts = AuditConfig.from_conf(None).facts()
+    parts = _partitions(str(sim_all / "long_lived_producer"))
+    key = ("1", "enriched", 0)
+    bt, side = parts[key]
+    pieces = [bt.slice(i, 1000) for i in range(0, bt.num_rows, 1000)]
+    first = pc.min(bt.column("base_offset")).as_py()
+    in_order = InOrder(lambda: iter(pieces), "1", first, cleaner_leftovers_end(bt))
+    tries, applied = [], []
+    original = partition_module.apply_transactional
+
+    def counting(r, runs, a, b):
+        tries.append(b - a)
+        applied.append(original(r, runs, a, b))
+        return applied[-1]
+
+    monkeypatch.setattr(partition_module, "apply_transactional", counting)
+    fast = partition_tables("enriched", 0, in_order, side, facts)
+    assert len(pieces) >= 10 and len(tries) <= len(pieces) + 6, tries
+    assert sum(applied) > 0.99 * bt.num_rows  # all but the first few over columns
+    monkeypatch.setattr(PartitionReplay, "fast", False)
+    assert by_table(fast) == by_table(partition_tables("enriched", 0, in_order, side, facts))
