@@ -32,12 +32,16 @@ def internal_tables_for(topic: str | None) -> tuple[str, ...]:
     return INTERNAL_TABLES.get(topic or "", ())
 
 
-# Records decoded together: keys and values become Python bytes for the per-record decoders
-# of this many records at a time, so a batch of a million tombstones holds a slice, not all.
+# Records decoded one by one together: keys and values become Python bytes for the
+# per-record decoders of this many records at a time, their rows Arrow before the next
+# (:func:`_one_by_one`), so a batch of a million tombstones holds a slice's dicts, not all.
 SLICE_ROWS = 8192
-# `__transaction_state`'s are decoded over columns (each distinct key and value head once,
-# :func:`_transaction_state`): what costs is the ~30 Arrow calls per slice, not the records
+# Records decoded together: both internal topics' are decoded over columns where they take
+# the usual shapes (each distinct key and value head once, :func:`_transaction_state`; offset
+# commits' values over the column, :func:`_consumer_offsets`): what costs is the ~30 Arrow
+# calls per slice, not the records (an exactly-once app's million commits were 613 slices)
 COLUMN_SLICE_ROWS = 65_536
+CONSUMER_OFFSETS_TABLES = ("offset_commits", "group_metadata", "group_records")
 
 _POSITION_FROM = {  # column of the internal tables <- column of the records table
     "broker": "broker",
@@ -69,15 +73,14 @@ def decode_internal(
     if records.num_rows == 0:
         return
     topic = records.column("topic")[0].as_py()
-    slice_rows = SLICE_ROWS
     if topic == CONSUMER_OFFSETS_TOPIC:
-        decode, names = _consumer_offsets, ("offset_commits", "group_metadata", "group_records")
+        decode, names = _consumer_offsets, CONSUMER_OFFSETS_TABLES
     elif topic == TRANSACTION_STATE_TOPIC:
-        decode, names, slice_rows = _transaction_state, ("txn_log",), COLUMN_SLICE_ROWS
+        decode, names = _transaction_state, ("txn_log",)
     else:
         return
-    for start in range(0, records.num_rows, slice_rows):
-        chunk = records.slice(start, slice_rows)
+    for start in range(0, records.num_rows, COLUMN_SLICE_ROWS):
+        chunk = records.slice(start, COLUMN_SLICE_ROWS)
         rows, errs = decode(chunk, file)
         errors.extend(errs)
         for t in names:
@@ -160,11 +163,10 @@ def _consumer_offsets(chunk: pa.RecordBatch, file: str):
     present = np.flatnonzero(commits & pc.is_valid(values).to_numpy(zero_copy_only=False))
     at, columns = co.offset_commit_columns(values.take(pa.array(present)))
     by_column = present[at]
-    out, errors = _records_one_by_one(chunk, file, ~control & ~np.isin(np.arange(n), by_column))
-    keep, rows = out["offset_commits"]
+    out, errors = _one_by_one(chunk, file, ~control & ~np.isin(np.arange(n), by_column))
+    keep, singles = out["offset_commits"]
     # the commits decoded over the column, with those decoded one by one (tombstones too)
     fields = _decoded_fields("offset_commits")
-    singles = pa.array(rows, pa.struct(fields)) if rows else pa.array([], pa.struct(fields))
     key_fields = pa.array([k if isinstance(k, dict) else None for k in decoded_keys] + [None],
                           pa.struct([f for f in fields if f.name in KEY_FIELDS]))  # fmt: skip
     from_keys = key_fields.take(pa.array(key_code[by_column])).flatten()
@@ -187,10 +189,33 @@ def _consumer_offsets(chunk: pa.RecordBatch, file: str):
 KEY_FIELDS = ("group_id", "topic", "partition", "key_type")
 
 
+def _one_by_one(chunk: pa.RecordBatch, file: str, wanted: np.ndarray):
+    """:func:`_records_one_by_one` of :data:`SLICE_ROWS` of the ``wanted`` records at a time,
+    each slice's rows made a struct array before the next is decoded: per table (the rows'
+    indexes in the chunk, their decoded fields), and the errors, all in record order."""
+    at = np.flatnonzero(wanted)
+    parts: dict[str, tuple[list, list]] = {t: ([], []) for t in CONSUMER_OFFSETS_TABLES}
+    errors: list[ErrorRow] = []
+    for start in range(0, len(at), SLICE_ROWS):
+        these = np.zeros(len(wanted), bool)
+        these[at[start : start + SLICE_ROWS]] = True
+        out, errs = _records_one_by_one(chunk, file, these)
+        errors += errs
+        for t, (keep, rows) in out.items():
+            if rows:
+                parts[t][0].append(np.asarray(keep, np.int64))
+                parts[t][1].append(pa.array(rows, pa.struct(_decoded_fields(t))))
+    return {
+        t: (np.concatenate(keep) if keep else np.zeros(0, np.int64),
+            pa.concat_arrays(rows) if rows else pa.array([], pa.struct(_decoded_fields(t))))
+        for t, (keep, rows) in parts.items()
+    }, errors  # fmt: skip
+
+
 def _records_one_by_one(chunk: pa.RecordBatch, file: str, wanted: np.ndarray):
     """The records ``wanted`` of a `__consumer_offsets` chunk decoded one by one: their rows
     by table, and the errors of those that do not decode."""
-    out = {t: ([], []) for t in ("offset_commits", "group_metadata", "group_records")}
+    out = {t: ([], []) for t in CONSUMER_OFFSETS_TABLES}
     errors = []
     keys: dict[bytes, dict] = {}  # compacted topics repeat keys: decode each once per slice
     rows = np.flatnonzero(wanted)

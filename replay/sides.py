@@ -25,6 +25,7 @@ LISTED = "listed"  # a coordinator's replay: a partition it listed in a producer
 # the rows of both kinds (each replay's union gives the columns their place)
 PAIRS = pa.schema([T.TRANSACTIONS.field(n) for n in ("topic", "partition", "producer_id")])
 _TRANSACTION, _COORD_TXN = "transaction", "coord_txn"  # the kinds of rows the pairs come from
+_READ = {_TRANSACTION: ["producer_id"], _COORD_TXN: ["producer_id", "partitions"]}
 
 
 class Pairs:
@@ -46,8 +47,8 @@ class Pairs:
         if kind is None or not rows.num_rows:
             return
         mask = pc.equal(rows.column("out"), kind)
-        if pc.any(mask).as_py():
-            add(rows.filter(mask))
+        if pc.any(mask).as_py():  # (the few columns read, not the union's ~55, filtered)
+            add(rows.select(_READ[kind]).filter(mask))
 
     def saw_rows(self, rows: list[dict]) -> None:
         """Rows of a partition's replay going out as dicts."""
