@@ -254,28 +254,32 @@ def _per_producer(replay, group_tid: list[str], groups: np.ndarray, pids: np.nda
 
 def _partition_lists(block, rows, seg, adds, k) -> pa.Array:
     """Per segment, the partitions its Ongoing and Prepare records name, each once, sorted by
-    topic and partition (as the reference replay's set, sorted)."""
-    lists = block.column("partitions").take(pa.array(rows))
+    topic and partition (as the reference replay's set, sorted). Read over the block's own
+    column, in its order (``rows``: the block's rows as the segments hold them): a take of
+    the nested column, and a topic string per listed partition, were a seventh of a
+    long-lived producer's coordinator replay."""
+    lists = block.column("partitions")
     entries = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False)
     structs = lists.flatten()
     topic, numbers = structs.flatten()
     per_entry = pc.list_value_length(numbers).fill_null(0).to_numpy(zero_copy_only=False)
-    entry_row = np.repeat(np.arange(len(rows)), entries)
-    row_of = np.repeat(entry_row, per_entry)
-    topic_of = topic.take(pa.array(np.repeat(np.arange(len(structs)), per_entry)))
     number = numbers.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
-    keep = adds[row_of]
-    row_of, number = row_of[keep], number[keep]
-    topic_of = topic_of.filter(pa.array(keep))
-    names, code = T.value_codes(topic_of) if len(topic_of) else ([], np.zeros(0, np.int64))
+    # each listed partition's block row, and that row's place among ``rows`` (-1: none)
+    row_of = np.repeat(np.repeat(np.arange(block.num_rows), entries), per_entry)
+    place = np.full(block.num_rows + 1, -1, np.int64)
+    place[rows] = np.arange(len(rows))
+    at = place[row_of]
+    keep = at >= 0
+    keep[keep] = adds[at[keep]]
+    # topics by their code among the block's few names (a code per entry, spread to its
+    # partitions), ranked by name
+    names, code = T.value_codes(topic) if len(topic) else ([], np.zeros(0, np.int64))
     rank = np.argsort(np.argsort(np.array(names, dtype=object))) if names else np.zeros(0, int)
-    r = rank[code] if len(code) else code
-    s = seg[row_of]
+    r = rank[np.repeat(code, per_entry)[keep]] if len(code) else np.zeros(0, np.int64)
+    s, number = seg[at[keep]], number[keep]
     first, _ = T.distinct_rows(s, r, number)  # sorted by segment, topic, partition
     s, r, number = s[first], r[first], number[first]
     offsets = np.concatenate(([0], np.cumsum(np.bincount(s, minlength=k))))
-    # each entry's topic taken by its rank from the few names (a string object per entry was
-    # ~1 s of a long-lived producer's million transactions)
     sorted_names = pa.array(sorted(names), pa.string())
     tp = pa.StructArray.from_arrays(
         [sorted_names.take(pa.array(r, pa.int64())), pa.array(number, pa.int32())],
