@@ -266,15 +266,27 @@ class RunWriter:
         held, self.held, self.rows, self.bytes = self.held, {}, 0, 0
         for kind in sorted(held):
             t = pa.concat_tables(held[kind])
-            order = np.argsort(key_bytes(t.column(KEY)), kind="stable")
+            keys = key_bytes(t.column(KEY))
             bucket = self.facts.buckets_of(int_column(t, PRODUCER), int_column(t, "producer_id"))
+            # rows already in order (a long-lived producer's, as its partitions' replays gave
+            # them: every flush of its 1 M transactions) are written as they are, not copied
+            order = None if _ascending(keys) else np.argsort(keys, kind="stable")
             if self.facts.buckets > 1:
-                order = order[np.argsort(bucket[order], kind="stable")]
-            t = t.take(pa.array(order))
+                in_order = bucket if order is None else bucket[order]
+                if not _ascending(in_order):
+                    by_bucket = np.argsort(in_order, kind="stable")
+                    order = by_bucket if order is None else order[by_bucket]
+            if order is not None:
+                t = t.take(pa.array(order))
             ends = np.cumsum(np.bincount(bucket, minlength=self.facts.buckets)).tolist()
             for b, (start, stop) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
                 if stop > start:
                     self.write(kind, b, t.slice(start, stop - start))
+
+
+def _ascending(values: np.ndarray) -> bool:
+    """Whether ``values`` never decrease (a sort would leave them as they are)."""
+    return bool(len(values) < 2 or (values[1:] >= values[:-1]).all())
 
 
 class _Run:
