@@ -83,9 +83,10 @@ def run(args) -> int:
     from replay.plan import replay_spec
 
     conf = job_conf(args)
-    # the dump listed once per run, in a thread while Spark starts
+    # the dump listed once per run, in a thread while Spark starts (a dump without Kafka files
+    # and a refused --since are said once the session has started)
     listing = DumpListing.started(
-        "audit", args.inputs, lambda listed: replay_spec(args.inputs, conf.audit, listed)
+        "audit", args.inputs, lambda listed: replay_spec(args.inputs, conf.audit, listed), conf
     )
     if listing is None:
         return USAGE

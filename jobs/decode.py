@@ -63,7 +63,7 @@ def run(args) -> int:
     tables = _tables(args)
     if tables is None:
         return USAGE
-    listing = DumpListing.started("decode", args.inputs)  # in a thread while Spark starts
+    listing = DumpListing.started("decode", args.inputs, conf=conf)  # while Spark starts
     if listing is None:
         return USAGE
     progress.phase("starting Spark")

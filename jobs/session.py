@@ -338,13 +338,19 @@ class DumpListing:
         self._thread.start()
 
     @classmethod
-    def started(cls, job: str, inputs: list[str], then=None) -> DumpListing | None:
+    def started(cls, job: str, inputs: list[str], then=None, conf=None
+                ) -> DumpListing | None:  # fmt: skip
         """The listing of ``inputs`` under way; None, said on stderr, when a local root does
-        not exist."""
+        not exist. ``conf``: the run's configuration, whose storage settings are exported
+        first (jobs.output.prepare_storage: a dump on S3 is listed as the tasks read it)."""
         missing = [p for p in inputs if "://" not in p and not os.path.exists(p)]
         if missing:
             print(f"logreplay {job}: no such path: {', '.join(missing)}", file=sys.stderr)
             return None
+        if conf is not None:
+            from jobs.output import prepare_storage
+
+            prepare_storage(conf)
         return cls(job, inputs, then)
 
     def walked(self):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from s3server import s3  # noqa: F401 (the session's S3 server)
 
 from decoders import layout
 from decoders.layout import dump_layout, internal_log_bytes
@@ -93,3 +94,28 @@ def test_a_failure_of_the_listing_is_raised_in_the_jobs_thread(dump, monkeypatch
     listing.walked()
     with pytest.raises(ValueError, match="the spec failed"):
         listing.result()
+
+
+def test_a_dump_on_s3_is_listed_with_the_runs_storage_settings(s3, tmp_path, monkeypatch):  # noqa: F811
+    """A dump on S3 whose endpoint only the configuration names (``storage.s3``) is listed with
+    it, as the scan's tasks read it: the settings are exported before the listing starts."""
+    import shutil
+
+    from replay.config import load
+
+    synth("clean_idempotent", str(tmp_path / "whole"), seed=1)
+    # its broker's meta.properties and user partitions (an upload costs a request a file)
+    dump = tmp_path / "d" / "broker-1"
+    whole = tmp_path / "whole" / "broker-1"
+    shutil.copytree(whole, dump, ignore=lambda d, names: [n for n in names if n.startswith("__")])
+    dump = str(tmp_path / "d")
+    uri = s3.upload(dump, "listing/dump")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    conf = load(None, [f"storage.s3.endpoint_url={s3.endpoint}"])
+    listing = DumpListing.started("audit", [uri], conf=conf)
+    files, _ = listing.result()
+    local, _ = dump_layout([dump])
+    assert len(local) > 5 and sorted((f.info.file, f.size) for f in files) == sorted(
+        (f.info.file, f.size) for f in local
+    )
