@@ -214,9 +214,9 @@ class PartitionReplay:
         # goes on from: replay.carried)
         self.highest: Highest = (-1, None, None, None, None)
         self.overlaps = 0  # batches reusing offsets a batch before them holds
-        # rows the next producer stretch is first tried with (_transactional): where the last
-        # try applied all of its window, the next stretch starts from its doubled size (a
-        # long-lived producer's stretches, one or two a piece, each from 64 rows up, were ten
+        # batches the next producer stretch is first tried with (_transactional): where the
+        # last try applied all of its window, the next stretch starts from its doubled size (a
+        # long-lived producer's stretches, one or two a piece, each from 64 batches up, were ten
         # tries a piece, each handing its rows on as tables of their own)
         self.window = FIRST_WINDOW
 
