@@ -270,7 +270,7 @@ class RunWriter:
             bucket = self.facts.buckets_of(int_column(t, PRODUCER), int_column(t, "producer_id"))
             # rows already in order (a long-lived producer's, as its partitions' replays gave
             # them: every flush of its 1 M transactions) are written as they are, not copied
-            order = None if _ascending(keys) else np.argsort(keys, kind="stable")
+            order = None if keys_ascending(keys) else np.argsort(keys, kind="stable")
             if self.facts.buckets > 1:
                 in_order = bucket if order is None else bucket[order]
                 if not _ascending(in_order):
@@ -287,6 +287,23 @@ class RunWriter:
 def _ascending(values: np.ndarray) -> bool:
     """Whether ``values`` never decrease (a sort would leave them as they are)."""
     return bool(len(values) < 2 or (values[1:] >= values[:-1]).all())
+
+
+def keys_ascending(keys: np.ndarray) -> bool:
+    """:func:`_ascending` of :func:`key_bytes` keys, compared as their :data:`KEY_PARTS`
+    unsigned integers, most significant first (numpy compares fixed-width bytes ~10 times
+    slower: a third of a second over a long-lived producer's 6 M stream rows)."""
+    if len(keys) < 2:
+        return True
+    parts = keys.view(">u8").reshape(-1, KEY_PARTS).astype(np.uint64)
+    before, after = parts[:-1], parts[1:]
+    down = after < before
+    up = after > before
+    falls, decided = down[:, 0].copy(), down[:, 0] | up[:, 0]
+    for i in range(1, KEY_PARTS):  # the first part that differs decides
+        falls |= ~decided & down[:, i]
+        decided |= down[:, i] | up[:, i]
+    return not falls.any()
 
 
 class _Run:

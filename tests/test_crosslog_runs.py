@@ -25,6 +25,7 @@ from replay.crosslog_runs import (
     fanned_in,
     judge_runs,
     key_bytes,
+    keys_ascending,
     merged,
     stream_key,
     stream_rows,
@@ -305,3 +306,18 @@ def test_transactional_ids_written_by_tasks_combine_as_the_whole():
            for r in lookup.to_pylist()}  # fmt: skip
     assert got == want
     assert [None, None] in got.values() and any(v[0] for v in got.values())
+
+
+def test_keys_are_found_in_order_as_their_bytes_compare():
+    """A flush's keys in order (written without a sort) are found so exactly where their bytes
+    compare in order: negative, equal and large parts, each part deciding in turn."""
+    rng = np.random.default_rng(5)
+    for trial in range(2000):
+        n = int(rng.integers(0, 10))
+        parts = [rng.choice([-(1 << 62), -1, 0, 1, 1 << 62], n) for _ in range(4)]
+        if trial % 2:  # sorted, ties included
+            order = np.lexsort(parts[::-1])
+            parts = [p[order] for p in parts]
+        keys = key_bytes(stream_key(parts))
+        by_bytes = bool(n < 2 or (keys[1:] >= keys[:-1]).all())
+        assert keys_ascending(keys) == by_bytes, parts
