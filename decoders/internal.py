@@ -197,9 +197,7 @@ def _one_by_one(chunk: pa.RecordBatch, file: str, wanted: np.ndarray):
     parts: dict[str, tuple[list, list]] = {t: ([], []) for t in CONSUMER_OFFSETS_TABLES}
     errors: list[ErrorRow] = []
     for start in range(0, len(at), SLICE_ROWS):
-        these = np.zeros(len(wanted), bool)
-        these[at[start : start + SLICE_ROWS]] = True
-        out, errs = _records_one_by_one(chunk, file, these)
+        out, errs = _records_one_by_one(chunk, file, at[start : start + SLICE_ROWS])
         errors += errs
         for t, (keep, rows) in out.items():
             if rows:
@@ -212,13 +210,12 @@ def _one_by_one(chunk: pa.RecordBatch, file: str, wanted: np.ndarray):
     }, errors  # fmt: skip
 
 
-def _records_one_by_one(chunk: pa.RecordBatch, file: str, wanted: np.ndarray):
-    """The records ``wanted`` of a `__consumer_offsets` chunk decoded one by one: their rows
-    by table, and the errors of those that do not decode."""
+def _records_one_by_one(chunk: pa.RecordBatch, file: str, rows: np.ndarray):
+    """The records at ``rows`` (ascending indexes) of a `__consumer_offsets` chunk decoded one
+    by one: their rows by table, and the errors of those that do not decode."""
     out = {t: ([], []) for t in CONSUMER_OFFSETS_TABLES}
     errors = []
     keys: dict[bytes, dict] = {}  # compacted topics repeat keys: decode each once per slice
-    rows = np.flatnonzero(wanted)
     part = chunk.take(pa.array(rows))
     for i, key_bytes, value, _control, offset, position in _inputs(part):
         try:
