@@ -37,6 +37,9 @@ class CopyTask:
     partition_by: str | None  # the scratch files' partition column, if they are partitioned
     schema: object  # the output's Arrow schema
     lookup: tuple[str, ...] = ()  # the files of its lookup table (Copied.lookup), if any
+    # of a table the scan's tasks wrote in part (jobs.scan.ScanWritten): the partitions
+    # several brokers hold, the only ones whose rows it copies
+    shared: frozenset | None = None
 
 
 def plan_copies(scratch, wanted: dict[str, tuple[Copied, int]],
@@ -47,7 +50,11 @@ def plan_copies(scratch, wanted: dict[str, tuple[Copied, int]],
     from pyspark.sql.pandas.types import to_arrow_schema
 
     tasks = []
+    written = scratch.opts.written
     for table, (copied, files) in wanted.items():
+        shared = written.shared if written is not None and table in written.tables else None
+        if shared is not None and not shared:
+            continue  # every row written by the scan's tasks
         entry = scratch.entries[copied.source]
         # a replay table's files are each of one kind of row, its partition (jobs.scan)
         read = [f for f in entry["files"]
@@ -60,7 +67,7 @@ def plan_copies(scratch, wanted: dict[str, tuple[Copied, int]],
             lookup = tuple(f["path"] for f in (lookups or {})[copied.lookup]["files"])
         for part, run in enumerate(in_runs(listed, rows, max(1, files))):
             tasks.append(CopyTask(table, part, copied, tuple(run), entry.get("partition_by"),
-                                  arrow, lookup))  # fmt: skip
+                                  arrow, lookup, shared))  # fmt: skip
     return tasks
 
 
@@ -113,8 +120,10 @@ def copy_tables(spark, scratch, wanted: dict[str, tuple[Copied, int]], out, key:
         for r in rows:
             rep = json.loads(r["report"])
             listed[rep["table"]].append({"path": rep["path"], "rows": rep["rows"]})
-    return {
-        table: table_entry(base, table, key, copied.schema, listed[table])
+    return {  # the files the scan's tasks wrote first (jobs.scan.ScanWritten)
+        table: table_entry(
+            base, table, key, copied.schema, scratch.written.get(table, []) + listed[table]
+        )  # fmt: skip
         for table, (copied, _files) in wanted.items()
     }
 
@@ -202,7 +211,7 @@ def read_columns(task: CopyTask, present: list[str]) -> list[str]:
     from replay.replicas import REPLICA_BROKER
 
     wanted = set(task.schema.names)
-    if task.copied.replicas is not None:
+    if task.copied.replicas is not None or task.shared is not None:
         wanted |= {CLUSTER, "replica_topic", "replica_partition", REPLICA_BROKER}
     return [c for c in present if c in wanted]
 
@@ -215,9 +224,12 @@ def project(batch, task: CopyTask, partition_value, lookup: Lookup | None = None
     import pyarrow.compute as pc
 
     from decoders.columns import const
-    from replay.replicas import kept_mask
+    from replay.replicas import held_once, kept_mask
 
     keep = kept_mask(batch, task.copied.replicas)
+    if task.shared is not None:  # the rows the scan's tasks did not write
+        apart = pc.invert(held_once(batch, task.shared))
+        keep = apart if keep is None else pc.and_(keep, apart)
     if keep is not None:
         keep = pc.fill_null(keep, False)
         if keep.true_count < len(keep):  # (every row kept: no copy)

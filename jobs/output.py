@@ -37,7 +37,8 @@ LAYOUT_VERSION = 2
 SUMMARY, MANIFEST = "summary.json", "_manifest.json"
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # Spark's directory for a null partition value
 SAFE = re.compile(r"[^A-Za-z0-9._=-]")
-PART = re.compile(r"^\.?part-\d{5}-(?P<key>[0-9a-f]{12})-\d+\.parquet(\.tmp)?$")
+# a task's file of a table (jobs.scan.ScanWritten's are "scan-")
+PART = re.compile(r"^\.?(?:part|scan)-\d{5}-(?P<key>[0-9a-f]{12})-\d+\.parquet(\.tmp)?$")
 # schemes Spark's own Parquet reader handles in pip's PySpark; others are read by pyarrow
 SPARK_READABLE = ("", "file", "hdfs")
 
@@ -347,11 +348,12 @@ class _TaskFiles:
 
     def __init__(self, base: str, folder: str, task: int, attempt: int, key: str, schema,
                  partition_by: str | None, statistics: tuple[str, ...] | None = None,
-                 columns_of=None) -> None:  # fmt: skip
+                 columns_of=None, prefix: str = "part") -> None:  # fmt: skip
         self.out = OutputDir(base)
         # the columns whose min/max each row group records (None: every column)
         self.statistics = True if statistics is None else list(statistics)
-        self.folder, self.name = folder, f"part-{task:05d}-{key}-{attempt}.parquet"
+        # ``prefix``: of the files' names, which another job's files in the folder have not
+        self.folder, self.name = folder, f"{prefix}-{task:05d}-{key}-{attempt}.parquet"
         self.full_schema, self.schema, self.partition_by = schema, schema, partition_by
         if partition_by is not None:
             self.schema = schema.remove(schema.get_field_index(partition_by))

@@ -41,6 +41,23 @@ FLUSH_ROWS = 65_536
 FLUSH_BYTES = 8 << 20
 
 
+@dataclass(frozen=True)
+class ScanWritten:
+    """The output tables an audit's scan tasks write themselves (replay.plan.SCAN_WRITTEN):
+    their rows of the partitions only one broker holds (replay.replicas.held_once), in the
+    table's own form, straight into the run's output directory ``base`` (files named
+    ``scan-<task>-<key>-<attempt>``, apart from the copies' ``part-`` files); the rows of the
+    partitions several brokers hold (``shared``) go to the scratch area as before, for the
+    copies to keep the chosen replica's (jobs.copies)."""
+
+    base: str
+    key: str
+    # output table -> (its replay.plan.Copied, its Arrow schema, whether its rows also go to
+    # the scratch area, for the stages that read them)
+    tables: dict
+    shared: frozenset  # (cluster, topic, partition) held by several brokers
+
+
 @dataclass
 class ScanOptions:
     """A scan's decoding (:class:`replay.scan_task.DecodeOptions`) and how its tables are
@@ -52,6 +69,7 @@ class ScanOptions:
     partition_by: dict = field(default_factory=dict)  # table -> partition column or None
     # the columns whose values each row group's statistics give (None: every column)
     statistics: tuple[str, ...] | None = None
+    written: ScanWritten | None = None  # an audit's output tables its tasks write
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -171,6 +189,7 @@ class TaskTables:
         self.opts, self.base, self.key, self.task, self.attempt = opts, base, key, task, attempt
         self.kill = kill  # the test-only kill point reached at the first write (jobs.output)
         self.sinks: dict = {}
+        self.written: dict = {}  # the output tables' files it writes (ScanWritten)
         self.pending: dict[str, list] = {}
         self.held = {t: [0, 0] for t in opts.tables}  # rows, bytes
         budget = opts.decode.memory_budget
@@ -215,26 +234,59 @@ class TaskTables:
             kinds.setdefault(kind, []).append(rows)
         # each kind's rows to files of their own (the sink's partitions), kinds in sorted order
         for kind in [None] if None in kinds else sorted(kinds):
-            self.sinks[table].write(_converted(kinds[kind], table, self.opts))
+            rows = self._output(table, kind, _converted(kinds[kind], table, self.opts))
+            if rows.num_rows:
+                self.sinks[table].write(rows)
         if first and self.kill:
             from decoders import seams
 
             seams.reached(self.kill)
 
+    def _output(self, table: str, kind: str | None, rows):
+        """``rows`` of one kind of a scratch table, written as the output tables the scan
+        writes (:class:`ScanWritten`) take them; what goes to the scratch area."""
+        import pyarrow.compute as pc
+
+        from jobs.copies import CopyTask, project
+        from jobs.output import _TaskFiles
+        from replay.replicas import held_once
+
+        scan = self.opts.written
+        if scan is None or kind is None:
+            return rows
+        for name, (copied, schema, scratch_too) in scan.tables.items():
+            if (copied.source, copied.out) != (table, kind):
+                continue
+            once = held_once(rows, scan.shared)
+            mine = rows if once is None else rows.filter(once)
+            if mine.num_rows:
+                if name not in self.written:
+                    self.written[name] = _TaskFiles(scan.base, name, self.task, self.attempt,
+                                                    scan.key, schema, None, prefix="scan")  # fmt: skip
+                task = CopyTask(name, self.task, copied, (), None, schema)
+                self.written[name].write(project(mine, task, None))
+            if not scratch_too:
+                rows = rows.slice(0, 0) if once is None else rows.filter(pc.invert(once))
+        return rows
+
     def close(self) -> list[dict]:
         """Write what waits, close every file; the files written (table, path, rows, the
-        partition column's value)."""
+        partition column's value; ``output``: a file of an output table, :class:`ScanWritten`,
+        its path under the output directory)."""
         for table in list(self.pending):
             self.flush(table)
         files = []
-        for table, s in self.sinks.items():
-            written = s.close()
-            for path, rows, value in zip(*(c.to_pylist() for c in written.columns), strict=True):
-                files.append({"table": table, "path": path, "rows": rows, "partition": value})
+        for sinks, output in ((self.sinks, {}), (self.written, {"output": True})):
+            for table, s in sinks.items():
+                written = s.close()
+                for path, rows, value in zip(*(c.to_pylist() for c in written.columns),
+                                             strict=True):  # fmt: skip
+                    files.append({"table": table, "path": path, "rows": rows,
+                                  "partition": value} | output)  # fmt: skip
         return files
 
     def abort(self) -> None:
-        for s in self.sinks.values():
+        for s in [*self.sinks.values(), *self.written.values()]:
             s.abort()
 
 
@@ -274,6 +326,8 @@ class Scanned(NamedTuple):
     accounting: dict  # byte accounting over every file
     tasks: int
     replicas: list[ReplicaRow]  # with a replay: one row per replica
+    # the files of the output tables the tasks wrote (ScanWritten): table -> [{path, rows}]
+    written: dict | None = None
 
 
 def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_bytes: int,
@@ -296,8 +350,12 @@ def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_byte
     if kill:
         seams.reached(kill.split(":")[0] + ":staged-table")
     listed: dict[str, list[dict]] = {t: [] for t in opts.tables}
+    written: dict[str, list[dict]] = {t: [] for t in (opts.written.tables if opts.written else ())}
     for r in reports:
         for f in r.files:
+            if f.get("output"):
+                written[f["table"]].append({"path": f["path"], "rows": f["rows"]})
+                continue
             part = {"partition": f["partition"]} if opts.partition_by[f["table"]] else {}
             listed[f["table"]].append({"path": f["path"], "rows": f["rows"]} | part)
     # split files and files left out: their rows from the driver (one small row per file)
@@ -323,8 +381,23 @@ def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_byte
         for table, files_of in listed.items()
     }  # fmt: skip
     replicas = [row for r in reports for row in r.replicas]
+    if opts.written is not None:
+        _held_as_listed(replicas, opts.written.shared)
     acct = accounting(reports, driver_rows["segments"])
-    return Scanned(entries, acct, len(tasks), replicas)
+    return Scanned(entries, acct, len(tasks), replicas, written)
+
+
+def _held_as_listed(replicas: list[ReplicaRow], shared: frozenset) -> None:
+    """That no partition the scan's tasks took for one broker's (:class:`ScanWritten`) had
+    replicas of several brokers replayed: their rows were written whole, as only the copies
+    of a partition held once may be (else a fault of this code, not of the dump)."""
+    brokers: dict[tuple, set[str]] = {}
+    for r in replicas:
+        brokers.setdefault(r.partition_key, set()).add(r.broker)
+    wrong = sorted(k for k, held in brokers.items() if len(held) > 1 and k not in shared)
+    if wrong:
+        raise RuntimeError(f"partitions listed as held once were replayed from several brokers: "
+                           f"{wrong[:5]}")  # fmt: skip
 
 
 def _clustered(batch, opts: DecodeOptions):
@@ -369,6 +442,8 @@ class Scratch:
                  dump_bytes: int) -> None:  # fmt: skip
         self.spark, self.area, self.key = spark, area, key
         self.entries, self.opts = scanned.tables, opts
+        # the output tables the scan's tasks wrote in part (ScanWritten): table -> files
+        self.written = scanned.written or {}
         self.replicas = scanned.replicas  # one row per partition replica replayed
         self.accounting = scanned.accounting  # the bytes the scan read (valid, corrupt...)
         self.spec = opts.decode.replay  # what the replay knew of the dump (its layout)
@@ -539,7 +614,9 @@ def decoded_once(spark, files, conf: dict, out, key: str, skipped: dict[str, str
 
     tables = [*AUDIT_DECODED, *REPLAY_TABLES]
     opts = scan_options(spark_schema, tables, False, conf, None, replay)
-    opts.decode = replace(opts.decode, headers_of=replicated_partitions(files, replay))
+    shared = replicated_partitions(files, replay)
+    opts.decode = replace(opts.decode, headers_of=shared)
+    opts.written = _scan_written(out, key, frozenset(shared))
     # what reads the scratch tables reads a kind's files whole, or a table's: no row group is
     # skipped by its statistics, which were a quarter of writing the replay tables' rows
     opts.statistics = ()
@@ -554,6 +631,19 @@ def decoded_once(spark, files, conf: dict, out, key: str, skipped: dict[str, str
     finally:
         done.release()
         _remove(scratch)
+
+
+def _scan_written(out, key: str, shared: frozenset) -> ScanWritten:
+    """The output tables an audit's scan tasks write (:class:`ScanWritten`)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from replay.plan import SCAN_WRITTEN, scan_written
+
+    tables = {
+        name: (copied, to_arrow_schema(copied.schema, timezone="UTC"), SCAN_WRITTEN[name])
+        for name, copied in scan_written().items()
+    }
+    return ScanWritten(out.uri, key, tables, shared)
 
 
 def _remove(scratch) -> None:

@@ -888,6 +888,22 @@ def _stream_coord(ct: DataFrame, partitions: DataFrame) -> DataFrame:
     )  # fmt: skip
 
 
+# copied tables (:func:`_copies`) whose rows of a partition only one broker holds (all kept,
+# whatever replicas the audit chooses: replay.replicas.held_once) the job's scan tasks write
+# in the table's own form, into the output, as they replay (jobs.scan.ScanWritten): a
+# long-lived producer's ten million LSO changes and four million commits written once, not
+# written to the scratch area, read back and written again (docs/benchmarks.md). Each with
+# whether its scratch rows are still written, for the stages that read them (the offset
+# timeline: leakage, a re-created topic's routing).
+SCAN_WRITTEN = {"lso_changes": False, "offset_timeline": True}
+
+
+def scan_written() -> dict[str, Copied]:
+    """The :data:`SCAN_WRITTEN` tables' copies, of every replica's rows."""
+    copies = _copies(None)
+    return {name: copies[name] for name in SCAN_WRITTEN}
+
+
 def _copies(kept: tuple[tuple[str, ...], bool] | None) -> dict[str, Copied]:
     """The tables a caller with the scratch area copies from it (jobs.copies): the decoding
     accounting, and the replayed rows of the chosen replicas; the transactions with their

@@ -858,6 +858,22 @@ def kept_mask(rows, kept: tuple[tuple[str, ...], bool] | None) -> pa.Array | Non
     return pc.fill_null(pc.invert(keep) if excluded else keep, False)
 
 
+def held_once(rows, shared: frozenset[tuple[str, str, int]]) -> pa.Array | None:
+    """Which of a replay table's ``rows`` come from a partition only one broker of its cluster
+    holds, not one of ``shared`` (replay.scan_task.replicated_partitions: (cluster, topic,
+    partition) held by several): the audit keeps every such row, whatever replicas it
+    chooses (:func:`chosen_replicas` chooses among a partition's brokers); None where every
+    row does."""
+    if not shared:
+        return None
+    keys = pc.binary_join_element_wise(
+        rows.column(CLUSTER), rows.column("replica_topic"),
+        pc.cast(rows.column("replica_partition"), pa.string()), "\0",
+    )  # fmt: skip
+    listed = pa.array(sorted("\0".join(map(str, k)) for k in shared), pa.string())
+    return pc.invert(pc.fill_null(pc.is_in(keys, value_set=listed), False))
+
+
 def chosen_replicas(replicas: list[ReplicaRow]) -> set[tuple[str, str, int, str]]:
     """(cluster, topic, partition, broker) of the replica the audit keeps per partition of a
     cluster, from one row per replica: highest last offset, then most batches with a valid

@@ -167,7 +167,10 @@ def test_a_copy_reads_only_the_files_of_its_kind(tmp_path):
     assert file.schema_arrow.names == kind_columns("replayed", listed[0]["partition"])
     group = file.metadata.row_group(0)
     assert all(group.column(i).statistics is None for i in range(group.num_columns))
-    scratch = SimpleNamespace(entries={"replayed": {"files": listed, "partition_by": "out"}})
+    scratch = SimpleNamespace(
+        entries={"replayed": {"files": listed, "partition_by": "out"}},
+        opts=SimpleNamespace(written=None),
+    )
     schema = _copied_schema("replayed", COLUMNS)
     (task,) = plan_copies(scratch, {"producer_states": (Copied("replayed", schema,
                                                                "producer_state"), 1)})  # fmt: skip
@@ -176,3 +179,90 @@ def test_a_copy_reads_only_the_files_of_its_kind(tmp_path):
     (report,) = copy_task(task, str(tmp_path), out.uri, "k1", 0)
     written = pq.read_table(tmp_path / "out" / report["path"])
     assert written.column("producer_id").to_pylist() == [2, 4, 2, 4]
+
+
+def test_the_scan_writes_the_rows_of_partitions_one_broker_holds_and_the_copy_the_rest(tmp_path):
+    """The LSO changes and the offset timeline (replay.plan.SCAN_WRITTEN) of a partition only
+    one broker holds are written by the scan's task in the table's own form, straight into
+    the output (``scan-`` files: jobs.scan.ScanWritten); those of a partition two brokers hold
+    go to the scratch area, and the copy keeps the chosen replica's (a ``part-`` file). The
+    two together are every row the copy alone would give, in the table's schema; the
+    timeline's rows also stay in the scratch area (the leakage stage reads them), the LSO
+    changes' do not. The commit's clean-up knows both names as a task's file."""
+    from types import SimpleNamespace
+
+    from decoders.spark import _struct
+    from jobs.copies import plan_copies
+    from jobs.output import PART
+    from jobs.scan import ScanWritten, TaskTables, _scan_written, scan_options
+    from replay.config import default
+    from replay.scan_task import audit_schema
+
+    def lso(broker: str, partition: int, n: int) -> list[dict]:
+        return [{**_row(broker, "lso", 0), "replica_partition": partition, "partition": partition,
+                 "timestamp": 1_700_000_000_000 + i, "log_end_offset": 10 * i, "lso": 10 * i - 3}
+                for i in range(n)]  # fmt: skip
+
+    def timeline(broker: str, partition: int, n: int) -> list[dict]:
+        return [{**_row(broker, "timeline", 7), "replica_topic": "__consumer_offsets",
+                 "replica_partition": partition, "group_id": "g", "committed_offset": i,
+                 "commit_timestamp": 1_700_000_000_000 + i, "log_partition": partition}
+                for i in range(n)]  # fmt: skip
+
+    shared = frozenset({("c1", "t", 1), ("c1", "__consumer_offsets", 1)})
+    out = OutputDir(str(tmp_path / "out"))
+    opts = scan_options(lambda t, _a: _struct(audit_schema(t)), ["replayed", "grouped"], False,
+                        default("decode"), None)  # fmt: skip
+    opts.written = _scan_written(out, "0123456789ab", shared)
+    assert set(opts.written.tables) == {"lso_changes", "offset_timeline"}
+    scratch = str(tmp_path / "scratch")
+    rows = {"replayed": lso("1", 0, 5) + lso("1", 1, 4) + lso("2", 1, 3),
+            "grouped": timeline("1", 0, 6) + timeline("1", 1, 2) + timeline("2", 1, 1)}  # fmt: skip
+    tasks = TaskTables(opts, scratch, "0123456789ab", 3, 0, None)
+    for table, these in rows.items():
+        schema = REPLAY_TABLES[table]
+        tasks.write(table, pa.RecordBatch.from_pylist(
+            [{f.name: r.get(f.name) for f in schema} for r in these], schema=schema))  # fmt: skip
+    files = tasks.close()
+    mine = {f["table"]: f for f in files if f.get("output")}
+    assert {t: f["path"] for t, f in mine.items()} == {
+        "lso_changes": "lso_changes/scan-00003-0123456789ab-0.parquet",
+        "offset_timeline": "offset_timeline/scan-00003-0123456789ab-0.parquet",
+    }
+    assert all(PART.match(f["path"].rsplit("/", 1)[1]) for f in files)
+    assert {(f["table"], f["partition"], f["rows"]) for f in files if not f.get("output")} == {
+        ("replayed", "lso", 7), ("grouped", "timeline", 9)}  # fmt: skip
+    # the copies: of the chosen replica (broker 1) of the partitions two brokers hold
+    kept = (("c1\0t\x001\x002", "c1\0__consumer_offsets\x001\x002"), True)
+    area = SimpleNamespace(
+        entries={t: {"files": [{"path": f["path"], "rows": f["rows"], "partition": f["partition"]}
+                               for f in files if f["table"] == t and not f.get("output")],
+                     "partition_by": "out"} for t in rows},
+        opts=SimpleNamespace(written=opts.written),
+    )  # fmt: skip
+    copies = {n: (c, 1) for n, c in _copies(kept).items() if n in opts.written.tables}
+    copied = {t.table: copy_task(t, scratch, out.uri, "0123456789ab", 0)[0]
+              for t in plan_copies(area, copies)}  # fmt: skip
+    assert {t: r["path"] for t, r in copied.items()} == {
+        "lso_changes": "lso_changes/part-00000-0123456789ab-0.parquet",
+        "offset_timeline": "offset_timeline/part-00000-0123456789ab-0.parquet",
+    }
+    for table, kind, want in (
+        ("lso_changes", "replayed", 5 + 4),
+        ("offset_timeline", "grouped", 6 + 2),
+    ):
+        copied_alone = pa.Table.from_batches([project(
+            pa.Table.from_pylist([{f.name: r.get(f.name) for f in REPLAY_TABLES[kind]}
+                                  for r in rows[kind]], schema=REPLAY_TABLES[kind]).to_batches()[0],
+            CopyTask(table, 0, copies[table][0], (), None, opts.written.tables[table][1]), None,
+        ).to_batches()[0]])  # fmt: skip
+        got = pa.concat_tables([pq.read_table(tmp_path / "out" / f) for f in
+                                (mine[table]["path"], copied[table]["path"])])  # fmt: skip
+        assert got.schema == copied_alone.schema == opts.written.tables[table][1]
+        assert got.num_rows == copied_alone.num_rows == want
+        assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, copied_alone.to_pylist()))
+    # no partition held by two brokers: nothing is left to copy
+    alone = SimpleNamespace(entries=area.entries,
+                            opts=SimpleNamespace(written=ScanWritten(out.uri, "k", opts.written.tables,
+                                                                     frozenset())))  # fmt: skip
+    assert plan_copies(alone, copies) == []

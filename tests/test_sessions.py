@@ -506,7 +506,7 @@ def test_the_copies_wait_for_the_first_pool_s_plan_not_for_its_job():
 
     from jobs.scan import Scratch
 
-    scanned = SimpleNamespace(tables={}, replicas=[], accounting={})
+    scanned = SimpleNamespace(tables={}, replicas=[], accounting={}, written=None)
     opts = SimpleNamespace(decode=SimpleNamespace(replay=None))
     scratch = Scratch(SimpleNamespace(), None, "key", scanned, opts, 0)
     started = time.perf_counter()
