@@ -167,10 +167,14 @@ class Lookup:
     whole, the greatest of each column (replay.tables.greatest_by)."""
 
     def __init__(self, table) -> None:
+        import pyarrow.compute as pc
+
         from replay.tables import greatest_by
 
         self.table = greatest_by(table, LOOKUP_KEYS)
-        self.keys = _keys(self.table)
+        self.clusters = pc.unique(self.table.column(LOOKUP_KEYS[0]).combine_chunks())
+        self.keys = _int_keys(self.table, self.clusters)  # None: a producer id out of span
+        self.text_keys = None
 
     @classmethod
     def read(cls, scratch, paths: tuple[str, ...]) -> Lookup:
@@ -188,12 +192,41 @@ class Lookup:
         row), as a left join by key gives them, in the batch's order."""
         import pyarrow.compute as pc
 
-        at = pc.index_in(_keys(batch), value_set=self.keys)
+        keys = None if self.keys is None else _int_keys(batch, self.clusters)
+        if keys is not None:
+            at = pc.index_in(keys, value_set=self.keys)
+        else:
+            if self.text_keys is None:
+                self.text_keys = _keys(self.table)
+            at = pc.index_in(_keys(batch), value_set=self.text_keys)
         return {
             name: self.table.column(name).take(at)
             for name in self.table.column_names
             if name not in LOOKUP_KEYS
         }
+
+
+# a producer id below this (Kafka's are allocated upwards from 0, a block at a time) and its
+# cluster's rank among a lookup's few make one int64 key (:func:`_int_keys`)
+PRODUCER_ID_SPAN = 1 << 56
+
+
+def _int_keys(t, clusters):
+    """Each row's :data:`replay.plan.LOOKUP_KEYS` as one int64: its cluster's rank among
+    ``clusters`` (a lookup's own) times :data:`PRODUCER_ID_SPAN`, plus its producer id; null
+    where the cluster is not among them (no row of the lookup has it) or the producer id is
+    null. None where a producer id is outside [0, span): then :func:`_keys`'s text, the same
+    join (a long-lived producer's five million transactions: the text keys were a sixth of
+    their copy)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cluster, producer = (t.column(k) for k in LOOKUP_KEYS)
+    low, high = pc.min_max(producer).values()
+    if low.is_valid and (low.as_py() < 0 or high.as_py() >= PRODUCER_ID_SPAN):
+        return None
+    rank = pc.index_in(cluster, value_set=clusters).cast(pa.int64())
+    return pc.add(pc.multiply(rank, PRODUCER_ID_SPAN), producer.cast(pa.int64()))
 
 
 def _keys(t):

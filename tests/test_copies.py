@@ -112,20 +112,26 @@ def test_a_copy_task_streams_its_files_into_one_output_file(tmp_path):
     ]
 
 
-def test_a_copy_joins_its_lookup_by_cluster_and_producer_in_the_rows_order(tmp_path):
+@pytest.mark.parametrize(("shift", "far"), [(0, False), (0, True), (1 << 60, False)])
+def test_a_copy_joins_its_lookup_by_cluster_and_producer_in_the_rows_order(tmp_path, shift, far):
     """The transactions table copied (a long-lived producer's millions of rows are neither
     shuffled nor sorted): each row gets its producer's transactional id from the lookup
     written in the scratch area, by cluster and producer id (the same id in two clusters is
-    two producers), null where the coordinator's log has none, the rows in the files' order."""
+    two producers), null where the coordinator's log has none (a cluster it does not have
+    either), the rows in the files' order. The keys are one int64 each while producer ids
+    are below 2**56 (jobs.copies.PRODUCER_ID_SPAN), text beyond (``shift``: every id there;
+    ``far``: one row's only): the same join."""
     copied = _copies(None)["transactions"]
     assert copied.lookup == "txn_ids" and copied.schema.names[-2:] == list(TXN_ID_COLUMNS)
     scratch = tmp_path / "scratch"
     (scratch / "replayed").mkdir(parents=True)
     (scratch / "lookup").mkdir()
-    rows = [dict(_row("1", "transaction", p), cluster=c) for c, p in
-            [("c1", 7), ("c2", 7), ("c1", 8), ("c1", 9), ("c1", 7)]]  # fmt: skip
+    keys = [("c1", 7), ("c2", 7), ("c1", 8), ("c1", 9), ("c1", 7), ("c3", 7)]
+    if far:
+        keys.append(("c1", (1 << 60) + 7))
+    rows = [dict(_row("1", "transaction", p + shift), cluster=c) for c, p in keys]
     pq.write_table(pa.Table.from_batches([_replayed(rows)]), scratch / "replayed/p0.parquet")
-    ids = pa.table({"cluster": ["c2", "c1", "c1"], "producer_id": [7, 7, 9],
+    ids = pa.table({"cluster": ["c2", "c1", "c1"], "producer_id": [7 + shift, 7 + shift, 9 + shift],
                     "transactional_id": ["b", "a", None], "coordinator_fenced": [True, False, None]})  # fmt: skip
     pq.write_table(ids, scratch / "lookup/ids.parquet")
     arrow = to_arrow_schema(copied.schema, timezone="UTC")
@@ -135,9 +141,26 @@ def test_a_copy_joins_its_lookup_by_cluster_and_producer_in_the_rows_order(tmp_p
     (report,) = copy_task(task, str(scratch), out.uri, "k1", 0)
     written = pq.read_table(tmp_path / "out" / report["path"])
     assert written.schema == arrow
-    assert written.column("producer_id").to_pylist() == [7, 7, 8, 9, 7]
-    assert written.column("transactional_id").to_pylist() == ["a", "b", None, None, "a"]
-    assert written.column("coordinator_fenced").to_pylist() == [False, True, None, None, False]
+    extra = [None] if far else []
+    assert written.column("producer_id").to_pylist() == [p + shift for _, p in keys]
+    assert written.column("transactional_id").to_pylist() == [
+        "a",
+        "b",
+        None,
+        None,
+        "a",
+        None,
+        *extra,
+    ]
+    assert written.column("coordinator_fenced").to_pylist() == [
+        False,
+        True,
+        None,
+        None,
+        False,
+        None,
+        *extra,
+    ]
 
 
 def test_a_copy_reads_only_the_files_of_its_kind(tmp_path):
