@@ -24,6 +24,11 @@ from replay.plan import LOOKUP_KEYS, Copied
 from replay.tables import CLUSTER
 
 BATCH_ROWS = 65_536
+# a task reads, decodes and compresses on its own thread: Spark runs a task on each core, and
+# Arrow's pool threads add only their hand-offs (the cross-log judgement of a long-lived
+# producer's million transactions, on the audit's longest chain: 2.29-2.33 -> 2.08-2.23 CPU
+# s without them; a Parquet read ~10% less)
+THREADS = False
 
 
 @dataclass(frozen=True)
@@ -145,7 +150,7 @@ def copy_task(task: CopyTask, area: str, base: str, key: str, attempt: int,
             with scratch.fs.open_input_file(scratch.path(path)) as f:
                 file = pq.ParquetFile(f)
                 wanted = read_columns(task, file.schema_arrow.names)
-                for batch in file.iter_batches(BATCH_ROWS, columns=wanted):
+                for batch in file.iter_batches(BATCH_ROWS, columns=wanted, use_threads=THREADS):
                     rows = project(batch, task, value, lookup)
                     if rows.num_rows:
                         sink.write(rows)

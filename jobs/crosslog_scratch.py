@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from decoders import seams
 from decoders.planning import TaskPlans
 from jobs.copies import BATCH_ROWS as READ_ROWS
-from jobs.copies import in_runs
+from jobs.copies import THREADS, in_runs
 from replay.crosslog_runs import (
     BATCH_ROWS,
     COORD,
@@ -182,7 +182,7 @@ def _scratch_rows(scratch, files, stream: StreamFacts):
             file = pq.ParquetFile(f)
             wanted = {*(k.name for k in REPLICA_KEYS), *kind_columns(table, kind)}
             columns = [c for c in file.schema_arrow.names if c in wanted]
-            for batch in file.iter_batches(READ_ROWS, columns=columns):
+            for batch in file.iter_batches(READ_ROWS, columns=columns, use_threads=THREADS):
                 if batch.num_rows:
                     made = stream_rows(table, kind, pa.Table.from_batches([batch]), stream)
                     if made is not None:
@@ -221,7 +221,7 @@ class _RunFiles:
             rel = f"{RUNS}/part-{self.part:05d}-{self.attempt}-{self.flush:04d}-{kind}.arrow"
             self.scratch.fs.create_dir(self.scratch.path(RUNS), recursive=True)
             sink = self.scratch.fs.open_output_stream(self.scratch.path(rel))
-            options = pa.ipc.IpcWriteOptions(compression="lz4")
+            options = pa.ipc.IpcWriteOptions(compression="lz4", use_threads=THREADS)
             self.open = (at, sink, pa.ipc.new_file(sink, t.schema, options=options), rel, 0)
         _, sink, writer, rel, first = self.open
         batches = t.to_batches(BATCH_ROWS)
@@ -293,7 +293,7 @@ def _run_batches(scratch, path: str, first: int, count: int):
     import pyarrow as pa
 
     with scratch.fs.open_input_file(scratch.path(path)) as f:
-        reader = pa.ipc.open_file(f)
+        reader = pa.ipc.open_file(f, options=pa.ipc.IpcReadOptions(use_threads=THREADS))
         for i in range(first, first + count):
             yield reader.get_batch(i)
 
