@@ -274,14 +274,15 @@ def test_the_scan_writes_the_rows_of_partitions_one_broker_holds_and_the_copy_th
         ("lso_changes", "replayed", 5 + 4),
         ("offset_timeline", "grouped", 6 + 2),
     ):
-        copied_alone = pa.Table.from_batches([project(
-            pa.Table.from_pylist([{f.name: r.get(f.name) for f in REPLAY_TABLES[kind]}
-                                  for r in rows[kind]], schema=REPLAY_TABLES[kind]).to_batches()[0],
-            CopyTask(table, 0, copies[table][0], (), None, opts.written.tables[table][1]), None,
-        ).to_batches()[0]])  # fmt: skip
+        every = pa.RecordBatch.from_pylist(
+            [{f.name: r.get(f.name) for f in REPLAY_TABLES[kind]} for r in rows[kind]],
+            schema=REPLAY_TABLES[kind],
+        )
+        schema = opts.written.tables[table][1]
+        copied_alone = project(every, CopyTask(table, 0, copies[table][0], (), None, schema), None)
         got = pa.concat_tables([pq.read_table(tmp_path / "out" / f) for f in
                                 (mine[table]["path"], copied[table]["path"])])  # fmt: skip
-        assert got.schema == copied_alone.schema == opts.written.tables[table][1]
+        assert got.schema == copied_alone.schema == schema
         assert got.num_rows == copied_alone.num_rows == want
         assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, copied_alone.to_pylist()))
     # no partition held by two brokers: nothing is left to copy
