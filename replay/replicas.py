@@ -850,11 +850,7 @@ def kept_mask(rows, kept: tuple[tuple[str, ...], bool] | None) -> pa.Array | Non
     if kept is None:
         return None
     listed, excluded = kept
-    keys = pc.binary_join_element_wise(
-        rows.column(CLUSTER), rows.column("replica_topic"),
-        pc.cast(rows.column("replica_partition"), pa.string()), rows.column(REPLICA_BROKER), "\0",
-    )  # fmt: skip
-    keep = pc.is_in(keys, value_set=pa.array(listed, pa.string()))
+    keep = pc.is_in(_replica_keys(rows, broker=True), value_set=pa.array(listed, pa.string()))
     return pc.fill_null(pc.invert(keep) if excluded else keep, False)
 
 
@@ -866,12 +862,20 @@ def held_once(rows, shared: frozenset[tuple[str, str, int]]) -> pa.Array | None:
     row does."""
     if not shared:
         return None
-    keys = pc.binary_join_element_wise(
-        rows.column(CLUSTER), rows.column("replica_topic"),
-        pc.cast(rows.column("replica_partition"), pa.string()), "\0",
-    )  # fmt: skip
     listed = pa.array(sorted("\0".join(map(str, k)) for k in shared), pa.string())
-    return pc.invert(pc.fill_null(pc.is_in(keys, value_set=listed), False))
+    held = pc.is_in(_replica_keys(rows, broker=False), value_set=listed)
+    return pc.invert(pc.fill_null(held, False))
+
+
+def _replica_keys(rows, broker: bool) -> pa.Array:
+    """Each row's replica as one text, "cluster\\0topic\\0partition" and, with ``broker``,
+    "\\0broker" (how :func:`replica_filter` and :func:`held_once` list replicas and
+    partitions)."""
+    parts = [rows.column(CLUSTER), rows.column("replica_topic"),
+             pc.cast(rows.column("replica_partition"), pa.string())]  # fmt: skip
+    if broker:
+        parts.append(rows.column(REPLICA_BROKER))
+    return pc.binary_join_element_wise(*parts, "\0")
 
 
 def chosen_replicas(replicas: list[ReplicaRow]) -> set[tuple[str, str, int, str]]:
