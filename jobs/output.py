@@ -348,8 +348,10 @@ class _TaskFiles:
 
     def __init__(self, base: str, folder: str, task: int, attempt: int, key: str, schema,
                  partition_by: str | None, statistics: tuple[str, ...] | None = None,
-                 columns_of=None, prefix: str = "part") -> None:  # fmt: skip
+                 columns_of=None, prefix: str = "part", compression: str = "snappy"
+                 ) -> None:  # fmt: skip
         self.out = OutputDir(base)
+        self.compression = compression  # Parquet's codec of the files
         # the columns whose min/max each row group records (None: every column)
         self.statistics = True if statistics is None else list(statistics)
         # ``prefix``: of the files' names, which another job's files in the folder have not
@@ -401,7 +403,8 @@ class _TaskFiles:
             schema = self._schema_of(value) if value is not None else self.full_schema
             w = pq.ParquetWriter(target, schema, filesystem=self.out.fs,
                                  use_dictionary=_dictionary_columns(schema),
-                                 write_statistics=self.statistics)  # fmt: skip
+                                 write_statistics=self.statistics,
+                                 compression=self.compression)  # fmt: skip
             self.open[value] = _Sink(w, rel, target, value)
         return self.open[value]
 

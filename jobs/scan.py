@@ -38,6 +38,7 @@ from replay.scan_task import (
 
 # a task's decoded rows of one table wait for these many rows or bytes before being written
 FLUSH_ROWS = 65_536
+SCRATCH_COMPRESSION = "lz4"  # pyarrow's name of Parquet's LZ4_RAW
 FLUSH_BYTES = 8 << 20
 
 
@@ -52,9 +53,7 @@ class ScanWritten:
 
     base: str
     key: str
-    # output table -> (its replay.plan.Copied, its Arrow schema, whether its rows also go to
-    # the scratch area, for the stages that read them)
-    tables: dict
+    tables: dict  # output table -> (its replay.plan.Copied, its Arrow schema)
     shared: frozenset  # (cluster, topic, partition) held by several brokers
 
 
@@ -69,6 +68,7 @@ class ScanOptions:
     partition_by: dict = field(default_factory=dict)  # table -> partition column or None
     # the columns whose values each row group's statistics give (None: every column)
     statistics: tuple[str, ...] | None = None
+    compression: str = "snappy"  # Parquet's codec of the tables' files
     written: ScanWritten | None = None  # an audit's output tables its tasks write
 
     @property
@@ -228,7 +228,8 @@ class TaskTables:
             columns_of = partial(kind_columns, table) if table in REPLAY_TABLES else None
             self.sinks[table] = _TaskFiles(self.base, table, self.task, self.attempt, self.key,
                                            arrow, self.opts.partition_by[table],
-                                           self.opts.statistics, columns_of)  # fmt: skip
+                                           self.opts.statistics, columns_of,
+                                           compression=self.opts.compression)  # fmt: skip
         kinds: dict = {}
         for kind, rows in batches:
             kinds.setdefault(kind, []).append(rows)
@@ -244,7 +245,9 @@ class TaskTables:
 
     def _output(self, table: str, kind: str | None, rows):
         """``rows`` of one kind of a scratch table, written as the output tables the scan
-        writes (:class:`ScanWritten`) take them; what goes to the scratch area."""
+        writes (:class:`ScanWritten`) take them; what goes to the scratch area (the rows of
+        the partitions several brokers hold: the stages that read such a table read these
+        and the written ones, :meth:`Scratch.written_rows`)."""
         import pyarrow.compute as pc
 
         from jobs.copies import CopyTask, project
@@ -254,7 +257,7 @@ class TaskTables:
         scan = self.opts.written
         if scan is None or kind is None:
             return rows
-        for name, (copied, schema, scratch_too) in scan.tables.items():
+        for name, (copied, schema) in scan.tables.items():
             if (copied.source, copied.out) != (table, kind):
                 continue
             once = held_once(rows, scan.shared)
@@ -265,8 +268,7 @@ class TaskTables:
                                                     scan.key, schema, None, prefix="scan")  # fmt: skip
                 task = CopyTask(name, self.task, copied, (), None, schema)
                 self.written[name].write(project(mine, task, None))
-            if not scratch_too:
-                rows = rows.slice(0, 0) if once is None else rows.filter(pc.invert(once))
+            rows = rows.slice(0, 0) if once is None else rows.filter(pc.invert(once))
         return rows
 
     def close(self) -> list[dict]:
@@ -369,7 +371,7 @@ def scan_tables(spark, files, opts: ScanOptions, base: str, key: str, range_byte
 
             schema = opts.schemas[table][1]
             sink = _TaskFiles(base, table, len(tasks), 0, key, schema, opts.partition_by[table],
-                              opts.statistics)  # fmt: skip
+                              opts.statistics, compression=opts.compression)  # fmt: skip
             for b in from_rows(table, rows).to_batches():
                 sink.write(to_output(_clustered(b, opts.decode), table, opts))
             for path, n, value in zip(*(c.to_pylist() for c in sink.close().columns), strict=True):
@@ -497,6 +499,22 @@ class Scratch:
 
         return self._kept(("rows", table, kind), read)
 
+    def written_rows(self, name: str):
+        """The rows of output table ``name`` the scan's tasks wrote into the output
+        (:class:`ScanWritten`: its partitions only one broker holds), read as a DataFrame of
+        the table's own columns; None where they wrote none."""
+        from jobs.output import OutputDir, read_table
+
+        files = [f for f in self.written.get(name, []) if f["rows"]]
+        if not files:
+            return None
+        written = self.opts.written
+        schema = json.loads(written.tables[name][0].schema.json())
+        entry = {"schema": schema, "partition_by": None, "files": files}
+        return self._kept(
+            ("written", name), lambda: read_table(self.spark, OutputDir(written.base), name, entry)
+        )
+
     def later(self, name: str, build, first: bool = False, findings: bool = True,
               write=None):  # fmt: skip
         """``build()`` written under ``stash/<name>/`` on a background thread and read back;
@@ -620,6 +638,9 @@ def decoded_once(spark, files, conf: dict, out, key: str, skipped: dict[str, str
     # what reads the scratch tables reads a kind's files whole, or a table's: no row group is
     # skipped by its statistics, which were a quarter of writing the replay tables' rows
     opts.statistics = ()
+    # and they are the run's own, read by its Spark and pyarrow only: LZ4_RAW, which both
+    # write and read faster than Snappy at about its size (docs/benchmarks.md)
+    opts.compression = SCRATCH_COMPRESSION
     # the scratch tables' files are the run's own: as many tasks as keep the cores busy
     scanned = scan_tables(
         spark, files, opts, scratch.uri, key, int(conf["range_bytes"]), None, skipped,
@@ -637,10 +658,10 @@ def _scan_written(out, key: str, shared: frozenset) -> ScanWritten:
     """The output tables an audit's scan tasks write (:class:`ScanWritten`)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from replay.plan import SCAN_WRITTEN, scan_written
+    from replay.plan import scan_written
 
     tables = {
-        name: (copied, to_arrow_schema(copied.schema, timezone="UTC"), SCAN_WRITTEN[name])
+        name: (copied, to_arrow_schema(copied.schema, timezone="UTC"))
         for name, copied in scan_written().items()
     }
     return ScanWritten(out.uri, key, tables, shared)

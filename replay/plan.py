@@ -114,6 +114,11 @@ class ScanOutput(Protocol):
         """A replayed table's rows of one kind (:data:`replay.replicas.REPLAY_KINDS`): the
         replica's keys and the kind's columns (:func:`replay.replicas.kind_columns`)."""
 
+    def written_rows(self, name: str) -> DataFrame | None:
+        """The rows of a :data:`SCAN_WRITTEN` table the scan's tasks wrote into the output
+        themselves (those of the partitions one broker holds; :meth:`rows` gives the others),
+        in the table's columns; None where they wrote none."""
+
     def later(self, name: str, build: Callable[[], DataFrame], first: bool = False,
               findings: bool = True) -> Callable[[], DataFrame]:  # fmt: skip
         """An intermediate table several outputs read, computed once (written and read back,
@@ -182,6 +187,15 @@ def _timestamps(df: DataFrame) -> DataFrame:
     return df.selectExpr(
         *[f"timestamp_millis({sql.name(c)}) AS {sql.name(c)}" if c in T.TIMESTAMP_COLUMNS
           else sql.name(c) for c in df.columns]
+    )  # fmt: skip
+
+
+def _millis(df: DataFrame, columns: list[str]) -> DataFrame:
+    """``columns`` of ``df`` (an output table's), its timestamps as epoch milliseconds again:
+    as the scratch area holds them (:func:`_timestamps` undone)."""
+    return df.selectExpr(
+        *[f"unix_millis({sql.name(c)}) AS {sql.name(c)}" if c in T.TIMESTAMP_COLUMNS
+          else sql.name(c) for c in columns]
     )  # fmt: skip
 
 
@@ -313,6 +327,18 @@ class Audit:
 
         return self._made(("replayed", table, kind, kept), make)
 
+    def _with_written(self, name: str, rows: DataFrame) -> DataFrame:
+        """``rows`` (a :data:`SCAN_WRITTEN` table's, from the scratch area: of the partitions
+        several brokers hold) and those the scan's tasks wrote into the output (the others),
+        as one DataFrame of ``rows``' columns."""
+        written = self.scan.written_rows(name)
+        if written is None:
+            return rows
+        return self._made(
+            ("written", name),
+            lambda: self._one(rows.unionByName(_millis(written, rows.columns))),
+        )
+
     def _made(self, key: tuple, make: Callable[[], DataFrame]) -> DataFrame:
         """The DataFrame of ``key``, made by ``make`` when first asked for and kept: the plan
         (and its threads) reads each table of the scan many times, and each made anew was a
@@ -338,7 +364,7 @@ class Audit:
         transactions = part("transaction")
         partitions = part("partition")
         coord_txns = coord("coord_txn")
-        timeline = groups("timeline")
+        timeline = self._with_written("offset_timeline", groups("timeline"))
         # each producer id's partitions, as the replays gathered them (replay.sides)
         pairs = [part(TOUCHED), coord(LISTED)]
 
@@ -892,10 +918,10 @@ def _stream_coord(ct: DataFrame, partitions: DataFrame) -> DataFrame:
 # whatever replicas the audit chooses: replay.replicas.held_once) the job's scan tasks write
 # in the table's own form, into the output, as they replay (jobs.scan.ScanWritten): a
 # long-lived producer's ten million LSO changes and four million commits written once, not
-# written to the scratch area, read back and written again (docs/benchmarks.md). Each with
-# whether its scratch rows are still written, for the stages that read them (the offset
-# timeline: leakage, a re-created topic's routing).
-SCAN_WRITTEN = {"lso_changes": False, "offset_timeline": True}
+# written to the scratch area, read back and written again (docs/benchmarks.md). A stage that
+# reads one (the offset timeline: leakage, a re-created topic's routing) reads the scratch
+# area's rows and the written ones (Audit._with_written).
+SCAN_WRITTEN = ("lso_changes", "offset_timeline")
 
 
 def scan_written() -> dict[str, Copied]:

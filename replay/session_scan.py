@@ -210,6 +210,10 @@ class CachedScan:
                 df = df.filter(F.col("topic").isin(*topics))
         return df
 
+    def written_rows(self, name: str) -> DataFrame | None:
+        """None: the session's scan writes no output table itself (:meth:`rows` has them)."""
+        return None
+
     def later(self, name: str, build: Callable[[], DataFrame], first: bool = False,
               findings: bool = True) -> Callable[[], DataFrame]:  # fmt: skip
         """``build()`` kept, and computed at once on a background thread of the driver if the

@@ -209,9 +209,10 @@ def test_the_scan_writes_the_rows_of_partitions_one_broker_holds_and_the_copy_th
     one broker holds are written by the scan's task in the table's own form, straight into
     the output (``scan-`` files: jobs.scan.ScanWritten); those of a partition two brokers hold
     go to the scratch area, and the copy keeps the chosen replica's (a ``part-`` file). The
-    two together are every row the copy alone would give, in the table's schema; the
-    timeline's rows also stay in the scratch area (the leakage stage reads them), the LSO
-    changes' do not. The commit's clean-up knows both names as a task's file."""
+    two together are every row the copy alone would give, in the table's schema; neither
+    table's rows of a partition one broker holds stay in the scratch area (the leakage stage
+    reads the timeline's written ones: tests/test_scan_written.py). The commit's clean-up
+    knows both names as a task's file."""
     from types import SimpleNamespace
 
     from decoders.spark import _struct
@@ -254,7 +255,7 @@ def test_the_scan_writes_the_rows_of_partitions_one_broker_holds_and_the_copy_th
     }
     assert all(PART.match(f["path"].rsplit("/", 1)[1]) for f in files)
     assert {(f["table"], f["partition"], f["rows"]) for f in files if not f.get("output")} == {
-        ("replayed", "lso", 7), ("grouped", "timeline", 9)}  # fmt: skip
+        ("replayed", "lso", 7), ("grouped", "timeline", 3)}  # fmt: skip
     # the copies: of the chosen replica (broker 1) of the partitions two brokers hold
     kept = (("c1\0t\x001\x002", "c1\0__consumer_offsets\x001\x002"), True)
     area = SimpleNamespace(
