@@ -26,7 +26,8 @@ each size (:mod:`prodshape`: small batches of 5 records, an exactly-once Streams
 - instead, with ``--long-lived N...``: one long-lived TV1 Streams producer of N transactions
   (:mod:`simulator.long_lived`; ``--faults`` its faults variant, checked against its truth)
   against a production-shaped dump of the same size, audited in the same run: wall time and
-  the largest Python worker's peak RSS (the task that judges the producer).
+  the largest Python worker's peak RSS (the task that judges the producer); ``--rounds N``:
+  each pair's audits alternated N times, the median wall time and the ratio of the medians.
 
 The machine is shared: compare figures within one run, not across runs.
 """
@@ -38,6 +39,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import sys
 import time
 
@@ -300,6 +302,14 @@ def parse_args() -> argparse.Namespace:
         "compacted (the bytes before FRACTION gone, as the cleaner leaves a long-lived "
         "producer's) and copied at the --copies-apart fraction (copies_apart.py)",
     )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --long-lived: audit each dump of a pair N times, alternating, and show the "
+        "median wall time, its range and the ratio of the medians",
+    )
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     return ap.parse_args()
 
@@ -349,16 +359,22 @@ def long_lived_dump(args, transactions: int) -> str:
 def bench_long_lived(args) -> None:
     """One table: each long-lived producer's dump and a production-shaped dump of the same size
     audited in this run: wall time, the largest Python worker's peak RSS (the task that judges
-    the producer), the driver's, and the findings (the faults variant's against its truth)."""
+    the producer), the driver's, and the findings (the faults variant's against its truth).
+    With ``--rounds N``, each dump of a pair audited N times, the pair's audits alternating
+    (the machine is shared, and a neighbour's load lasts seconds to minutes: alternating puts
+    both sides under it alike): the median wall time with the range, and the ratio of the
+    medians against the production-shaped dump."""
     from replay.truthcheck import compare
 
     scratch = os.path.join(args.data, "bench-out")
     shutil.rmtree(scratch, ignore_errors=True)
+    rounds = max(1, args.rounds)
+    wall = "wall s" if rounds == 1 else f"wall s (median of {rounds}, range)"
     print(
-        "\n| dump | transactions | MB | wall s | worker peak RSS MB | driver peak RSS MB "
-        "(JVM + Python) | findings warning+ | truth |"
+        f"\n| dump | transactions | MB | {wall} | vs production-shaped | worker peak RSS MB "
+        "| driver peak RSS MB (JVM + Python) | findings warning+ | truth |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for n in args.long_lived:
         dump = long_lived_dump(args, n)
         size = prodshape.dump_size(dump)
@@ -367,19 +383,35 @@ def bench_long_lived(args) -> None:
             print(f"generating {peer}", file=sys.stderr)
             prodshape.generate(peer, size / 1e9)
             open(peer + ".complete", "w").close()
-        for what, path, txns in (("long-lived TV1 producer", dump, f"{n:,}"),
-                                 ("production-shaped", peer, ""),
-                                 *_copied_early(args, dump, n)):  # fmt: skip
-            out = os.path.join(scratch, os.path.basename(path))
-            m = logreplay(["audit", path, "--out", out])
-            loud, verdict = _audit_verdict(out, path, compare)
+        dumps = [("long-lived TV1 producer", dump, f"{n:,}"), ("production-shaped", peer, ""),
+                 *_copied_early(args, dump, n)]  # fmt: skip
+        runs: dict[str, list[tuple[measure.Measured, int, str]]] = {p: [] for _, p, _ in dumps}
+        for _ in range(rounds):
+            for _what, path, _txns in dumps:
+                out = os.path.join(scratch, os.path.basename(path))
+                m = logreplay(["audit", path, "--out", out])
+                runs[path].append((m, *_audit_verdict(out, path, compare)))
+                shutil.rmtree(out, ignore_errors=True)
+        peer_wall = statistics.median(m.wall for m, _, _ in runs[peer])
+        for what, path, txns in dumps:
+            measured = [m for m, _, _ in runs[path]]
+            walls = sorted(m.wall for m in measured)
+            median = statistics.median(walls)
+            shown = (
+                f"{median:.1f}" if rounds == 1 else f"{median:.1f} ({walls[0]:.1f}-{walls[-1]:.1f})"
+            )
+            verdicts = sorted({(loud, verdict) for _, loud, verdict in runs[path]})
+            loud, verdict = verdicts[0]
+            if len(verdicts) > 1:  # the rounds' findings differ: shown, never one picked
+                loud = "/".join(str(v[0]) for v in verdicts)
+                verdict = "differ between rounds"
             print(
-                f"| {what} | {txns} | {prodshape.dump_size(path) / 1e6:,.0f} | {m.wall:.1f} | "
-                f"{mb(m.peak('python_worker'))} | {mb(m.peak('jvm') + m.peak('python_driver'))} "
+                f"| {what} | {txns} | {prodshape.dump_size(path) / 1e6:,.0f} | {shown} | "
+                f"{median / peer_wall:.2f}x | {mb(max(m.peak('python_worker') for m in measured))} | "
+                f"{mb(max(m.peak('jvm') + m.peak('python_driver') for m in measured))} "
                 f"| {loud} | {verdict} |",
                 flush=True,
             )
-            shutil.rmtree(out, ignore_errors=True)
     print(f"\nload average at end {os.getloadavg()[0]:.2f} (2 cores, shared)")
 
 

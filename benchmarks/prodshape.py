@@ -42,7 +42,13 @@ BUSY_GROUPS, BUSY_COMMIT_MS = 40, 1_000
 PRODUCERS = 4
 BATCHES_PER_SECOND = 2_000  # simulated time: 1 GB is about 7 minutes of this traffic
 EOS_EVERY = 10  # one output batch of the Streams app per ten input batches
+SIZE_EVERY = 4096  # plain batches between counts of the bytes written (generate)
 CODECS = {name: codec for codec, name in COMPRESSION_NAMES.items()}  # compression.type
+
+
+def logs_size(cluster: Cluster) -> int:
+    """The bytes of every log the cluster has written so far."""
+    return sum(s.size for log in cluster.logs.values() for s in log.writer.segments)
 
 
 def dump_size(root: str) -> int:
@@ -90,8 +96,10 @@ def _value(i: int) -> bytes:
 
 
 def generate(out: str, gb: float, seed: int = 1, codec: int = 0) -> dict:
-    """Write about ``gb`` GB under ``out`` (replaced); returns counts of what was written.
-    Time is counted in batches: the cluster takes BATCHES_PER_SECOND plain batches a second.
+    """Write about ``gb`` GB of logs under ``out`` (replaced): every partition's, the Streams
+    app's outputs, its markers, the coordinators' and the groups' too; returns counts of what
+    was written. Time is counted in batches: the cluster takes BATCHES_PER_SECOND plain
+    batches a second.
     ``codec``: the producers' compression.type, the Streams app's too (the coordinators write
     uncompressed, as brokers do)."""
     target = int(gb * 1e9)
@@ -110,6 +118,8 @@ def generate(out: str, gb: float, seed: int = 1, codec: int = 0) -> dict:
     per_ms = BATCHES_PER_SECOND // 1000
     written, i, in_txn = 0, 0, False
     while written < target:
+        if i % SIZE_EVERY == 0:  # every log's bytes so far (the plain batches are ~90% of them)
+            written = logs_size(c)
         if i % per_ms == 0:
             c.clock.tick(1)
         p = i % PLAIN_PARTITIONS
@@ -117,7 +127,6 @@ def generate(out: str, gb: float, seed: int = 1, codec: int = 0) -> dict:
         seq = prod.next_sequence(("events", p), RECORDS_PER_BATCH)
         batch = template.make(c.clock.now, prod.producer_id, seq)
         ends[("events", p)] = c.log("events", p).append_batch(batch)[1] + 1
-        written += len(batch)
         if i % EOS_EVERY == 0:  # the Streams app's outputs
             eos.send("orders-enriched", (i // EOS_EVERY) % EOS_PARTITIONS, RECORDS_PER_BATCH)
             in_txn = True
