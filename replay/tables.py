@@ -504,20 +504,31 @@ def distinct_rows(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct tuples of integer ``keys`` (columns of equal length), in the order of
     ``np.unique(np.stack(keys), axis=1)``: (the first row of each, each row's index among
     them). The tuples are ranked as one int64 where their spans allow (a sort of integers,
-    not numpy's of byte rows: ~20 times faster on a block of 65,536)."""
-    stacked = np.stack([k.astype(np.int64) for k in keys])
-    if not stacked.shape[1]:
+    not numpy's of byte rows: ~20 times faster on a block of 65,536), in one stable argsort:
+    a block's keys come mostly in order already (a producer's, a partition's rows in log
+    order), which that sort runs through, where ``np.unique`` with its indexes took ~4 times
+    as long on a long-lived producer's coordinator block."""
+    n = len(keys[0]) if keys else 0
+    if not n:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    low = stacked.min(axis=1)
-    spans = stacked.max(axis=1) - low + 1
-    if float(np.prod(spans.astype(np.float64))) < 2.0**62:
-        flat = np.zeros(stacked.shape[1], np.int64)
-        for row, lo, span in zip(stacked, low, spans, strict=True):
-            flat = flat * span + (row - lo)
-        _, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
-    else:
-        _, first, inverse = np.unique(stacked, axis=1, return_index=True, return_inverse=True)
-    return first, inverse.ravel()
+    columns = [k.astype(np.int64, copy=False) for k in keys]
+    lows = [int(c.min()) for c in columns]
+    spans = [int(c.max()) - lo + 1 for c, lo in zip(columns, lows, strict=True)]
+    if float(np.prod(np.array(spans, np.float64))) >= 2.0**62:
+        _, first, inverse = np.unique(np.stack(columns), axis=1, return_index=True,
+                                      return_inverse=True)  # fmt: skip
+        return first, inverse.ravel()
+    flat = columns[0] - lows[0]
+    for c, lo, span in zip(columns[1:], lows[1:], spans[1:], strict=True):
+        flat = flat * span + (c - lo)
+    order = np.argsort(flat, kind="stable")  # equal tuples in row order: the first is first
+    ranked = flat[order]
+    starts = np.empty(n, bool)
+    starts[0] = True
+    np.not_equal(ranked[1:], ranked[:-1], out=starts[1:])
+    inverse = np.empty(n, np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    return order[starts], inverse
 
 
 def runs(*keys: np.ndarray) -> list[tuple[int, int]]:
