@@ -162,8 +162,11 @@ def control_records(buf, h: V2Headers, fail: Fail) -> tuple[pa.Array, pa.Array]:
         these = np.flatnonzero(length == size)
         if 0 < size <= CONTROL_AREA_BYTES:
             areas = buf[start[these, None] + np.arange(size)]
-            keys = np.ascontiguousarray(areas).view(np.dtype((np.void, int(size)))).ravel()
-            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+            if (areas == areas[0]).all():  # all alike (COMMITs of one coordinator epoch): no sort
+                first, inverse = np.zeros(1, np.int64), np.zeros(these.size, np.int64)
+            else:
+                keys = np.ascontiguousarray(areas).view(np.dtype((np.void, int(size)))).ravel()
+                _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
             firsts = these[first]
         else:
             firsts, inverse = these, np.arange(these.size)

@@ -8,7 +8,7 @@ import decoders
 from decoders import consumer_offsets as co
 from decoders import transaction_log as tl
 from decoders.compression import compress
-from decoders.constants import COMMIT
+from decoders.constants import ABORT, COMMIT
 from decoders.partitioning import java_string_hash, partition_for
 from simulator.writer import control_batch
 
@@ -140,3 +140,20 @@ def test_xxh32_matches_the_reference_implementation():
 
     for data in (b"", b"\x60\x40", b"\x04\x22\x4d\x18\x60\x40", bytes(range(37)), b"x" * 100):
         assert xxh32(data) == xxhash.xxh32_intdigest(data)
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+def test_a_log_of_markers_decodes_each_one(tmp_path, mixed):
+    """A log of markers (a long-lived producer's COMMITs, all alike, or COMMITs and ABORTs of
+    several coordinator epochs): each batch its own type and epoch (decoders.batch_tables
+    decodes each distinct records area once)."""
+    want = [((ABORT if i % 3 == 0 else COMMIT), 1 + i % 4) if mixed else (COMMIT, 7)
+            for i in range(500)]  # fmt: skip
+    f = tmp_path / "00000000000000000000.log"
+    f.write_bytes(b"".join(control_batch(t, 1000, 5, e, 1700000000000 + i, base_offset=i)
+                           for i, (t, e) in enumerate(want)))  # fmt: skip
+    got = decoders.read_segment(str(f), "batches").to_pylist()
+    names = {COMMIT: "COMMIT", ABORT: "ABORT"}
+    assert [(b["control_type"], b["coordinator_epoch"]) for b in got] == [
+        (names[t], e) for t, e in want
+    ]
