@@ -46,7 +46,9 @@ How on JDK 17 and 18 (Spark 4 runs on 17), which have only ``-XX:ArchiveClassesA
 Only where logreplay launches the JVM itself (a plain Python process, any master), never under
 ``spark-submit`` or in a session that already exists. ``LOGREPLAY_JVM_ARCHIVE=off`` turns it
 off; the archive lives under ``LOGREPLAY_CACHE_DIR`` (default ``$XDG_CACHE_HOME/logreplay`` or
-``~/.cache/logreplay``), ~190 MB per installation. Any failure here means: no archive, never a
+``~/.cache/logreplay``), ~190 MB per installation. Nor where the driver's class path holds
+a non-empty directory (a ``SPARK_CONF_DIR`` with its ``spark-defaults.conf``, Hadoop's conf):
+Java cannot archive such a class path (:func:`class_path_directories`). Any failure here means: no archive, never a
 failed job.
 """
 
@@ -190,7 +192,7 @@ def plan(directory: Path | None = None, key: str | None = None, major: int | Non
         return Plan()
     directory = directory or cache_dir()
     key = key or installation_key()
-    if key is None:
+    if key is None or class_path_directories():
         return Plan()
     major = major or java_major()
     try:
@@ -199,6 +201,39 @@ def plan(directory: Path | None = None, key: str | None = None, major: int | Non
         return _plan(directory, key, job)
     except OSError:  # an unwritable or vanished cache: run without
         return Plan()
+
+
+# the environment that puts directories on the driver JVM's class path, as Spark's launcher
+# builds it (org.apache.spark.launcher.AbstractCommandBuilder.buildClassPath): the conf
+# directory (SPARK_CONF_DIR, else $SPARK_HOME/conf), Hadoop's and YARN's, the distribution's
+CONF_DIR_ENV = "SPARK_CONF_DIR"
+CLASS_PATH_DIR_ENVS = ("HADOOP_CONF_DIR", "YARN_CONF_DIR")
+DIST_CLASSPATH_ENV = "SPARK_DIST_CLASSPATH"
+
+
+def class_path_directories(spark_home: str | None = None) -> list[str]:
+    """The non-empty directories Spark's launcher will put on the driver JVM's class path.
+
+    Why: Java's class-data sharing cannot archive a class path that holds a non-empty
+    directory. A session with one (a user's ``SPARK_CONF_DIR`` holding ``spark-defaults.conf``
+    is the common case) dumped no archive at its JVM's exit, printed "Error occurred during
+    initialization of VM: Cannot have non-empty directory in paths" on the user's terminal,
+    and left the next session to claim and fail again. Such a session runs without the archive,
+    as with ``LOGREPLAY_JVM_ARCHIVE=off``."""
+    conf = os.environ.get(CONF_DIR_ENV)
+    if not conf:
+        home = spark_home or _spark_home()
+        conf = os.path.join(home, "conf") if home else None
+    listed = [conf, *(os.environ.get(name) for name in CLASS_PATH_DIR_ENVS)]
+    listed += os.environ.get(DIST_CLASSPATH_ENV, "").split(os.pathsep)
+    found = []
+    for entry in filter(None, listed):
+        with contextlib.suppress(OSError):
+            if os.path.isdir(entry):
+                with os.scandir(entry) as listing:
+                    if any(listing):
+                        found.append(entry)
+    return found
 
 
 def archive_path(directory: Path, key: str) -> Path:

@@ -29,6 +29,8 @@ KEY = "test"
 def on(monkeypatch, tmp_path):
     monkeypatch.setenv(ja.ENABLE_ENV, "on")
     monkeypatch.setenv(ja.CACHE_ENV, str(tmp_path / "cache"))
+    for name in (ja.CONF_DIR_ENV, *ja.CLASS_PATH_DIR_ENVS, ja.DIST_CLASSPATH_ENV):
+        monkeypatch.delenv(name, raising=False)  # the user's own: test_a_conf_directory...
     return tmp_path / "cache"
 
 
@@ -171,6 +173,27 @@ def test_off_unknown_or_unwritable_means_no_archive(monkeypatch, tmp_path):
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
     assert ja.plan(blocked / "cache", KEY) == ja.Plan()
+
+
+@pytest.mark.parametrize("env", [ja.CONF_DIR_ENV, "HADOOP_CONF_DIR", ja.DIST_CLASSPATH_ENV])
+def test_a_conf_directory_on_the_class_path_means_no_archive(on, tmp_path, monkeypatch, env):
+    """A user's ``SPARK_CONF_DIR`` (or Hadoop's conf) holding files is a non-empty directory on
+    the driver's class path, which Java cannot archive: its JVM printed "Cannot have non-empty
+    directory in paths" at exit and every later session claimed again. No claim, no options;
+    an empty one (or none) leaves the archive as it was."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    value = (
+        str(conf) if env != ja.DIST_CLASSPATH_ENV else os.pathsep.join(["/no/such.jar", str(conf)])
+    )
+    monkeypatch.setenv(env, value)
+    claimed = ja.plan(key=KEY)  # empty: archived as before
+    assert "-XX:ArchiveClassesAtExit=" in claimed.options
+    claimed.claim.unlink()
+    (conf / "spark-defaults.conf").write_text("spark.eventLog.enabled false\n")
+    assert ja.class_path_directories() == [str(conf)]
+    assert ja.plan(key=KEY) == ja.Plan()
+    assert not list(on.glob("*.pending.json"))
 
 
 def test_the_key_follows_the_installation(tmp_path):
