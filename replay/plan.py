@@ -361,6 +361,10 @@ class Audit:
         def groups(kind: str) -> DataFrame:  # the groups'
             return self.replayed("grouped", kind, kept)
 
+        # the judgement over the scan's files first: the audit's longest chain, it needs none of
+        # the frames below, whose planning (a few hundred calls into the JVM, a listing of the
+        # scan's written files) it would otherwise wait for with the cores idle
+        judged = self._judged_cross(kept)
         transactions = part("transaction")
         partitions = part("partition")
         coord_txns = coord("coord_txn")
@@ -373,7 +377,7 @@ class Audit:
         def stream() -> DataFrame:
             return self._cross_log(transactions, coord_txns, partitions, pairs)
 
-        cross, ids = self._judged_cross(kept) or (self._later("cross", stream, first=True), None)
+        cross, ids = judged or (self._later("cross", stream, first=True), None)
         routed, routing = self._routed(timeline, partitions)
         leaks = self._later("leaks", lambda: self._leakage(transactions, routed, partitions))
 
