@@ -48,8 +48,8 @@ Only where logreplay launches the JVM itself (a plain Python process, any master
 off; the archive lives under ``LOGREPLAY_CACHE_DIR`` (default ``$XDG_CACHE_HOME/logreplay`` or
 ``~/.cache/logreplay``), ~190 MB per installation. Nor where the driver's class path holds
 a non-empty directory (a ``SPARK_CONF_DIR`` with its ``spark-defaults.conf``, Hadoop's conf):
-Java cannot archive such a class path (:func:`class_path_directories`). Any failure here means: no archive, never a
-failed job.
+Java cannot archive such a class path (:func:`class_path_directories`). Any failure here
+means: no archive, never a failed job.
 """
 
 from __future__ import annotations

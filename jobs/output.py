@@ -41,6 +41,9 @@ SAFE = re.compile(r"[^A-Za-z0-9._=-]")
 PART = re.compile(r"^\.?(?:part|scan)-\d{5}-(?P<key>[0-9a-f]{12})-\d+\.parquet(\.tmp)?$")
 # schemes Spark's own Parquet reader handles in pip's PySpark; others are read by pyarrow
 SPARK_READABLE = ("", "file", "hdfs")
+# Parquet's codec of the output tables' files: Snappy, which every reader knows (the scratch
+# area's, read by the run alone, is jobs.scan.SCRATCH_COMPRESSION)
+OUTPUT_COMPRESSION = "snappy"
 
 
 # -- run identity ------------------------------------------------------------------------------
@@ -348,7 +351,7 @@ class _TaskFiles:
 
     def __init__(self, base: str, folder: str, task: int, attempt: int, key: str, schema,
                  partition_by: str | None, statistics: tuple[str, ...] | None = None,
-                 columns_of=None, prefix: str = "part", compression: str = "snappy"
+                 columns_of=None, prefix: str = "part", compression: str = OUTPUT_COMPRESSION
                  ) -> None:  # fmt: skip
         self.out = OutputDir(base)
         self.compression = compression  # Parquet's codec of the files

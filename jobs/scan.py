@@ -24,6 +24,7 @@ from functools import partial
 from typing import NamedTuple
 
 from decoders.planning import SPLITTABLE, ByteRange, TaskPlans, pack, split
+from jobs.output import OUTPUT_COMPRESSION
 from replay.replicas import KIND_COLUMN, REPLAY_TABLES, kind_columns, kinds_apart
 from replay.scan_task import (
     ByteTotals,
@@ -38,8 +39,8 @@ from replay.scan_task import (
 
 # a task's decoded rows of one table wait for these many rows or bytes before being written
 FLUSH_ROWS = 65_536
-SCRATCH_COMPRESSION = "lz4"  # pyarrow's name of Parquet's LZ4_RAW
 FLUSH_BYTES = 8 << 20
+SCRATCH_COMPRESSION = "lz4"  # pyarrow's name of Parquet's LZ4_RAW
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class ScanOptions:
     partition_by: dict = field(default_factory=dict)  # table -> partition column or None
     # the columns whose values each row group's statistics give (None: every column)
     statistics: tuple[str, ...] | None = None
-    compression: str = "snappy"  # Parquet's codec of the tables' files
+    compression: str = OUTPUT_COMPRESSION  # Parquet's codec of the tables' files
     written: ScanWritten | None = None  # an audit's output tables its tasks write
 
     @property
